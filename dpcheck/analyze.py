@@ -1,0 +1,157 @@
+"""Check one file: parse once, compute the shared facts, run every selected rule.
+
+``analyze_source`` is a pure function of (path, text, selected rules): it never looks
+at other files, so it can run in a worker process and its result can be cached by
+content. What it cannot decide alone (is ``MyBase``, imported from another file, an
+nn.Module?) it records as a condition on the finding, and ``dpcheck.index`` settles
+it once every file's class summary is known.
+"""
+
+from __future__ import annotations
+
+import ast
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from dpcheck.model import FileContext, ModelClass, collect_classes, module_status
+from dpcheck.names import ImportMap, module_name_for
+from dpcheck.rule import Edit, Fix, Rule, Severity, Violation
+from dpcheck.source import SourceFile, suppressed
+
+SYNTAX_ERROR = "DP001"
+INTERNAL_ERROR = "DP002"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    severity: str
+    filename: str
+    row: int
+    col: int  # 1-based, like ruff's JSON
+    end_row: int
+    end_col: int
+    line_text: str  # the source line at `row`, for the `full` format
+    fix: Fix | None = None
+    noqa_row: int | None = None
+    # All must hold (each: any of these classes is an nn.Module) for the finding to stand.
+    requires: tuple[frozenset[str], ...] = ()
+    confirmation: dict | None = None
+
+
+@dataclass
+class ClassSummary:
+    qualname: str
+    bases: tuple[str, ...]
+
+
+@dataclass
+class FileResult:
+    filename: str
+    module: str
+    findings: list[Finding] = field(default_factory=list)
+    classes: list[ClassSummary] = field(default_factory=list)
+    # Names this module imports (for re-exports: `from .block import Block` in __init__).
+    aliases: dict[str, str] = field(default_factory=dict)
+    internal_error: bool = False
+
+
+def read_source(path: Path) -> str:
+    """Decode like Python does: a BOM or coding cookie, else UTF-8. Raises UnicodeDecodeError."""
+    import io
+    import tokenize
+
+    data = path.read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+def analyze_path(path: Path, display: str, rules: Sequence[Rule], module: str | None = None) -> FileResult:
+    try:
+        text = read_source(path)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        result = FileResult(display, module or path.stem)
+        result.findings.append(Finding(SYNTAX_ERROR, f"File is not valid UTF-8 (or its declared "
+                                       f"encoding): {exc}", "error", display, 1, 1, 1, 1, ""))
+        return result
+    except OSError as exc:
+        result = FileResult(display, module or path.stem)
+        result.findings.append(Finding(SYNTAX_ERROR, f"Cannot read file: {exc.strerror or exc}",
+                                       "error", display, 1, 1, 1, 1, ""))
+        return result
+    return analyze_source(text, display, rules, module or module_name_for(path),
+                          is_package=path.name == "__init__.py")
+
+
+def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
+                   is_package: bool = False) -> FileResult:
+    source = SourceFile(display, text)
+    result = FileResult(display, module)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences in user code
+            tree = ast.parse(text, filename=display)
+    except (SyntaxError, ValueError) as exc:
+        row = getattr(exc, "lineno", None) or 1
+        col = getattr(exc, "offset", None) or 1
+        msg = getattr(exc, "msg", None) or str(exc)
+        result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
+                                       max(col, 1), row, max(col, 1), source.line(row), None, row))
+        return result
+
+    imports = ImportMap(tree, module, is_package)
+    classes = collect_classes(tree, imports, module)
+    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module))
+    result.classes = [ClassSummary(c.qualname, c.bases) for c in classes.values()]
+    result.aliases = {name: target for name, target in imports.aliases.items()
+                      if target != name and "." in target}
+
+    models = [ModelClass(ctx, info, needs) for name, info in classes.items()
+              for sure, needs in [ctx.class_is_module(name)] if sure or needs]
+
+    file_noqa = source.file_noqa_codes()
+    seen: set[tuple] = set()
+    for rule in rules:
+        if suppressed(rule.code, file_noqa):
+            continue
+        try:
+            raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
+            for model in models:
+                base_req = (model.requires,) if model.requires else ()
+                for v in rule.check_class(model):
+                    raw.append((v, base_req))
+            for v in rule.check_file(ctx):
+                raw.append((v, ()))
+        except Exception as exc:  # a rule bug must not hide other rules' findings
+            result.internal_error = True
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            result.findings.append(Finding(
+                INTERNAL_ERROR, f"Internal error in rule {rule.code}: {type(exc).__name__}: {exc} "
+                f"({Path(where.filename).name}:{where.lineno}); please report it",
+                "error", display, 1, 1, 1, 1, source.line(1)))
+            continue
+        for violation, requires in raw:
+            finding = _finding(rule, violation, requires, source)
+            key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col)
+            if key in seen or suppressed(finding.code, source.noqa_codes(finding.row)):
+                continue
+            seen.add(key)
+            result.findings.append(finding)
+    return result
+
+
+def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> Finding:
+    row, col, end_row, end_col = source.span(v.node)
+    severity = (v.severity or rule.severity)
+    fix = v.fix
+    if fix is not None:  # rules write ast byte offsets; reports and --fix use characters
+        fix = Fix(fix.message, tuple(
+            Edit(e.content, e.row, source.char_column(e.row, e.col), e.end_row,
+                 source.char_column(e.end_row, e.end_col)) for e in fix.edits), fix.applicability)
+    return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
+                   end_row, end_col + 1, source.line(row), fix, row,
+                   requires + tuple(v.requires))

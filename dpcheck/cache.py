@@ -1,0 +1,130 @@
+"""A result cache like ruff's: per-file results keyed by content, version and selection.
+
+One JSON file per (dpcheck version, selected rules) under the cache folder maps each
+checked path to the SHA-256 of its bytes, its dotted module name and its serialized
+``FileResult``. A file's result never depends on other files (cross-file facts are
+settled after loading, see ``dpcheck.index``), so a change to a base class in another
+file is picked up without invalidating its subclasses' entries. Entries that fail to
+load or validate are treated as misses, never trusted. JSON, not pickle: a cache
+folder that someone else wrote cannot run code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from dpcheck import __version__
+from dpcheck.analyze import ClassSummary, FileResult, Finding
+from dpcheck.names import module_name_for
+from dpcheck.rule import Edit, Fix
+
+_FORMAT = 1
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def result_to_json(result: FileResult) -> dict:
+    return {
+        "filename": result.filename, "module": result.module, "internal_error": result.internal_error,
+        "aliases": result.aliases,
+        "classes": [[c.qualname, list(c.bases)] for c in result.classes],
+        "findings": [{
+            "code": f.code, "message": f.message, "severity": f.severity, "filename": f.filename,
+            "span": [f.row, f.col, f.end_row, f.end_col], "line_text": f.line_text,
+            "noqa_row": f.noqa_row, "requires": [sorted(r) for r in f.requires],
+            "fix": None if f.fix is None else {
+                "message": f.fix.message, "applicability": f.fix.applicability,
+                "edits": [[e.content, e.row, e.col, e.end_row, e.end_col] for e in f.fix.edits]},
+        } for f in result.findings],
+    }
+
+
+def result_from_json(data: dict) -> FileResult:
+    """Rebuild a FileResult; raises on anything malformed (the caller treats that as a miss)."""
+    result = FileResult(str(data["filename"]), str(data["module"]))
+    result.internal_error = bool(data["internal_error"])
+    result.aliases = {str(k): str(v) for k, v in dict(data["aliases"]).items()}
+    result.classes = [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]]
+    for f in data["findings"]:
+        row, col, end_row, end_col = (int(v) for v in f["span"])
+        fix = None
+        if f["fix"] is not None:
+            fix = Fix(str(f["fix"]["message"]), tuple(
+                Edit(str(c), int(r), int(cc), int(er), int(ec)) for c, r, cc, er, ec in f["fix"]["edits"]),
+                str(f["fix"]["applicability"]))
+        result.findings.append(Finding(
+            str(f["code"]), str(f["message"]), str(f["severity"]), str(f["filename"]),
+            row, col, end_row, end_col, str(f["line_text"]), fix,
+            None if f["noqa_row"] is None else int(f["noqa_row"]),
+            tuple(frozenset(str(n) for n in r) for r in f["requires"])))
+    return result
+
+
+class Cache:
+    def __init__(self, file: Path, entries: dict) -> None:
+        self.file = file
+        self.entries = entries
+        self.dirty = False
+
+    @classmethod
+    def open(cls, folder: Path, codes: Sequence[str]) -> "Cache":
+        key = _digest(f"{__version__}|{_FORMAT}|{','.join(sorted(codes))}".encode())[:16]
+        file = Path(folder) / f"results-{key}.json"
+        entries: dict = {}
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("tool") == "dpcheck" \
+                    and data.get("version") == __version__ and data.get("format") == _FORMAT \
+                    and isinstance(data.get("entries"), dict):
+                entries = data["entries"]
+        except (OSError, ValueError, UnicodeDecodeError):
+            entries = {}
+        return cls(file, entries)
+
+    def get(self, path: Path) -> FileResult | None:
+        entry = self.entries.get(str(path.resolve()))
+        if not isinstance(entry, dict):
+            return None
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            if entry["sha256"] != _digest(data) or entry["module"] != module_name_for(path) \
+                    or entry["result"]["filename"] != str(path):
+                return None
+            return result_from_json(entry["result"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def put(self, path: Path, result: FileResult) -> None:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return
+        self.entries[str(path.resolve())] = {"sha256": _digest(data), "module": result.module,
+                                             "result": result_to_json(result)}
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = self.file.parent / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# Automatically created by dpcheck.\n*\n")
+            fd, tmp = tempfile.mkstemp(dir=self.file.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump({"tool": "dpcheck", "version": __version__, "format": _FORMAT,
+                           "entries": self.entries}, handle)
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a read-only checkout still gets its findings

@@ -1,0 +1,113 @@
+"""The `dpcheck` command line (click), following ruff's conventions.
+
+`dpcheck [PATHS]...` checks files (the `check` subcommand is implied); `dpcheck rule
+DP101` prints a rule's documentation. Exit codes: 0 clean, 1 findings, 2 usage error
+or internal failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from dpcheck import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
+
+
+class _DefaultToCheck(click.Group):
+    """`dpcheck PATHS` means `dpcheck check PATHS`, like ruff's old top-level form."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="dpcheck", message="%(prog)s %(version)s")
+def main() -> None:
+    """Find torch.nn.DataParallel hazards in PyTorch model source."""
+
+
+@main.command("check")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (DP1, DP101, ALL).")
+@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
+@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--exclude", multiple=True, help="Patterns to exclude (replaces the defaults).")
+@click.option("--extend-exclude", multiple=True, help="Patterns to exclude on top of the defaults.")
+@click.option("--force-exclude/--no-force-exclude", default=None,
+              help="Apply excludes to paths passed explicitly (as pre-commit does).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Honour .gitignore files.")
+@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]),
+              default=None, help="How to print findings (default: full).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Use this pyproject.toml or dpcheck.toml instead of the nearest one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--stdin-filename", help="The path to report for code read from stdin (`dpcheck -`).")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Cache folder (default .dpcheck_cache).")
+@click.option("--fix", is_flag=True, help="Apply fixes (all dpcheck fixes are unsafe: add --unsafe-fixes).")
+@click.option("--unsafe-fixes", is_flag=True, help="Allow fixes that may change behaviour.")
+@click.option("--confirm", is_flag=True, help="Import each model and run it under a DataParallel harness.")
+@click.option("--backend", type=click.Choice(["auto", "cuda", "emulated"]), default=None,
+              help="Harness backend for --confirm (default auto: cuda with >=2 GPUs, else emulated).")
+@click.option("--devices", type=click.IntRange(min=2), default=None, help="Devices for --confirm (default: all, at least 2).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds per file for --confirm (default 60).")
+def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude,
+          respect_gitignore, output_format, config_path, isolated, stdin_filename, exit_zero,
+          statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, confirm, backend,
+          devices, timeout):
+    """Check PATHS (default: the current folder) for DataParallel hazards."""
+    from dpcheck.run import CheckOptions, run_check
+
+    options = CheckOptions(
+        paths=list(paths), select=_split(select) if select else None, extend_select=_split(extend_select),
+        ignore=_split(ignore), exclude=list(exclude) or None, extend_exclude=list(extend_exclude),
+        force_exclude=force_exclude, respect_gitignore=respect_gitignore, output_format=output_format,
+        config_path=config_path, isolated=isolated, stdin_filename=stdin_filename, exit_zero=exit_zero,
+        statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
+        fix=fix, unsafe_fixes=unsafe_fixes, confirm=confirm, backend=backend, devices=devices,
+        timeout=timeout)
+    sys.exit(run_check(options))
+
+
+@main.command("rule")
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="List every rule.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
+def rule(code, show_all, output_format):
+    """Print the documentation of rule CODE, or list every rule with --all."""
+    from dpcheck.registry import all_rules, rules_by_code
+
+    if show_all == bool(code):
+        raise click.UsageError("give either a rule code or --all")
+    rules = list(all_rules()) if show_all else [rules_by_code().get(code.upper())]
+    if rules == [None]:
+        click.echo(f"error: unknown rule `{code}` (see `dpcheck rule --all`)", err=True)
+        sys.exit(EXIT_ERROR)
+    if output_format == "json":
+        data = [{"code": r.code, "name": r.name, "severity": r.severity.value, "summary": r.summary,
+                 "explanation": r.explanation(), "fix": r.fix_hint, "kind": r.kind,
+                 "default_enabled": r.default_enabled, "url": r.url(),
+                 "bad_example": r.bad_example, "good_example": r.good_example} for r in rules]
+        click.echo(json.dumps(data if show_all else data[0], indent=2))
+    elif show_all:
+        for r in rules:
+            flag = "" if r.default_enabled else " (off by default)"
+            click.echo(f"{r.code}  {r.name:<40} {r.severity.value:<8} {r.summary}{flag}")
+    else:
+        click.echo(rules[0].markdown())

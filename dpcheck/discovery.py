@@ -1,0 +1,227 @@
+"""Find the Python files to check: walk directories, honour .gitignore and excludes.
+
+Exclude patterns follow ruff: a pattern without a slash matches any path component
+(`build`, `*.pyi`); one with a slash is a glob relative to the project root
+(`tests/data/**`). Paths named on the command line are checked even when excluded,
+unless ``force_exclude`` is set (pre-commit passes files explicitly).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist",
+                   "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+                   ".tox", ".nox", ".eggs", "site-packages", ".dpcheck_cache", "__pypackages__")
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def _glob_to_regex(pattern: str) -> str:
+    """A gitignore-style glob (`*`, `?`, `[...]`, `**`) as a regex over '/'-separated paths."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("/.*")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1:end].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = end + 1
+        elif c == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    regex: re.Pattern
+    negated: bool
+    dir_only: bool
+    anchored: bool
+
+
+class GitIgnore:
+    """The rules of one .gitignore file, matched against paths relative to its folder."""
+
+    def __init__(self, base: Path, lines: list[str]) -> None:
+        self.base = base
+        self.rules: list[IgnoreRule] = []
+        for raw in lines:
+            line = raw.rstrip("\n")
+            if not line.strip() or line.startswith("#"):
+                continue
+            line = line.rstrip() if not line.endswith("\\ ") else line
+            negated = line.startswith("!")
+            if negated:
+                line = line[1:]
+            if line.startswith("\\"):
+                line = line[1:]
+            dir_only = line.endswith("/")
+            line = line.rstrip("/")
+            anchored = "/" in line
+            line = line.lstrip("/")
+            if not line:
+                continue
+            self.rules.append(IgnoreRule(re.compile(_glob_to_regex(line) + r"\Z"), negated,
+                                         dir_only, anchored))
+
+    @classmethod
+    def load(cls, folder: Path) -> "GitIgnore | None":
+        path = folder / ".gitignore"
+        try:
+            return cls(folder, path.read_text(encoding="utf-8", errors="replace").splitlines())
+        except OSError:
+            return None
+
+    def verdict(self, rel: str, is_dir: bool) -> bool | None:
+        """True ignored, False re-included, None no rule matched."""
+        result = None
+        name = rel.rsplit("/", 1)[-1]
+        for rule in self.rules:
+            if rule.dir_only and not is_dir:
+                continue
+            subject = rel if rule.anchored else name
+            if rule.regex.match(subject):
+                result = not rule.negated
+        return result
+
+
+class Excluder:
+    def __init__(self, root: Path, patterns: list[str]) -> None:
+        self.root = root
+        self.name_patterns = [p for p in patterns if "/" not in p.rstrip("/")]
+        self.path_patterns = [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z")
+                              for p in patterns if "/" in p.rstrip("/")]
+
+    def excluded(self, path: Path) -> bool:
+        if any(fnmatch.fnmatchcase(path.name, p.rstrip("/")) for p in self.name_patterns):
+            return True
+        if not self.path_patterns:
+            return False
+        try:
+            rel = path.resolve().relative_to(self.root).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        return any(p.match(rel) for p in self.path_patterns)
+
+    def excluded_anywhere(self, path: Path) -> bool:
+        """For explicit paths under --force-exclude: is it or any parent folder excluded?"""
+        if self.excluded(path):
+            return True
+        resolved = path.resolve()
+        for parent in resolved.parents:
+            if parent == self.root or self.root not in parent.parents:
+                break
+            if self.excluded(parent):
+                return True
+        return False
+
+
+def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: bool = False,
+             respect_gitignore: bool = True) -> Iterator[Path]:
+    """Yield the files to check, each once, in a stable order."""
+    excluder = Excluder(root.resolve(), exclude)
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            if force_exclude and excluder.excluded_anywhere(path):
+                continue
+            stack = _gitignores_above(path) if respect_gitignore else []
+            yield from _walk(path, excluder, stack, respect_gitignore, seen)
+        else:
+            if force_exclude and (excluder.excluded_anywhere(path) or (
+                    respect_gitignore and _ignored_by_parents(path))):
+                continue
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield path
+
+
+def _gitignores_above(folder: Path) -> list[GitIgnore]:
+    """.gitignore files of the folders above ``folder``, inside its git repository only."""
+    cur = folder.resolve()
+    if (cur / ".git").exists():
+        return []
+    chain: list[Path] = []
+    for parent in cur.parents:
+        chain.append(parent)
+        if (parent / ".git").exists():
+            break
+    else:
+        return []  # not in a repository: like git, honour only the .gitignore files we walk into
+    return [g for g in (GitIgnore.load(f) for f in reversed(chain)) if g]
+
+
+def _ignored_by_parents(path: Path) -> bool:
+    resolved = path.resolve()
+    stack = _gitignores_above(resolved.parent) + [g for g in [GitIgnore.load(resolved.parent)] if g]
+    return _is_ignored(resolved, False, stack)
+
+
+def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
+    result = False
+    for ignore in stack:
+        try:
+            rel = path.relative_to(ignore.base.resolve()).as_posix()
+        except ValueError:
+            continue
+        verdict = ignore.verdict(rel, is_dir)
+        if verdict is not None:
+            result = verdict
+    return result
+
+
+def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
+          seen: set[Path]) -> Iterator[Path]:
+    if respect_gitignore:
+        own = GitIgnore.load(folder)
+        if own:
+            stack = [*stack, own]
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        is_dir = entry.is_dir()
+        if excluder.excluded(path):
+            continue
+        if respect_gitignore and stack and _is_ignored(path.resolve(), is_dir, stack):
+            continue
+        if is_dir:
+            yield from _walk(path, excluder, stack, respect_gitignore, seen)
+        elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield path

@@ -1,0 +1,134 @@
+"""Run the selected rules over files: in parallel, through the cache, then settle the index.
+
+Each file is analysed once, by ``dpcheck.analyze`` (in a worker process when there is
+more than a handful of files). Results whose nn.Module status depends on another file
+are settled here, once every file's class summary is in (``dpcheck.index``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+from dpcheck.analyze import INTERNAL_ERROR, FileResult, Finding, analyze_path, analyze_source
+from dpcheck.index import ClassIndex
+from dpcheck.names import module_name_for
+from dpcheck.registry import matches, rules_by_code
+from dpcheck.rule import Rule
+
+# Below this many files a process pool costs more than it saves.
+_PARALLEL_MIN_FILES = 16
+
+
+@dataclass
+class RunResult:
+    findings: list[Finding] = field(default_factory=list)
+    files: int = 0
+    internal_error: bool = False
+    cache_hits: int = 0
+
+
+def _instantiate(codes: Sequence[str]) -> list[Rule]:
+    table = rules_by_code()
+    return [table[c]() for c in codes]
+
+
+_WORKER_RULES: list[Rule] = []
+
+
+def _worker_init(codes: tuple[str, ...]) -> None:
+    global _WORKER_RULES
+    _WORKER_RULES = _instantiate(codes)
+
+
+def _worker_analyze(task: tuple[str, str]) -> FileResult:
+    path, display = task
+    return analyze_path(Path(path), display, _WORKER_RULES)
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None = None,
+                  cache=None) -> tuple[list[FileResult], int]:
+    """Analyse each file (through ``cache`` when given); returns results in input order and hits."""
+    results: list[FileResult | None] = [None] * len(paths)
+    todo: list[int] = []
+    hits = 0
+    for i, path in enumerate(paths):
+        cached = cache.get(path) if cache is not None else None
+        if cached is not None:
+            results[i] = cached
+            hits += 1
+        else:
+            todo.append(i)
+    jobs = jobs or default_jobs()
+    tasks = [(str(paths[i]), str(paths[i])) for i in todo]
+    if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
+        method = "fork" if sys.platform.startswith("linux") else None
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                                 initializer=_worker_init, initargs=(tuple(codes),)) as pool:
+            chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+            fresh = list(pool.map(_worker_analyze, tasks, chunksize=chunk))
+    else:
+        rules = _instantiate(codes)
+        fresh = [analyze_path(Path(p), d, rules) for p, d in tasks]
+    for i, result in zip(todo, fresh):
+        results[i] = result
+        if cache is not None and not result.internal_error:
+            cache.put(paths[i], result)
+    return [r for r in results if r is not None], hits
+
+
+def module_loader(results: Sequence[FileResult]):
+    """Find and summarise modules that were not scanned, from the scanned files' package roots."""
+    roots: list[Path] = []
+    for result in results:
+        path = Path(result.filename)
+        depth = result.module.count(".") + (1 if path.name == "__init__.py" else 0)
+        root = path.resolve().parents[depth] if depth < len(path.resolve().parents) else None
+        if root is not None and root not in roots:
+            roots.append(root)
+
+    def load(module: str) -> FileResult | None:
+        parts = module.split(".")
+        for root in roots:
+            for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+                if candidate.is_file():
+                    return analyze_path(candidate, str(candidate), [], module)
+        return None
+
+    return load
+
+
+def settle(results: Sequence[FileResult], per_file_ignores=None) -> RunResult:
+    """Keep the findings whose cross-file conditions hold; apply per-file ignores."""
+    index = ClassIndex(results, module_loader(results))
+    run = RunResult(files=len(results))
+    for result in results:
+        ignored = per_file_ignores(result.filename) if per_file_ignores else []
+        run.internal_error |= result.internal_error
+        for finding in result.findings:
+            if finding.requires and not index.holds(finding):
+                continue
+            if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
+                continue
+            run.findings.append(replace(finding, requires=()))
+    run.findings.sort(key=lambda f: (f.filename, f.row, f.col, f.code))
+    return run
+
+
+def check_stdin(text: str, display: str, codes: Sequence[str], siblings: Sequence[FileResult] = ()
+                ) -> FileResult:
+    module = module_name_for(Path(display)) if display != "-" else "stdin"
+    return analyze_source(text, display, _instantiate(codes), module,
+                          is_package=Path(display).name == "__init__.py")

@@ -1,0 +1,100 @@
+"""Resolve names to dotted paths from a module's own imports, without importing it.
+
+``nn.Linear`` under ``import torch.nn as nn`` is ``torch.nn.Linear``;
+``M`` under ``from torch.nn import Module as M`` is ``torch.nn.Module``; a class
+imported from a sibling file resolves to that file's dotted module path, so the
+project-wide class index can look it up.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+
+def module_name_for(path: Path) -> str:
+    """The dotted module name of ``path``, walking up through ``__init__.py`` packages."""
+    path = path.resolve() if path.is_absolute() or path.exists() else path
+    parts = [path.stem] if path.stem != "__init__" else []
+    parent = path.parent
+    while (parent / "__init__.py").exists() and parent != parent.parent:
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    return ".".join(parts) or path.stem
+
+
+class ImportMap:
+    """Local name -> dotted target, from the import statements anywhere in a module."""
+
+    def __init__(self, tree: ast.Module, module: str, is_package: bool = False) -> None:
+        self.module = module
+        self.aliases: dict[str, str] = {}
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name
+                    else:
+                        head = alias.name.split(".")[0]
+                        self.aliases.setdefault(head, head)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".") if package else []
+                    if node.level > 1:
+                        anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    if alias.name == "*":
+                        continue
+                    target = f"{base}.{alias.name}" if base else alias.name
+                    self.aliases[alias.asname or alias.name] = target
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """Dotted name of a Name/Attribute chain; local (unimported) names get the module prefix."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        head = node.id
+        target = self.aliases.get(head)
+        if target is None:
+            target = head if head in _BUILTIN_ROOTS else f"{self.module}.{head}"
+        return ".".join([target, *reversed(parts)])
+
+
+# Roots that are never local names even without an import (builtins we reason about).
+_BUILTIN_ROOTS = frozenset({"list", "dict", "set", "tuple", "setattr", "getattr", "next", "iter",
+                            "len", "float", "int", "str", "bool", "super", "isinstance", "self"})
+
+
+def dotted(node: ast.AST) -> str | None:
+    """The literal dotted text of a Name/Attribute chain (no import resolution)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def self_attr(node: ast.AST, self_name: str = "self") -> str | None:
+    """``X`` for an expression ``self.X``; else None."""
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == self_name):
+        return node.attr
+    return None
+
+
+def self_attr_root(node: ast.AST, self_name: str = "self") -> str | None:
+    """``X`` for ``self.X``, ``self.X.y``, ``self.X[k]``, ``self.X[k].y``…; else None."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        attr = self_attr(node, self_name)
+        if attr is not None:
+            return attr
+        node = node.value
+    return None

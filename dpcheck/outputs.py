@@ -1,0 +1,237 @@
+"""What a module's forward returns, seen through local names and containers.
+
+DataParallel gathers the value forward returns: tensors are concatenated on dim 0,
+tuples, lists and dicts are walked, everything else breaks. The output rules ask
+"which leaves of the returned structure are X?"; this module answers with the leaf
+expressions, following local variables, locally built dicts/lists, and
+``return self._forward_impl(x)`` into the helper.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from dpcheck.model import FileContext, FunctionInfo, ModelClass
+
+_MAX_DEPTH = 6
+
+
+def gathered_class(model: ModelClass) -> bool:
+    """Could this class's forward output be what DataParallel gathers?
+
+    Loss modules (named *Loss*, *CrossEntropy*, *Criterion*, *Metric*, owning no layers) and classes built as children of another module in the same file are
+    not wrapped themselves: their outputs are consumed inside a parent's forward.
+    """
+    name = model.name
+    if any(w in name for w in ("Loss", "CrossEntropy", "Criterion", "Metric")) and not _owns_layers(model):
+        return False  # a loss module; a model that owns layers and a loss is still checked
+    return name not in child_classes(model.ctx)
+
+
+_PARAMETER_FREE = ("Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
+                   "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
+                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
+                   "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
+
+
+def _owns_layers(model: ModelClass) -> bool:
+    """Does the class hold a submodule that can have weights (not an activation or a loss)?"""
+    for facts in model.attrs.values():
+        if "parameter" in facts.kinds:
+            return True
+        for _, value, _ in facts.assignments:
+            if isinstance(value, ast.Call) and model.classify(value, None)[0] == "module":
+                name = (model.ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
+                if not any(name.endswith(p) or name.startswith(p) for p in _PARAMETER_FREE):
+                    return True
+    return False
+
+
+def child_classes(ctx: FileContext) -> frozenset[str]:
+    cached = ctx.__dict__.get("_child_classes")
+    if cached is None:
+        found: set[str] = set()
+        for info in ctx.classes.values():
+            for method in info.methods.values():
+                for node in ast.walk(method):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                            and node.func.id in ctx.classes and node.func.id != info.name:
+                        found.add(node.func.id)
+        cached = ctx.__dict__["_child_classes"] = frozenset(found)
+    return cached
+
+
+def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo]]:
+    """Leaf expressions of what ``forward`` returns, with the function they live in."""
+    forward = model.forward
+    if forward is None:
+        return
+    seen: set[int] = set()
+    for value in forward.returns():
+        yield from _leaves(value, forward, model, 0, seen)
+
+
+def _leaves(node, fn, model, depth, seen) -> Iterator[tuple[ast.AST, FunctionInfo]]:
+    if depth > _MAX_DEPTH or id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, (ast.Tuple, ast.List)):
+        for elt in node.elts:
+            yield from _leaves(elt.value if isinstance(elt, ast.Starred) else elt, fn, model, depth + 1, seen)
+        return
+    if isinstance(node, ast.Dict):
+        for value in node.values:
+            yield from _leaves(value, fn, model, depth + 1, seen)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("dict", "tuple", "list"):
+        for kw in node.keywords:
+            yield from _leaves(kw.value, fn, model, depth + 1, seen)
+        for arg in node.args:
+            yield from _leaves(arg, fn, model, depth + 1, seen)
+        return
+    if isinstance(node, ast.IfExp):
+        yield from _leaves(node.body, fn, model, depth + 1, seen)
+        yield from _leaves(node.orelse, fn, model, depth + 1, seen)
+        return
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id)
+        if values:
+            for value in values:
+                yield from _leaves(value, fn, model, depth + 1, seen)
+            yield from _container_writes(node.id, fn, model, depth, seen)
+            return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        attr = fn.self_attr(node.func)
+        helper = model.find_method(attr) if attr else None
+        if helper is not None and helper.name != "forward":
+            for value in helper.returns():
+                yield from _leaves(value, helper, model, depth + 1, seen)
+            return
+    yield node, fn
+
+
+def _container_writes(name, fn, model, depth, seen):
+    """Values put into a local dict/list after creation: `out["loss"] = loss`, `outs.append(y)`."""
+    for node in fn.nodes(ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                    and target.value.id == name:
+                yield from _leaves(node.value, fn, model, depth + 1, seen)
+    for call in fn.nodes(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ("append", "insert") \
+                and isinstance(func.value, ast.Name) and func.value.id == name and call.args:
+            yield from _leaves(call.args[-1], fn, model, depth + 1, seen)
+
+
+# --- what a leaf is -----------------------------------------------------------------
+
+_LOSS_FUNCTIONS = frozenset({
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
+    "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss",
+    "gaussian_nll_loss", "hinge_embedding_loss", "multilabel_margin_loss", "soft_margin_loss",
+    "multi_margin_loss", "multilabel_soft_margin_loss", "triplet_margin_with_distance_loss",
+})
+_FULL_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "median",
+                              "all", "any", "amax", "amin", "nansum", "nanmean"})
+
+
+def _reduction_none(call: ast.Call) -> bool:
+    return any(k.arg == "reduction" and isinstance(k.value, ast.Constant) and k.value.value == "none"
+               for k in call.keywords)
+
+
+def _has_dim(call: ast.Call) -> bool:
+    return bool(call.args) or any(k.arg in ("dim", "axis") for k in call.keywords)
+
+
+def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0) -> str | None:
+    """Why ``node`` is a 0-dim tensor (a loss, a full reduction), or None."""
+    if depth > _MAX_DEPTH:
+        return None
+    ctx = model.ctx
+    if isinstance(node, ast.Name):
+        for value in fn.local_values.get(node.id, ()):
+            reason = scalar_reason(value, fn, model, depth + 1)
+            if reason:
+                return reason
+        return None
+    if isinstance(node, ast.BinOp):
+        sides = [node.left, node.right]
+        reasons = [scalar_reason(s, fn, model, depth + 1) for s in sides]
+        constant = [isinstance(s, ast.Constant) for s in sides]
+        if all(r or c for r, c in zip(reasons, constant)) and any(reasons):
+            return next(r for r in reasons if r)
+        return None
+    if isinstance(node, ast.UnaryOp):
+        return scalar_reason(node.operand, fn, model, depth + 1)
+    if not isinstance(node, ast.Call):
+        return None
+    name = ctx.resolve(node.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if name.startswith("torch.nn.functional.") and last in _LOSS_FUNCTIONS and not _reduction_none(node):
+        return f"a loss from `{ast.unparse(node.func)}`"
+    if name.startswith("torch.") and name.count(".") == 1 and last in _FULL_REDUCTIONS \
+            and len(node.args) <= 1 and not any(k.arg in ("dim", "axis") for k in node.keywords):
+        return f"`{ast.unparse(node.func)}` over all elements"
+    if isinstance(node.func, ast.Attribute) and node.func.attr in _FULL_REDUCTIONS \
+            and not _has_dim(node) and not name.startswith(("numpy.", "np.", "math.", "builtins.")):
+        receiver = node.func.value
+        if isinstance(receiver, ast.Name) and receiver.id in ("np", "numpy", "math", "torch"):
+            return None
+        return f"`.{node.func.attr}()` with no dim"
+    if _is_loss_module_call(node, fn, model):
+        return f"a loss from `{ast.unparse(node.func)}`"
+    return None
+
+
+def _is_loss_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> bool:
+    """`self.criterion(...)` or `loss_fct(...)` where that is an nn.*Loss built without reduction='none'."""
+    func = call.func
+    constructions: list[ast.AST] = []
+    attr = fn.self_attr(func)
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        if facts:
+            constructions = [v for _, v, _ in facts.assignments]
+    elif isinstance(func, ast.Name):
+        constructions = list(fn.local_values.get(func.id, ()))
+    for value in constructions:
+        if isinstance(value, ast.Call):
+            name = model.ctx.resolve(value.func) or ""
+            if name.startswith("torch.nn.") and name.endswith("Loss") and not _reduction_none(value):
+                return True
+    return False
+
+
+_PY_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round", "repr", "format"})
+
+
+def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | None:
+    """Why ``node`` is a Python value that gather cannot handle, or None."""
+    if isinstance(node, ast.Constant):
+        if node.value is None or node.value is Ellipsis:
+            return None
+        return f"a Python {type(node.value).__name__} constant"
+    if isinstance(node, ast.JoinedStr):
+        return "a string"
+    if isinstance(node, ast.Compare) or (isinstance(node, ast.BoolOp)):
+        return None  # tensor comparisons are tensors; cannot tell
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in ("item", "tolist") and not node.args:
+        return f"`.{func.attr}()` (a Python {'number' if func.attr == 'item' else 'list'})"
+    if isinstance(func, ast.Name) and func.id in _PY_VALUE_CALLS and func.id not in fn.local_values:
+        return f"`{func.id}(...)` (a Python {func.id if func.id != 'len' else 'int'})"
+    if isinstance(func, ast.Name) and func.id in model.ctx.classes:
+        info = model.ctx.classes[func.id]
+        is_dataclass = any((model.ctx.resolve(d.func if isinstance(d, ast.Call) else d) or "")
+                           .endswith("dataclass") for d in info.node.decorator_list)
+        dict_based = any(b.endswith(("dict", "OrderedDict", "ModelOutput", "BaseOutput"))
+                         for b in info.bases)
+        if is_dataclass and not dict_based:
+            return f"a `{func.id}` dataclass instance"
+    return None

@@ -1,0 +1,77 @@
+"""Find every rule in ``dpcheck.rules`` and resolve selections like ruff does."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import lru_cache
+
+from dpcheck.rule import Rule
+
+
+@lru_cache(maxsize=1)
+def all_rules() -> tuple[type[Rule], ...]:
+    import dpcheck.rules as package
+
+    found: list[type[Rule]] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Rule) and value is not Rule \
+                    and value.__module__ == module.__name__:
+                found.append(value)
+    codes = [r.code for r in found]
+    duplicates = {c for c in codes if codes.count(c) > 1}
+    if duplicates:
+        raise RuntimeError(f"rule codes defined twice: {sorted(duplicates)}")
+    return tuple(sorted(found, key=lambda r: r.code))
+
+
+def rules_by_code() -> dict[str, type[Rule]]:
+    return {r.code: r for r in all_rules()}
+
+
+class SelectionError(ValueError):
+    pass
+
+
+def matches(selector: str, code: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+def check_selector(selector: str, where: str) -> str:
+    """A selector must name at least one rule (ruff errors on unknown codes too)."""
+    selector = selector.strip().upper()
+    if selector != "ALL" and not any(matches(selector, r.code) for r in all_rules()):
+        raise SelectionError(f"Unknown rule selector `{selector}` in {where}")
+    return selector
+
+
+def select_rules(select: list[str] | None, extend_select: list[str], ignore: list[str],
+                 include_dynamic: bool = False) -> list[type[Rule]]:
+    """Default: every rule that is on by default; `select` replaces that set.
+
+    As in ruff, the more specific selector wins between select and ignore, so
+    `--select DP101 --ignore DP1` keeps DP101 and `--select DP1 --ignore DP101` drops it.
+    """
+    chosen = []
+    for rule in all_rules():
+        if rule.kind != "static" and not include_dynamic:
+            continue
+        best_on = -1
+        if select is None:
+            if rule.default_enabled:
+                best_on = 0
+        else:
+            best_on = max((_specificity(s) for s in select if matches(s, rule.code)), default=-1)
+        best_on = max([best_on] + [_specificity(s) for s in extend_select if matches(s, rule.code)])
+        best_off = max((_specificity(s) for s in ignore if matches(s, rule.code)), default=-1)
+        if best_on >= 0 and best_on > best_off:
+            chosen.append(rule)
+    return chosen
+
+
+def _specificity(selector: str) -> int:
+    return 0 if selector == "ALL" else len(selector)

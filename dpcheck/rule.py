@@ -1,0 +1,113 @@
+"""What a rule is. Each module in ``rules/`` defines one subclass of :class:`Rule`.
+
+A rule carries its own documentation (the module docstring, rendered by
+``dpcheck rule`` and into the README table) and its own examples: ``bad_example``
+must be flagged by the rule and ``good_example`` must not (the tests check both).
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from dpcheck.model import FileContext, ModelClass
+
+DOCS_URL = "https://github.com/dpcheck/dpcheck/blob/main/README.md#{code}"
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def sarif_level(self) -> str:
+        return {"error": "error", "warning": "warning", "info": "note"}[self.value]
+
+
+@dataclass(frozen=True)
+class Edit:
+    content: str
+    row: int
+    col: int  # 0-based characters
+    end_row: int
+    end_col: int
+
+
+@dataclass(frozen=True)
+class Fix:
+    message: str
+    edits: tuple[Edit, ...]
+    applicability: str = "unsafe"  # ruff's words: "safe" | "unsafe" | "display-only"
+
+
+@dataclass
+class Violation:
+    """What a rule's check yields: a node, a message, optionally a severity and a fix."""
+
+    node: ast.AST
+    message: str
+    severity: Severity | None = None
+    fix: Fix | None = None
+    # Each entry is a set of dotted class names of which at least one must turn out to be
+    # an nn.Module in the project-wide index for the finding to stand (see dpcheck.index).
+    requires: tuple[frozenset[str], ...] = field(default_factory=tuple)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    summary: ClassVar[str]  # one line
+    fix_hint: ClassVar[str]  # one line, printed as `help:` under each finding
+    bad_example: ClassVar[str] = ""
+    good_example: ClassVar[str] = ""
+    default_enabled: ClassVar[bool] = True
+    # "static" rules check source; "dynamic" ones are only reported by the harness.
+    kind: ClassVar[str] = "static"
+
+    def check_class(self, model: "ModelClass") -> Iterable[Violation]:
+        """Findings in one nn.Module subclass (forward-reachable code and its facts)."""
+        return ()
+
+    def check_file(self, ctx: "FileContext") -> Iterable[Violation]:
+        """Findings that are about the file as a whole (training scripts)."""
+        return ()
+
+    # Helpers shared by every rule.
+    def violation(self, node: ast.AST, message: str, **kwargs) -> Violation:
+        return Violation(node, message, **kwargs)
+
+    @classmethod
+    def explanation(cls) -> str:
+        """The full documentation: the defining module's docstring."""
+        doc = sys.modules[cls.__module__].__doc__ or ""
+        return textwrap.dedent(doc).strip()
+
+    @classmethod
+    def url(cls) -> str:
+        return DOCS_URL.format(code=cls.code.lower())
+
+    @classmethod
+    def markdown(cls) -> str:
+        """The rule's page: summary, explanation, and its two examples."""
+        parts = [f"# {cls.code} {cls.name}", "",
+                 f"Default severity: **{cls.severity.value}**"
+                 + ("" if cls.default_enabled else " (off by default; enable with `--extend-select`)"),
+                 "", cls.summary, "", cls.explanation()]
+        if cls.bad_example:
+            parts += ["", "## Example", "", "```python", textwrap.dedent(cls.bad_example).strip(), "```"]
+        if cls.good_example:
+            parts += ["", "## Use instead", "", "```python",
+                      textwrap.dedent(cls.good_example).strip(), "```"]
+        parts += ["", f"Fix: {cls.fix_hint}"]
+        return "\n".join(parts)
+
+
+def iter_nothing() -> Iterator[Violation]:
+    return iter(())

@@ -1,0 +1,196 @@
+"""What `dpcheck check` does, separate from click so it is plain to call and test."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from dpcheck.analyze import INTERNAL_ERROR, Finding
+from dpcheck.config import ConfigError, Settings, find_config, load_settings
+from dpcheck.registry import SelectionError, check_selector, select_rules
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+@dataclass
+class CheckOptions:
+    paths: list[Path] = field(default_factory=list)
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] | None = None
+    extend_exclude: list[str] = field(default_factory=list)
+    force_exclude: bool | None = None
+    respect_gitignore: bool | None = None
+    output_format: str | None = None
+    config_path: Path | None = None
+    isolated: bool = False
+    stdin_filename: str | None = None
+    exit_zero: bool = False
+    statistics: bool = False
+    quiet: bool = False
+    jobs: int | None = None
+    no_cache: bool = False
+    cache_dir: Path | None = None
+    fix: bool = False
+    unsafe_fixes: bool = False
+    confirm: bool = False
+    backend: str | None = None
+    devices: int | None = None
+    timeout: float | None = None
+
+
+def _error(message: str) -> int:
+    click.echo(f"error: {message}", err=True)
+    return EXIT_ERROR
+
+
+def resolve_settings(options: CheckOptions) -> Settings:
+    cwd = Path.cwd()
+    if options.isolated:
+        settings = Settings(root=cwd.resolve())
+    else:
+        config = options.config_path
+        if config is None:
+            first = next((p for p in options.paths if str(p) != "-"), None)
+            config = find_config(cwd if first is None or not first.exists() else first)
+        settings = load_settings(config, cwd)
+    # Command-line options override the file, as in ruff.
+    try:
+        if options.select is not None:
+            settings.select = [check_selector(s, "--select") for s in options.select]
+        settings.extend_select += [check_selector(s, "--extend-select") for s in options.extend_select]
+        settings.ignore += [check_selector(s, "--ignore") for s in options.ignore]
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
+    if options.exclude is not None:
+        settings.exclude = options.exclude
+    settings.extend_exclude += options.extend_exclude
+    if options.force_exclude is not None:
+        settings.force_exclude = options.force_exclude
+    if options.respect_gitignore is not None:
+        settings.respect_gitignore = options.respect_gitignore
+    if options.output_format:
+        settings.output_format = options.output_format
+    if options.cache_dir is not None:
+        settings.cache_dir = options.cache_dir.resolve()
+    if options.timeout is not None:
+        settings.timeout = options.timeout
+    if options.devices is not None:
+        settings.devices = options.devices
+    if options.backend is not None:
+        settings.backend = options.backend
+    return settings
+
+
+def run_check(options: CheckOptions) -> int:
+    from dpcheck import engine, report
+    from dpcheck.discovery import discover
+
+    try:
+        settings = resolve_settings(options)
+    except ConfigError as exc:
+        return _error(str(exc))
+    rules = select_rules(settings.select, settings.extend_select, settings.ignore)
+    codes = [r.code for r in rules]
+    paths = options.paths or [Path(".")]
+
+    reading_stdin = any(str(p) == "-" for p in paths)
+    if reading_stdin:
+        if len(paths) > 1:
+            return _error("`-` (stdin) cannot be combined with other paths")
+        display = options.stdin_filename or "-"
+        if settings.force_exclude and options.stdin_filename and _excluded(Path(display), settings):
+            results = []
+        else:
+            text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
+            results = [engine.check_stdin(text, display, codes)]
+        files = []
+    else:
+        missing = [p for p in paths if not p.exists()]
+        for p in missing:
+            click.echo(f"error: {p}: No such file or directory", err=True)
+        if missing:
+            return EXIT_ERROR
+        files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
+                              settings.respect_gitignore))
+        cache = None
+        if not options.no_cache and not options.fix:
+            from dpcheck.cache import Cache
+            cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
+        results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
+        if cache is not None:
+            cache.save()
+
+    run = engine.settle(results, lambda name: settings.ignored_for(Path(name)))
+    findings = run.findings
+
+    if options.fix and not reading_stdin:
+        findings = _apply_fixes(findings, options.unsafe_fixes)
+
+    if options.confirm:
+        from dpcheck.confirm import confirm_findings
+        findings = confirm_findings(findings, files, settings, options)
+
+    out = sys.stdout
+    fmt = settings.output_format
+    if options.statistics:
+        report.write_statistics(findings, out, as_json=fmt in ("json", "json-lines"))
+    elif fmt == "json":
+        report.write_json(findings, out)
+    elif fmt == "json-lines":
+        report.write_json_lines(findings, out)
+    elif fmt == "sarif":
+        report.write_sarif(findings, out, _repo_root(settings.root), codes)
+    elif fmt == "github":
+        report.write_github(findings, out)
+    elif fmt == "concise":
+        report.write_concise(findings, out)
+        if not options.quiet:
+            report.write_summary(findings, out, _fixable(findings))
+    else:
+        report.write_full(findings, out)
+        if not options.quiet:
+            report.write_summary(findings, out, _fixable(findings))
+
+    if run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
+        return EXIT_ERROR
+    if findings and not options.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _excluded(path: Path, settings: Settings) -> bool:
+    from dpcheck.discovery import discover
+
+    return not list(discover([path], settings.root, settings.all_excludes, True, settings.respect_gitignore))
+
+
+def _fixable(findings: list[Finding]) -> int:
+    return sum(1 for f in findings if f.fix is not None)
+
+
+def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
+    from dpcheck.fix import applicable, fix_file
+
+    by_file: dict[str, list[Finding]] = {}
+    for f in findings:
+        if applicable(f, unsafe):
+            by_file.setdefault(f.filename, []).append(f)
+    fixed: set[int] = set()
+    for filename, group in by_file.items():
+        for applied in fix_file(Path(filename), group):
+            fixed.add(id(applied))
+    if fixed:
+        click.echo(f"Fixed {len(fixed)} finding{'s' if len(fixed) != 1 else ''}.", err=True)
+    return [f for f in findings if id(f) not in fixed]
+
+
+def _repo_root(start: Path) -> Path:
+    for folder in [start, *start.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return start

@@ -1,0 +1,174 @@
+"""
+## What it does
+Flags `self.x = ...`, `self.x += ...` and `setattr(self, "x", ...)` in code that runs
+during `forward` (forward itself, the methods it calls, hooks), when `x` is not a
+registered buffer, Parameter or submodule.
+
+## Why is this bad?
+`DataParallel` runs `forward` on *replicas*: shallow copies of the module made for
+each call. An assignment on `self` lands in the replica's own `__dict__`, which is
+thrown away when the call returns. Counters stay at their initial value, stashed
+intermediates (`self.attn = ...`) are missing or stale after the call, lazily built
+state is rebuilt on every step. Nothing fails: the numbers are silently wrong.
+
+Caches (`self._cos_cached = ...`) and warn-once flags (`self._warned = True`) are
+reported as warnings: under DataParallel the cache is recomputed and the warning
+repeats on every call, which costs speed or log noise rather than correctness.
+
+## How to fix
+Return the value from `forward`, or keep state in a buffer updated in place
+(`self.register_buffer("steps", torch.zeros((), dtype=torch.long))` then
+`self.steps += 1`), knowing that in-place buffer updates keep only replica 0's result.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+
+class AttributeAssignedInForward(Rule):
+    code = "DP101"
+    name = "attribute-assigned-in-forward"
+    severity = Severity.ERROR
+    summary = "Attribute assigned on `self` during forward is lost on DataParallel replicas"
+    fix_hint = "Return the value from forward, or keep it in a buffer updated in place"
+    bad_example = """
+        class Counter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.steps = 0
+
+            def forward(self, x):
+                self.steps += 1
+                return self.fc(x)
+    """
+    good_example = """
+        class Counter(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+            def forward(self, x):
+                self.steps += 1
+                return self.fc(x)
+    """
+
+    def check_class(self, model):
+        attrs = model.attrs
+        for fn in model.reachable:
+            for node in fn.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call):
+                for target, name, value in _assigned_attrs(fn, node):
+                    facts = attrs.get(name)
+                    if facts is not None and facts.registered:
+                        continue  # buffers, Parameters and submodules have rules of their own
+                    if value is not None and _constructs_module(model, value):
+                        continue  # DP203: a module or Parameter created in forward
+                    kind = _kind(fn, name, value, node)
+                    where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
+                    if kind == "state":
+                        yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
+                                             "lost: DataParallel runs forward on a replica whose "
+                                             "attributes are discarded after the call")
+                    else:
+                        yield self.violation(target, _WARNINGS[kind].format(name=name, where=where),
+                                             severity=Severity.WARNING)
+
+
+_WARNINGS = {
+    "cache": "Cache `self.{name}` assigned in forward{where} lives on a DataParallel replica: it is "
+             "recomputed on every call and the model never keeps it",
+    "flag": "Flag `self.{name}` set in forward{where} is lost with the DataParallel replica, so it "
+            "never sticks (a warn-once warning repeats every call)",
+    "lazy": "Lazily initialised `self.{name}`{where} is rebuilt on every DataParallel call because "
+            "the replica's copy is discarded: only a speed cost if it is a pure function of the "
+            "input, wrong if it must persist (a memory bank, running state)",
+    "converted": "`self.{name}` is converted to the input's device/dtype in forward{where}: under "
+                 "DataParallel each replica converts its own copy and discards it, so the original "
+                 "keeps the old one and the conversion repeats every call",
+    "scratch": "`self.{name}` is assigned and read within the same forward call{where}: that works "
+               "on a replica, but anything reading it after forward sees a stale or missing value "
+               "under DataParallel",
+}
+
+
+def _assigned_attrs(fn, node):
+    """(target node, attribute name, assigned value or None) for writes to self.<attr>."""
+    if isinstance(node, ast.Call):
+        if (isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) == 3
+                and fn.is_self(node.args[0])):
+            name = node.args[1].value if isinstance(node.args[1], ast.Constant) else "<dynamic>"
+            yield node, str(name), node.args[2]
+        return
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    value = node.value if not isinstance(node, ast.AugAssign) else None
+    stack = list(targets)
+    while stack:
+        target = stack.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            stack.extend(target.elts)
+            continue
+        if isinstance(target, ast.Starred):
+            stack.append(target.value)
+            continue
+        name = fn.self_attr(target)
+        if name is not None:
+            yield target, name, value
+
+
+def _constructs_module(model, value) -> bool:
+    kind, _, _ = model.classify(value)
+    return kind in ("module", "parameter", "maybe_module")
+
+
+_CACHE_WORDS = ("cache", "cached", "_memo", "lookup")
+_FLAG_WORDS = ("warn", "logged", "printed", "shown", "_once", "notified")
+
+
+def _kind(fn, name: str, value, node) -> str:
+    """state (an error), or one of the lighter cases that are reported as warnings."""
+    lowered = name.lower()
+    if any(word in lowered for word in _CACHE_WORDS):
+        return "cache"
+    if isinstance(value, ast.Constant) and isinstance(value.value, bool) \
+            and any(w in lowered for w in _FLAG_WORDS):
+        return "flag"
+    if _under_lazy_guard(fn, node):
+        return "lazy"
+    if value is not None and _moves_to_device(value):
+        return "converted"
+    if _read_later(fn, name, node):
+        return "scratch"
+    return "state"
+
+
+def _under_lazy_guard(fn, node) -> bool:
+    """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)`."""
+    cur = fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If):
+            for test in ast.walk(cur.test):
+                if isinstance(test, ast.Compare) and fn.self_attr(test.left) is not None and any(
+                        isinstance(c, ast.Constant) and c.value is None for c in test.comparators):
+                    return True
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and (
+                        fn.self_attr(test.operand) is not None or (
+                        isinstance(test.operand, ast.Call) and isinstance(test.operand.func, ast.Name)
+                        and test.operand.func.id == "hasattr")):
+                    return True
+        cur = fn.parent(cur)
+    return False
+
+
+def _moves_to_device(value) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr in ("to", "cuda", "type_as") for n in ast.walk(value))
+
+
+def _read_later(fn, name: str, node) -> bool:
+    end = getattr(node, "end_lineno", node.lineno)
+    return any(isinstance(n.ctx, ast.Load) and fn.self_attr(n) == name and n.lineno > end
+               for n in fn.nodes(ast.Attribute))

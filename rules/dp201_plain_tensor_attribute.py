@@ -1,0 +1,72 @@
+"""
+## What it does
+Flags a tensor stored on `self` (`self.mask = torch.tril(torch.ones(n, n))`) that is
+neither an `nn.Parameter` nor a registered buffer, when forward-reachable code reads it.
+
+## Why is this bad?
+`replicate()` copies only Parameters, buffers and submodules to each GPU; every other
+attribute is shared by reference. A plain tensor therefore stays where it was created:
+`model.to("cuda")` does not move it, and replica 1 sees the tensor on `cuda:0` (or the
+CPU), so forward fails with `Expected all tensors to be on the same device, but found
+at least two devices, cuda:1 and cuda:0!`. It is also missing from `state_dict()`.
+
+A 0-dim tensor made from a Python number (`torch.tensor(2.0)`) is not flagged: PyTorch
+lets 0-dim CPU tensors mix with CUDA tensors.
+
+## How to fix
+Register it: `self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)`,
+or wrap it in `nn.Parameter(..., requires_grad=False)`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+
+class PlainTensorAttribute(Rule):
+    code = "DP201"
+    name = "plain-tensor-attribute"
+    severity = Severity.ERROR
+    summary = "A tensor on `self` that is not a buffer or Parameter is not moved or replicated"
+    fix_hint = "Use self.register_buffer(name, tensor, persistent=False) instead of a plain attribute"
+    bad_example = """
+        class Masked(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.mask = torch.tril(torch.ones(n, n))
+
+            def forward(self, x):
+                return x.masked_fill(self.mask == 0, 0.0)
+    """
+    good_example = """
+        class Masked(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)
+                self.scale = torch.tensor(2.0)
+
+            def forward(self, x):
+                return x.masked_fill(self.mask == 0, 0.0) * self.scale
+    """
+
+    def check_class(self, model):
+        candidates = {name: facts for name, facts in model.attrs.items()
+                      if "tensor" in facts.kinds and not facts.registered}
+        if not candidates:
+            return
+        used = set()
+        for fn in model.reachable:
+            for node in fn.nodes(ast.Attribute):
+                name = fn.self_attr(node)
+                if name in candidates and isinstance(node.ctx, ast.Load):
+                    used.add(name)
+        for name in sorted(used):
+            for target, value, fn in candidates[name].assignments:
+                kind, _, _ = model.classify(value, fn)
+                if kind == "tensor":
+                    yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
+                                         "forward: `.to()` does not move it and DataParallel "
+                                         "replicas share the original's copy on one device")
+                    break

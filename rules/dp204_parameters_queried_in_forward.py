@@ -1,0 +1,75 @@
+"""
+## What it does
+Flags `self.parameters()`, `self.named_parameters()` (and the same on a submodule,
+`self.encoder.parameters()`) in code that runs during `forward`, including the
+common `next(self.parameters()).device` idiom.
+
+## Why is this bad?
+Since PyTorch 1.5, DataParallel replicas have no registered Parameters: the per-GPU
+copies are plain, non-leaf tensors in the replica's `__dict__`. On a replica
+`parameters()` yields nothing, so `next(self.parameters())` raises
+`StopIteration: Caught StopIteration in replica 0 on device 0.`, and a loop over
+`self.parameters()` (a weight penalty, a norm) silently runs zero times.
+
+## How to fix
+Take the device and dtype from the input (`x.device`, `x.dtype`), or from a buffer.
+Compute parameter penalties in the training loop, on the original module.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+_QUERIES = frozenset({"parameters", "named_parameters"})
+
+
+class ParametersQueriedInForward(Rule):
+    code = "DP204"
+    name = "parameters-queried-in-forward"
+    severity = Severity.ERROR
+    summary = "`self.parameters()` is empty on DataParallel replicas (StopIteration or empty loops)"
+    fix_hint = "Use the input's device/dtype (x.device) or compute parameter terms outside forward"
+    bad_example = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                device = next(self.parameters()).device
+                return self.fc(x.to(device))
+    """
+    good_example = """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                noise = torch.randn(x.shape, device=x.device)
+                return self.fc(x + noise)
+
+            def num_params(self):
+                return sum(p.numel() for p in self.parameters())
+    """
+
+    def check_class(self, model):
+        for fn in model.reachable:
+            for node in fn.nodes(ast.Call):
+                func = node.func
+                if not (isinstance(func, ast.Attribute) and func.attr in _QUERIES):
+                    continue
+                receiver = func.value
+                if not (fn.is_self(receiver) or fn.self_attr(receiver) is not None):
+                    continue
+                parent = fn.parent(node)
+                if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
+                        and parent.func.id == "next":
+                    consequence = "raises StopIteration on every replica"
+                else:
+                    consequence = "yields nothing on a replica, so this silently computes over no parameters"
+                text = ast.unparse(node)
+                yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
+                                     "replicas hold their weights as plain tensors, not Parameters")

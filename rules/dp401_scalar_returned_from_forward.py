@@ -1,0 +1,63 @@
+"""
+## What it does
+Flags a 0-dim tensor returned from a model's `forward`, alone or inside a tuple, list
+or dict: a loss from `F.cross_entropy(...)` or an `nn.*Loss` module, or a full
+reduction such as `x.mean()` or `x.sum()` with no dim.
+
+## Why is this bad?
+DataParallel gathers outputs by concatenating them along dim 0. A 0-dim tensor has no
+dim 0, so gather warns `Was asked to gather along dimension 0, but all input tensors
+were scalars; will instead unsqueeze and return a vector` and returns one value per
+GPU. `loss.backward()` then fails with `grad can be implicitly created only for scalar
+outputs`, and a `.mean()` of the vector weights uneven chunks equally.
+
+Classes whose name ends in `Loss`, `Criterion` or `Metric`, and classes built as
+children of another module in the same file, are not checked: DataParallel gathers
+only the wrapped model's output.
+
+## How to fix
+Return per-sample losses (`reduction="none"`) and reduce after gather, or reduce the
+gathered vector in the training loop (`loss = loss.mean()`).
+"""
+
+from __future__ import annotations
+
+from dpcheck.outputs import gathered_class, returned_leaves, scalar_reason
+from dpcheck.rule import Rule, Severity
+
+
+class ScalarReturnedFromForward(Rule):
+    code = "DP401"
+    name = "scalar-returned-from-forward"
+    severity = Severity.ERROR
+    summary = "A 0-dim tensor returned from forward is gathered into a vector with one value per GPU"
+    fix_hint = "Return per-sample values (reduction='none') or reduce the gathered output outside the model"
+    bad_example = """
+        class WithLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+
+            def forward(self, x, y):
+                logits = self.fc(x)
+                return F.cross_entropy(logits, y)
+    """
+    good_example = """
+        class WithLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+
+            def forward(self, x, y):
+                logits = self.fc(x)
+                return F.cross_entropy(logits, y, reduction="none"), logits.mean(dim=1)
+    """
+
+    def check_class(self, model):
+        if not gathered_class(model):
+            return
+        for leaf, fn in returned_leaves(model):
+            reason = scalar_reason(leaf, fn, model)
+            if reason:
+                yield self.violation(leaf, f"forward returns a 0-dim tensor ({reason}): DataParallel "
+                                     "gathers it into a vector with one value per GPU")

@@ -1,0 +1,58 @@
+"""
+## What it does
+Flags Python values returned from a model's `forward`, alone or inside a tuple, list
+or dict: `.item()`, `.tolist()`, numbers, strings, `len(...)`, `float(...)`, and
+instances of dataclasses.
+
+## Why is this bad?
+DataParallel's gather only understands tensors, `None`, and tuples, lists, dicts and
+namedtuples of them. A float raises `TypeError: 'float' object is not iterable`; a
+string is *silently* replaced by `'<map object at 0x...>'`; a dataclass raises
+`TypeError: 'Output' object is not iterable`.
+
+## How to fix
+Return tensors (keep a batch dimension) or containers of tensors; compute Python
+numbers after the forward pass.
+"""
+
+from __future__ import annotations
+
+from dpcheck.outputs import gathered_class, non_tensor_reason, returned_leaves
+from dpcheck.rule import Rule, Severity
+
+
+class NonTensorReturnedFromForward(Rule):
+    code = "DP402"
+    name = "non-tensor-returned-from-forward"
+    severity = Severity.ERROR
+    summary = "Python numbers, strings or dataclasses returned from forward break DataParallel's gather"
+    fix_hint = "Return tensors (or tuples/dicts of tensors); convert to Python values after forward"
+    bad_example = """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                out = self.fc(x)
+                return out, out.max().item()
+    """
+    good_example = """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                out = self.fc(x)
+                return out, None
+    """
+
+    def check_class(self, model):
+        if not gathered_class(model):
+            return
+        for leaf, fn in returned_leaves(model):
+            reason = non_tensor_reason(leaf, fn, model)
+            if reason:
+                yield self.violation(leaf, f"forward returns {reason}: DataParallel's gather only "
+                                     "handles tensors and containers of tensors")
