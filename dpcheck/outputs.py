@@ -62,43 +62,48 @@ def child_classes(ctx: FileContext) -> frozenset[str]:
     return cached
 
 
-def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo]]:
-    """Leaf expressions of what ``forward`` returns, with the function they live in."""
+def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, ast.AST]]:
+    """(leaf expression, the function it lives in, the node to report) for what forward returns.
+
+    A leaf reached through a local name is reported at the name in the return statement;
+    one put into a returned dict or list (`out["loss"] = loss`) at that write.
+    """
     forward = model.forward
     if forward is None:
         return
     seen: set[int] = set()
     for value in forward.returns():
-        yield from _leaves(value, forward, model, 0, seen)
+        yield from _leaves(value, forward, model, 0, seen, None)
 
 
-def _leaves(node, fn, model, depth, seen) -> Iterator[tuple[ast.AST, FunctionInfo]]:
+def _leaves(node, fn, model, depth, seen, anchor):
     if depth > _MAX_DEPTH or id(node) in seen:
         return
     seen.add(id(node))
     if isinstance(node, (ast.Tuple, ast.List)):
         for elt in node.elts:
-            yield from _leaves(elt.value if isinstance(elt, ast.Starred) else elt, fn, model, depth + 1, seen)
+            yield from _leaves(elt.value if isinstance(elt, ast.Starred) else elt, fn, model, depth + 1,
+                               seen, anchor)
         return
     if isinstance(node, ast.Dict):
         for value in node.values:
-            yield from _leaves(value, fn, model, depth + 1, seen)
+            yield from _leaves(value, fn, model, depth + 1, seen, anchor)
         return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("dict", "tuple", "list"):
         for kw in node.keywords:
-            yield from _leaves(kw.value, fn, model, depth + 1, seen)
+            yield from _leaves(kw.value, fn, model, depth + 1, seen, anchor)
         for arg in node.args:
-            yield from _leaves(arg, fn, model, depth + 1, seen)
+            yield from _leaves(arg, fn, model, depth + 1, seen, anchor)
         return
     if isinstance(node, ast.IfExp):
-        yield from _leaves(node.body, fn, model, depth + 1, seen)
-        yield from _leaves(node.orelse, fn, model, depth + 1, seen)
+        yield from _leaves(node.body, fn, model, depth + 1, seen, anchor)
+        yield from _leaves(node.orelse, fn, model, depth + 1, seen, anchor)
         return
     if isinstance(node, ast.Name):
         values = fn.local_values.get(node.id)
         if values:
             for value in values:
-                yield from _leaves(value, fn, model, depth + 1, seen)
+                yield from _leaves(value, fn, model, depth + 1, seen, anchor or node)
             yield from _container_writes(node.id, fn, model, depth, seen)
             return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -106,9 +111,9 @@ def _leaves(node, fn, model, depth, seen) -> Iterator[tuple[ast.AST, FunctionInf
         helper = model.find_method(attr) if attr else None
         if helper is not None and helper.name != "forward":
             for value in helper.returns():
-                yield from _leaves(value, helper, model, depth + 1, seen)
+                yield from _leaves(value, helper, model, depth + 1, seen, anchor or node)
             return
-    yield node, fn
+    yield node, fn, anchor or node
 
 
 def _container_writes(name, fn, model, depth, seen):
@@ -117,12 +122,12 @@ def _container_writes(name, fn, model, depth, seen):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                     and target.value.id == name:
-                yield from _leaves(node.value, fn, model, depth + 1, seen)
+                yield from _leaves(node.value, fn, model, depth + 1, seen, None)
     for call in fn.nodes(ast.Call):
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in ("append", "insert") \
                 and isinstance(func.value, ast.Name) and func.value.id == name and call.args:
-            yield from _leaves(call.args[-1], fn, model, depth + 1, seen)
+            yield from _leaves(call.args[-1], fn, model, depth + 1, seen, None)
 
 
 # --- what a leaf is -----------------------------------------------------------------

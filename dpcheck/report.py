@@ -16,7 +16,7 @@ from typing import Iterable, Sequence, TextIO
 from dpcheck import __version__
 from dpcheck.analyze import INTERNAL_ERROR, SYNTAX_ERROR, Finding
 from dpcheck.registry import rules_by_code
-from dpcheck.rule import DOCS_URL, Fix
+from dpcheck.rule import ENGINE_DOCS_URL, Fix
 
 _ENGINE_CODES = {
     SYNTAX_ERROR: ("syntax-error", "The file cannot be parsed (syntax error or undecodable bytes)",
@@ -33,6 +33,11 @@ def rule_meta(code: str) -> tuple[str, str, str, str]:
         return rule.name, rule.summary, rule.fix_hint, rule.severity.value
     name, summary, hint = _ENGINE_CODES.get(code, (code.lower(), code, ""))
     return name, summary, hint, "error"
+
+
+def rule_url(code: str) -> str:
+    rule = rules_by_code().get(code)
+    return rule.url() if rule is not None else ENGINE_DOCS_URL
 
 
 def _location(row: int, column: int) -> dict:
@@ -59,7 +64,7 @@ def finding_json(f: Finding) -> dict:
         "location": _location(f.row, f.col),
         "end_location": _location(f.end_row, f.end_col),
         "fix": _fix_json(f.fix),
-        "url": DOCS_URL.format(code=f.code.lower()),
+        "url": rule_url(f.code),
         "noqa_row": f.noqa_row,
         "confirmation": f.confirmation,
     }
@@ -143,7 +148,7 @@ def sarif_log(findings: Sequence[Finding], root: Path, rule_codes: Iterable[str]
             "shortDescription": {"text": summary},
             "fullDescription": {"text": full},
             "help": {"text": f"{hint}\n\n{full}", "markdown": rule.markdown() if rule else summary},
-            "helpUri": DOCS_URL.format(code=code.lower()),
+            "helpUri": rule_url(code),
             "defaultConfiguration": {"level": {"info": "note"}.get(level, level)},
             "properties": {"tags": ["dataparallel", "pytorch"]},
         })

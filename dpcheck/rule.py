@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
 if TYPE_CHECKING:
     from dpcheck.model import FileContext, ModelClass
 
-DOCS_URL = "https://github.com/dpcheck/dpcheck/blob/main/README.md#{code}"
+REPO_URL = "https://github.com/dpcheck/dpcheck"
+# Each rule's documentation is its module's docstring; the link points at that file.
+DOCS_URL = REPO_URL + "/blob/main/rules/{module}.py"
+ENGINE_DOCS_URL = REPO_URL + "/blob/main/README.md#engine-codes"
 
 
 class Severity(str, enum.Enum):
@@ -91,7 +94,7 @@ class Rule:
 
     @classmethod
     def url(cls) -> str:
-        return DOCS_URL.format(code=cls.code.lower())
+        return DOCS_URL.format(module=cls.__module__.rsplit(".", 1)[-1])
 
     @classmethod
     def markdown(cls) -> str:

@@ -56,8 +56,8 @@ class ScalarReturnedFromForward(Rule):
     def check_class(self, model):
         if not gathered_class(model):
             return
-        for leaf, fn in returned_leaves(model):
+        for leaf, fn, anchor in returned_leaves(model):
             reason = scalar_reason(leaf, fn, model)
             if reason:
-                yield self.violation(leaf, f"forward returns a 0-dim tensor ({reason}): DataParallel "
+                yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): DataParallel "
                                      "gathers it into a vector with one value per GPU")

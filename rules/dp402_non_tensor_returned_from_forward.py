@@ -51,8 +51,8 @@ class NonTensorReturnedFromForward(Rule):
     def check_class(self, model):
         if not gathered_class(model):
             return
-        for leaf, fn in returned_leaves(model):
+        for leaf, fn, anchor in returned_leaves(model):
             reason = non_tensor_reason(leaf, fn, model)
             if reason:
-                yield self.violation(leaf, f"forward returns {reason}: DataParallel's gather only "
+                yield self.violation(anchor, f"forward returns {reason}: DataParallel's gather only "
                                      "handles tensors and containers of tensors")

@@ -1,0 +1,58 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def run_cli(*args, cwd=None, stdin=None, env=None):
+    """Run the real `dpcheck` command in a child process; returns CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dpcheck", *map(str, args)], cwd=cwd or ROOT,
+                          input=stdin, capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def run_json(*args, cwd=None, stdin=None):
+    proc = run_cli(*args, "--output-format", "json", "--no-cache", cwd=cwd, stdin=stdin)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout), proc
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A throwaway project folder with a git marker, so .gitignore and config apply."""
+    (tmp_path / ".git").mkdir()
+    return tmp_path
+
+
+HAZARD = '''import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        return self.fc(x).to("cuda:0")
+'''
+
+CLEAN = '''import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+'''

@@ -1,0 +1,129 @@
+"""Exit codes, selection, stdin, rule docs, suppressions and bad input, through the real CLI."""
+
+import json
+
+from conftest import CLEAN, HAZARD, ROOT, run_cli
+
+from dpcheck.registry import all_rules
+
+
+def test_exit_codes(project):
+    (project / "clean.py").write_text(CLEAN)
+    (project / "bad.py").write_text(HAZARD)
+    assert run_cli("clean.py", "--no-cache", cwd=project).returncode == 0
+    assert run_cli("bad.py", "--no-cache", cwd=project).returncode == 1
+    assert run_cli("bad.py", "--no-cache", "--exit-zero", cwd=project).returncode == 0
+    assert run_cli("missing.py", cwd=project).returncode == 2
+    assert run_cli("bad.py", "--select", "DP999", cwd=project).returncode == 2
+    assert run_cli("bad.py", "--output-format", "xml", cwd=project).returncode == 2
+
+
+def test_clean_run_says_so(project):
+    (project / "clean.py").write_text(CLEAN)
+    assert "All checks passed!" in run_cli("clean.py", "--no-cache", cwd=project).stdout
+
+
+def codes(proc):
+    return sorted(f["code"] for f in json.loads(proc.stdout))
+
+
+def test_select_ignore_and_prefixes(project):
+    (project / "bad.py").write_text(HAZARD)
+    run = lambda *a: codes(run_cli("bad.py", "--no-cache", "--output-format", "json", *a, cwd=project))
+    assert run() == ["DP101", "DP301"]
+    assert run("--select", "DP3") == ["DP301"]
+    assert run("--select", "DP1,DP3", "--ignore", "DP301") == ["DP101"]
+    assert run("--ignore", "DP") == []
+    assert run("--select", "DP101", "--ignore", "DP1") == ["DP101"]  # the more specific wins
+    assert run("--select", "DP3", "--extend-select", "DP101") == ["DP101", "DP301"]
+    assert run("--select", "ALL", "--ignore", "DP1") == ["DP301"]
+
+
+def test_stdin_with_filename(project):
+    proc = run_cli("-", "--stdin-filename", "pkg/model.py", "--output-format", "json", stdin=HAZARD,
+                   cwd=project)
+    assert proc.returncode == 1
+    findings = json.loads(proc.stdout)
+    assert {f["filename"].rsplit("/", 2)[-2:] == ["pkg", "model.py"] for f in findings} == {True}
+    assert codes(proc) == ["DP101", "DP301"]
+
+
+def test_stdin_without_filename():
+    proc = run_cli("-", "--output-format", "concise", stdin=HAZARD)
+    assert proc.stdout.startswith("-:12:9: DP101")
+
+
+def test_noqa_on_the_line_and_bare_noqa(project):
+    source = HAZARD.replace("self.steps += 1", "self.steps += 1  # noqa: DP101") \
+                   .replace('.to("cuda:0")', '.to("cuda:0")  # noqa')
+    (project / "m.py").write_text(source)
+    assert run_cli("m.py", "--no-cache", cwd=project).returncode == 0
+    other = HAZARD.replace("self.steps += 1", "self.steps += 1  # noqa: E501")
+    (project / "m.py").write_text(other)
+    assert codes(run_cli("m.py", "--no-cache", "--output-format", "json", cwd=project)) == ["DP101", "DP301"]
+
+
+def test_file_level_noqa(project):
+    (project / "a.py").write_text("# dpcheck: noqa: DP301\n" + HAZARD)
+    (project / "b.py").write_text("# dpcheck: noqa\n" + HAZARD)
+    assert codes(run_cli("a.py", "--no-cache", "--output-format", "json", cwd=project)) == ["DP101"]
+    assert run_cli("b.py", "--no-cache", cwd=project).returncode == 0
+
+
+def test_syntax_error_and_bad_encoding_are_reported_and_the_run_goes_on(project):
+    (project / "broken.py").write_text("class A(:\n    pass\n")
+    (project / "latin.py").write_bytes(b"x = '\xe9\xff'\n")
+    (project / "bad.py").write_text(HAZARD)
+    proc = run_cli(".", "--no-cache", "--output-format", "json", cwd=project)
+    assert proc.returncode == 1
+    findings = json.loads(proc.stdout)
+    by_file = {(f["filename"].rsplit("/", 1)[-1], f["code"]) for f in findings}
+    assert ("broken.py", "DP001") in by_file and ("latin.py", "DP001") in by_file
+    assert ("bad.py", "DP101") in by_file
+    broken = next(f for f in findings if f["filename"].endswith("broken.py"))
+    assert broken["location"]["row"] == 1 and "SyntaxError" in broken["message"]
+
+
+def test_rule_exception_is_an_internal_error_and_others_still_report(project, monkeypatch, capsys):
+    from dpcheck import run as run_module
+    from dpcheck.registry import rules_by_code
+
+    (project / "bad.py").write_text(HAZARD)
+    monkeypatch.chdir(project)
+    rule = rules_by_code()["DP101"]
+    monkeypatch.setattr(rule, "check_class", lambda self, model: 1 / 0)
+    code = run_module.run_check(run_module.CheckOptions(paths=[project / "bad.py"], no_cache=True,
+                                                        output_format="json", jobs=1))
+    findings = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert {f["code"] for f in findings} == {"DP002", "DP301"}
+    assert "ZeroDivisionError" in next(f for f in findings if f["code"] == "DP002")["message"]
+
+
+def test_rule_docs():
+    proc = run_cli("rule", "DP101")
+    assert proc.returncode == 0
+    assert "# DP101 attribute-assigned-in-forward" in proc.stdout
+    assert "## Why is this bad?" in proc.stdout and "```python" in proc.stdout
+    listing = run_cli("rule", "--all").stdout.splitlines()
+    assert len(listing) == len(all_rules())
+    data = json.loads(run_cli("rule", "--all", "--output-format", "json").stdout)
+    assert [r["code"] for r in data] == [r.code for r in all_rules()]
+    assert run_cli("rule", "DP999").returncode == 2
+
+
+def test_version():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("dpcheck ")
+
+
+def test_fix_applies_unsafe_fixes_only_when_asked(project):
+    path = project / "m.py"
+    path.write_text(HAZARD.replace('.to("cuda:0")', ".cuda(0)"))
+    before = path.read_text()
+    run_cli("m.py", "--fix", cwd=project)
+    assert path.read_text() == before
+    proc = run_cli("m.py", "--fix", "--unsafe-fixes", "--output-format", "json", cwd=project)
+    assert "self.fc(x).cuda()" in path.read_text()
+    compile(path.read_text(), "m.py", "exec")
+    assert codes(proc) == ["DP101"]

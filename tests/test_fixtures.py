@@ -1,0 +1,49 @@
+"""The real CLI over fixtures/ reports exactly the findings marked `# expect: DPxxx`."""
+
+import re
+from collections import Counter
+
+from conftest import FIXTURES, ROOT, run_json
+
+from dpcheck.registry import all_rules
+
+EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>DP\d{3}(?:\s*,\s*DP\d{3})*)")
+
+
+def expected_findings():
+    expected = Counter()
+    for path in sorted(FIXTURES.rglob("*.py")):
+        for row, line in enumerate(path.read_text().splitlines(), start=1):
+            match = EXPECT.search(line)
+            if match:
+                for code in re.split(r"\s*,\s*", match.group("codes")):
+                    expected[(path.relative_to(ROOT).as_posix(), row, code)] += 1
+    return expected
+
+
+def test_fixtures_report_exactly_the_marked_findings():
+    findings, _ = run_json("fixtures", "--select", "ALL")
+    actual = Counter((f["filename"].removeprefix(str(ROOT) + "/"), f["location"]["row"], f["code"])
+                     for f in findings)
+    expected = expected_findings()
+    assert expected, "no expectations found"
+    missing = expected - actual
+    unexpected = actual - expected
+    assert not missing and not unexpected, f"missing={sorted(missing)} unexpected={sorted(unexpected)}"
+
+
+def test_every_static_rule_has_flagged_and_safe_fixtures():
+    expected_codes = {code for (_, _, code) in expected_findings()}
+    for rule in all_rules():
+        if rule.kind != "static":
+            continue
+        folder = FIXTURES / rule.code.lower()
+        assert folder.is_dir(), f"{rule.code} has no fixtures folder"
+        assert list(folder.glob("flagged_*.py")), f"{rule.code} has no flagged fixture"
+        assert list(folder.glob("safe_*.py")), f"{rule.code} has no safe look-alike fixture"
+        assert rule.code in expected_codes, f"{rule.code} is never expected in any fixture"
+
+
+def test_safe_fixtures_are_clean():
+    findings, _ = run_json(*sorted(FIXTURES.rglob("safe_*.py")), "--select", "ALL")
+    assert findings == []
