@@ -327,6 +327,12 @@ class ModelClass:
                         work.append(target)
         return list(seen.values())
 
+    @cached_property
+    def in_forward(self) -> list[FunctionInfo]:
+        """Reachable code minus the hooks (DP104 owns what hooks write)."""
+        hooks = {id(h.node) for h in self.hooks}
+        return [fn for fn in self.reachable if id(fn.node) not in hooks]
+
     def is_reachable(self, fn: FunctionInfo) -> bool:
         return any(r.node is fn.node for r in self.reachable)
 
@@ -550,3 +556,101 @@ def module_status(classes: dict[str, ClassInfo], module: str) -> dict[str, tuple
     for name in classes:
         visit(name, frozenset())
     return status
+
+
+def parameters_of(fn: FunctionInfo) -> list[str]:
+    """Names of the function's parameters other than self."""
+    args = fn.node.args
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    if args.vararg:
+        names.append(args.vararg.arg)
+    if args.kwarg:
+        names.append(args.kwarg.arg)
+    return names[1:] if names and names[0] == fn.self_name and fn.owner is not None else names
+
+
+_RESHAPERS = frozenset({"transpose", "permute", "t", "T", "swapaxes", "swapdims", "movedim", "mT"})
+
+
+def batch_derived(fn: FunctionInfo) -> dict[str, bool]:
+    """Local names computed from forward's inputs: name -> still batch-major (no transpose seen).
+
+    Inputs to a DataParallel-wrapped forward are chunks along dim 0, so a value computed
+    from them without a transpose keeps the batch in dim 0.
+    """
+    cached = fn.__dict__.get("_batch_derived")
+    if cached is not None:
+        return cached
+    derived: dict[str, bool] = {p: True for p in parameters_of(fn)}
+    assigns = sorted(fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign), key=lambda n: (n.lineno, n.col_offset))
+    for node in assigns:
+        value = node.value
+        if value is None:
+            continue
+        names = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
+        sources = [derived[n] for n in names if n in derived]
+        if not sources:
+            continue
+        batch_major = all(sources) and not any(
+            (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value))
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Name):
+                    derived[t.id] = batch_major
+    fn.__dict__["_batch_derived"] = derived
+    return derived
+
+
+def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
+    """A forward-input-derived, batch-major expression (conservative: names and method chains)."""
+    derived = batch_derived(fn)
+    base = node
+    while isinstance(base, (ast.Call, ast.Attribute, ast.Subscript)):
+        if isinstance(base, ast.Attribute) and base.attr in _RESHAPERS:
+            return False
+        if isinstance(base, ast.Subscript):
+            return False  # indexing may drop or move the batch dim
+        base = base.func if isinstance(base, ast.Call) else base.value
+    return isinstance(base, ast.Name) and derived.get(base.id, False)
+
+
+def rnn_kind(model: ModelClass, attr: str | None) -> str | None:
+    """'LSTM'/'GRU'/'RNN'/'Transformer…' when self.<attr> is built from that torch.nn class."""
+    if attr is None:
+        return None
+    facts = model.attrs.get(attr)
+    if facts is None:
+        return None
+    for _, value, _ in facts.assignments:
+        if isinstance(value, ast.Call):
+            name = model.ctx.resolve(value.func) or ""
+            if name.startswith("torch.nn."):
+                return name.rsplit(".", 1)[-1]
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.AST | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def under_lazy_guard(fn, node) -> bool:
+    """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)`."""
+    cur = fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If):
+            for test in ast.walk(cur.test):
+                if isinstance(test, ast.Compare) and fn.self_attr(test.left) is not None and any(
+                        isinstance(c, ast.Constant) and c.value is None for c in test.comparators):
+                    return True
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and (
+                        fn.self_attr(test.operand) is not None or (
+                        isinstance(test.operand, ast.Call) and isinstance(test.operand.func, ast.Name)
+                        and test.operand.func.id == "hasattr")):
+                    return True
+        cur = fn.parent(cur)
+    return False

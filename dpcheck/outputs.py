@@ -29,10 +29,16 @@ def gathered_class(model: ModelClass) -> bool:
     return name not in child_classes(model.ctx)
 
 
-_PARAMETER_FREE = ("Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
+_PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
                    "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
                    "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
+
+
+def parameter_free(name: str) -> bool:
+    """A torch.nn class that holds no weights (activations, padding, pooling, losses...)."""
+    last = name.rsplit(".", 1)[-1]
+    return any(last.endswith(p) or last.startswith(p) for p in _PARAMETER_FREE)
 
 
 def _owns_layers(model: ModelClass) -> bool:

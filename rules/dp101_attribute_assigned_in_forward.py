@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.model import under_lazy_guard
 from dpcheck.rule import Rule, Severity
 
 
@@ -59,7 +60,7 @@ class AttributeAssignedInForward(Rule):
 
     def check_class(self, model):
         attrs = model.attrs
-        for fn in model.reachable:
+        for fn in model.in_forward:
             for node in fn.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call):
                 for target, name, value in _assigned_attrs(fn, node):
                     facts = attrs.get(name)
@@ -136,31 +137,13 @@ def _kind(fn, name: str, value, node) -> str:
     if isinstance(value, ast.Constant) and isinstance(value.value, bool) \
             and any(w in lowered for w in _FLAG_WORDS):
         return "flag"
-    if _under_lazy_guard(fn, node):
+    if under_lazy_guard(fn, node):
         return "lazy"
     if value is not None and _moves_to_device(value):
         return "converted"
     if _read_later(fn, name, node):
         return "scratch"
     return "state"
-
-
-def _under_lazy_guard(fn, node) -> bool:
-    """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)`."""
-    cur = fn.parent(node)
-    while cur is not None and cur is not fn.node:
-        if isinstance(cur, ast.If):
-            for test in ast.walk(cur.test):
-                if isinstance(test, ast.Compare) and fn.self_attr(test.left) is not None and any(
-                        isinstance(c, ast.Constant) and c.value is None for c in test.comparators):
-                    return True
-                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and (
-                        fn.self_attr(test.operand) is not None or (
-                        isinstance(test.operand, ast.Call) and isinstance(test.operand.func, ast.Name)
-                        and test.operand.func.id == "hasattr")):
-                    return True
-        cur = fn.parent(cur)
-    return False
 
 
 def _moves_to_device(value) -> bool:

@@ -65,7 +65,7 @@ class SharedContainerMutatedInForward(Rule):
 
     def check_class(self, model):
         attrs = model.attrs
-        for fn in model.reachable:
+        for fn in model.in_forward:
             for node in fn.nodes(ast.Call):
                 func = node.func
                 if not (isinstance(func, ast.Attribute) and func.attr in _MUTATORS):

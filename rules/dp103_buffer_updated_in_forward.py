@@ -1,0 +1,112 @@
+"""
+## What it does
+Flags writes to a registered buffer in code that runs during `forward`:
+reassignment (`self.ema = 0.9 * self.ema + 0.1 * x.mean(0)`) as an error, and in-place
+or indexed writes that depend on the batch (`self.queue[:, p:p + n] = keys`,
+`self.running.mul_(m).add_(x.mean(0))`, `self.ptr[0] = p + n`) as warnings.
+Updates that do not depend on the input (`self.steps += 1`) and BatchNorm's own
+running statistics are not findings.
+
+## Why is this bad?
+Each replica gets its own `_buffers` dict, so a reassignment lands there and is lost
+on every replica, replica 0 included: the buffer never changes. Replica 0's buffers
+*are* the original tensors (same storage), so an in-place write survives, but only
+replica 0's: statistics, EMA values and memory queues are updated from the first
+chunk of the batch only (a MoCo queue advances by B/N, not B).
+
+## How to fix
+Update the buffer in place (`self.ema.mul_(0.9).add_(...)`) with statistics computed
+from the whole batch, e.g. in the training loop after DataParallel has gathered the
+outputs, or move the state update out of forward.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import parameters_of, under_lazy_guard
+from dpcheck.rule import Rule, Severity
+
+_IN_PLACE = lambda name: name.endswith("_") and not name.startswith("_") and name not in ("requires_grad_",)
+
+
+class BufferUpdatedInForward(Rule):
+    code = "DP103"
+    name = "buffer-updated-in-forward"
+    severity = Severity.ERROR
+    summary = "A buffer reassigned in forward is lost; an in-place update keeps only replica 0's chunk"
+    fix_hint = "Update buffers in place from whole-batch statistics, outside forward if possible"
+    bad_example = """
+        class EMA(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ema", torch.zeros(4))
+
+            def forward(self, x):
+                self.ema = 0.9 * self.ema + 0.1 * x.mean(0)
+                return x - self.ema
+    """
+    good_example = """
+        class EMA(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ema", torch.zeros(4))
+                self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+            def forward(self, x):
+                self.steps += 1
+                return x - self.ema
+    """
+
+    def check_class(self, model):
+        buffers = {name for name, facts in model.attrs.items() if "buffer" in facts.kinds}
+        if not buffers:
+            return
+        for fn in model.reachable:
+            inputs = _input_names(fn)
+            for node in fn.nodes(ast.Assign, ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for sub in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                        name = fn.self_attr(sub)
+                        if name in buffers and isinstance(node, ast.Assign) and under_lazy_guard(fn, node):
+                            yield self.violation(sub, f"Buffer `self.{name}` is rebuilt lazily in forward: the "
+                                                 "new value is lost with each DataParallel replica, so it is "
+                                                 "recomputed on every call", severity=Severity.WARNING)
+                        elif name in buffers and isinstance(node, ast.Assign):
+                            yield self.violation(sub, f"Buffer `self.{name}` is reassigned in forward: "
+                                                 "each DataParallel replica has its own buffer dict, so "
+                                                 "the new value is lost on every replica")
+                        elif name in buffers and _uses(node.value, inputs):
+                            yield self._in_place(sub, name)
+                        elif isinstance(sub, ast.Subscript) and fn.self_attr(sub.value) in buffers \
+                                and _uses(node.value, inputs):
+                            yield self._in_place(sub, fn.self_attr(sub.value))
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if isinstance(func, ast.Attribute) and _IN_PLACE(func.attr):
+                    name = fn.self_attr(_root_call_receiver(func.value))
+                    if name in buffers and any(_uses(a, inputs) for a in [*call.args, *(k.value for k in call.keywords)]):
+                        yield self._in_place(call, name)
+
+    def _in_place(self, node, name):
+        return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "
+                              "under DataParallel only replica 0's update (its chunk of the batch) "
+                              "is kept", severity=Severity.WARNING)
+
+
+def _root_call_receiver(node):
+    # self.buf.mul_(m).add_(x) -> self.buf
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return node
+
+
+def _input_names(fn) -> set[str]:
+    """Forward's inputs and the locals computed from them."""
+    from dpcheck.model import batch_derived
+    return set(batch_derived(fn)) | set(parameters_of(fn))
+
+
+def _uses(node, names) -> bool:
+    return node is not None and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))

@@ -1,0 +1,145 @@
+"""
+## What it does
+Flags forward and backward hooks that write shared state: a hook the module registers
+on itself or its children (`self.layer.register_forward_hook(self._save)`), or one
+registered anywhere in the file, whose body assigns to `self.x`, writes into a
+container on `self`, or writes into a container from an enclosing scope
+(`features[name] = output`, `activations.append(output)`).
+
+## Why is this bad?
+Hooks are shared by reference with every DataParallel replica, so they run once per
+GPU, in threads, each with that replica's chunk of the batch. The last writer wins:
+a feature dict ends up holding B/N rows from an arbitrary GPU, and a list gets N
+entries per call in any order. Grad-CAM, feature extraction and distillation code
+silently use a fraction of the batch.
+
+## How to fix
+Return the features from forward, or key the store by `output.device` and concatenate
+the pieces in device order after the call.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault", "__setitem__"})
+
+
+class HookWritesSharedState(Rule):
+    code = "DP104"
+    name = "hook-writes-shared-state"
+    severity = Severity.ERROR
+    summary = "A hook that writes shared state runs once per replica: the last replica's chunk wins"
+    fix_hint = "Return the features from forward, or key the store by output.device and concatenate"
+    bad_example = """
+        class Extractor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.features = {}
+                self.body.register_forward_hook(self._save)
+
+            def _save(self, module, inputs, output):
+                self.features["body"] = output
+
+            def forward(self, x):
+                return self.body(x)
+    """
+    good_example = """
+        class Extractor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+
+            def forward(self, x):
+                feats = self.body(x)
+                return feats, {"body": feats}
+    """
+
+    def check_class(self, model):
+        for hook in model.hooks:
+            # Lambdas and nested hooks see the enclosing method's `self`.
+            yield from self._writes(hook, "self")
+
+    def check_file(self, ctx):
+        """Hooks registered outside nn.Module classes (feature extraction in scripts and helpers)."""
+        from dpcheck.model import FunctionInfo
+
+        in_modules: set[int] = set()
+        owner_of: dict[int, ast.ClassDef] = {}
+        for name, info in ctx.classes.items():
+            sure, needs = ctx.class_is_module(name)
+            for method in info.methods.values():
+                for n in ast.walk(method):
+                    if sure or needs:
+                        in_modules.add(id(n))
+                    owner_of.setdefault(id(n), info)
+        defs: dict[str, list] = {}
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs.setdefault(n.name, []).append(n)
+        for call in ast.walk(ctx.tree):
+            if not (isinstance(call, ast.Call) and self._is_registration(call)) or id(call) in in_modules:
+                continue
+            target = call.args[0]
+            hooks, self_name = [], None
+            if isinstance(target, ast.Lambda):
+                hooks = [target]
+            elif isinstance(target, ast.Name):
+                hooks = defs.get(target.id, [])[:1]
+            elif isinstance(target, ast.Call) and isinstance(target.func, ast.Name):
+                hooks = [n for f in defs.get(target.func.id, [])[:1] for n in ast.walk(f)
+                         if isinstance(n, (ast.FunctionDef, ast.Lambda)) and n is not f]
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and id(call) in owner_of and target.attr in owner_of[id(call)].methods:
+                hooks = [owner_of[id(call)].methods[target.attr]]
+                self_name = target.value.id
+            for hook in hooks:
+                yield from self._writes(FunctionInfo(hook, None), self_name)
+
+    @staticmethod
+    def _is_registration(call) -> bool:
+        func = call.func
+        return isinstance(func, ast.Attribute) and func.attr.startswith("register_") \
+            and func.attr.endswith("hook") and bool(call.args)
+
+    def _writes(self, hook, self_name):
+        local = _locals(hook) - ({self_name} if self_name else set())
+        for sub in hook.nodes(ast.Assign, ast.AugAssign, ast.Call):
+            if isinstance(sub, ast.Call):
+                func = sub.func
+                if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
+                    root = _root_name(func.value)
+                    if root is not None and (root == self_name or root not in local):
+                        yield self._finding(sub, ast.unparse(func.value))
+                elif isinstance(func, ast.Name) and func.id == "setattr" and sub.args \
+                        and isinstance(sub.args[0], ast.Name) and sub.args[0].id == self_name:
+                    yield self._finding(sub, self_name)
+                continue
+            targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
+            for target in targets:
+                if isinstance(target, (ast.Attribute, ast.Subscript)):
+                    root = _root_name(target)
+                    if root is not None and (root == self_name or (root not in local and isinstance(target, ast.Subscript))):
+                        yield self._finding(target, ast.unparse(target))
+
+    def _finding(self, node, what):
+        return self.violation(node, f"Hook writes `{what}`: under DataParallel it runs once per replica "
+                              "thread and the last writer wins, keeping one replica's chunk of the batch")
+
+
+def _root_name(node):
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _locals(hook) -> set[str]:
+    names = set()
+    args = hook.node.args
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        names.add(a.arg)
+    names |= set(hook.local_values)
+    return names

@@ -1,0 +1,76 @@
+"""
+## What it does
+Flags `register_forward_hook`, `register_forward_pre_hook`, `register_full_backward_hook`
+and the other `register_*_hook` calls, and hook handle `.remove()` calls, in code that
+runs during `forward`.
+
+## Why is this bad?
+The hook dicts (`_forward_hooks` and friends) are shared by reference between the
+module and all its DataParallel replicas. Registering or removing hooks from N replica
+threads at once races on those dicts: hooks fire the wrong number of times (142 calls
+where 100 were expected after 50 forwards on two GPUs), handles remove another
+replica's hook, and hooks pile up across calls.
+
+## How to fix
+Register hooks once, outside forward (in `__init__` or in the training script), and
+remove them there.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+
+class HookRegisteredInForward(Rule):
+    code = "DP105"
+    name = "hook-registered-in-forward"
+    severity = Severity.ERROR
+    summary = "Registering or removing hooks inside forward races on hook dicts shared by all replicas"
+    fix_hint = "Register hooks once in __init__ or in the training script"
+    bad_example = """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                handle = self.fc.register_forward_hook(lambda m, i, o: None)
+                out = self.fc(x)
+                handle.remove()
+                return out
+    """
+    good_example = """
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.handle = self.fc.register_forward_hook(lambda m, i, o: None)
+
+            def forward(self, x):
+                return self.fc(x)
+    """
+
+    def check_class(self, model):
+        for fn in model.reachable:
+            handles = {name for name, values in fn.local_values.items()
+                       if any(_is_registration(v) for v in values)}
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if _is_registration(call):
+                    yield self.violation(call, f"`{func.attr}` inside forward: hook dicts are shared by "
+                                         "every DataParallel replica, so threads register concurrently "
+                                         "and hooks fire the wrong number of times")
+                elif isinstance(func, ast.Attribute) and func.attr == "remove" and not call.args:
+                    receiver = func.value
+                    if (isinstance(receiver, ast.Name) and receiver.id in handles) or \
+                            "handle" in ast.unparse(receiver).lower() or "hook" in ast.unparse(receiver).lower():
+                        yield self.violation(call, "Hook handle removed inside forward: replicas share the "
+                                             "hook dicts, so one replica thread can remove hooks the "
+                                             "others still rely on")
+
+
+def _is_registration(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr.startswith("register_") and node.func.attr.endswith("hook")

@@ -1,0 +1,97 @@
+"""
+## What it does
+Flags bound methods and compiled callables kept on the module and called in forward:
+`self.f = self.layer.forward`, `self.op = self._helper`,
+`self.act = functools.partial(self._gelu, approximate=True)`, `self.fn = torch.compile(self.block)`,
+a `forward` replaced on an instance, and `module.compile()` / `self.compile()` inside
+the model.
+
+## Why is this bad?
+A bound method carries the object it was bound to. Replicas share the attribute by
+reference, so every replica calls the *original* module's method, with the original's
+parameters on `cuda:0`: replica 1 fails with a device mismatch, or silently computes
+with the wrong weights. `Module.compile()` stores a compiled wrapper of the original's
+`_call_impl` that replicas copy the same way.
+
+## How to fix
+Store the name and dispatch at call time (`getattr(self, self.op_name)(x)`), or call
+the submodule directly (`self.layer(x)`); compile the whole model after wrapping, or
+use DistributedDataParallel.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+
+class BoundMethodStored(Rule):
+    code = "DP106"
+    name = "bound-method-stored"
+    severity = Severity.ERROR
+    summary = "A bound method or compiled callable stored on self makes every replica call the original"
+    fix_hint = "Store a name and dispatch with getattr(self, name), or call the submodule directly"
+    bad_example = """
+        class Gated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.f = self.fc.forward
+
+            def forward(self, x):
+                return self.f(x)
+    """
+    good_example = """
+        class Gated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.f_name = "fc"
+
+            def forward(self, x):
+                return getattr(self, self.f_name)(x)
+    """
+
+    def check_class(self, model):
+        called = set()
+        for fn in model.reachable:
+            for call in fn.nodes(ast.Call):
+                attr = fn.self_attr(call.func)
+                if attr is not None:
+                    called.add(attr)
+        for name, facts in model.attrs.items():
+            if facts.registered:
+                continue
+            for target, value, fn in facts.assignments:
+                why = _bound(value, fn, model)
+                if why and (name in called or name == "forward"):
+                    yield self.violation(target, f"`self.{name}` stores {why}: DataParallel replicas share "
+                                         "it, so each replica calls the original module on its "
+                                         "original device")
+        for fn in model.all_methods:
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if isinstance(func, ast.Attribute) and func.attr == "compile" and (
+                        fn.is_self(func.value) or fn.self_attr(func.value) is not None):
+                    yield self.violation(call, f"`{ast.unparse(func)}()` inside the model stores a compiled "
+                                         "wrapper of the original module that DataParallel replicas "
+                                         "copy: replicas run the original's weights")
+
+
+def _bound(value, fn, model) -> str | None:
+    ctx = model.ctx
+    if isinstance(value, ast.Attribute):
+        attr = fn.self_attr(value)
+        if attr is not None and model.find_method(attr) is not None and not model.has_property(attr):
+            return f"the bound method `self.{attr}`"
+        if value.attr in ("forward", "__call__") and (fn.self_attr(value.value) is not None):
+            return f"the bound method `{ast.unparse(value)}`"
+    if isinstance(value, ast.Call):
+        name = ctx.resolve(value.func) or ""
+        if name in ("functools.partial", "torch.compile") and value.args:
+            inner = value.args[0]
+            if fn.self_attr(inner) is not None or (isinstance(inner, ast.Attribute) and fn.self_attr(inner.value)):
+                what = "a partial of" if name == "functools.partial" else "a compiled"
+                return f"{what} `{ast.unparse(inner)}`"
+    return None

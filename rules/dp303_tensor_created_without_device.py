@@ -1,0 +1,167 @@
+"""
+## What it does
+Flags tensor factories in code that runs during `forward` that create a tensor with
+more than one element and no `device=`: `torch.tensor([1.0, 2.0])`, `torch.zeros(n)`,
+`torch.ones`, `torch.arange`, `torch.randn`, `torch.rand`, `torch.full`, `torch.eye`,
+`torch.linspace`, `torch.empty`... when the result is not moved right away.
+
+Not flagged: a 0-dim `torch.tensor(2.0)` (PyTorch lets 0-dim CPU tensors mix with CUDA
+tensors), `*_like` and `x.new_*` factories (they follow their argument), factories whose
+result is immediately moved (`.to(x.device)`, `.cuda()`, `.type_as(x)`), and results
+used only on the CPU (`.tolist()`, `.numpy()`, `.item()`).
+
+## Why is this bad?
+The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
+`cuda:k`, so the first op that mixes them fails with `Expected all tensors to be on the
+same device, but found at least two devices, cuda:0 and cpu!`. Code tested on a CPU
+machine passes.
+
+## How to fix
+Pass the input's device: `torch.arange(n, device=x.device)`, or use
+`x.new_zeros(...)` / `torch.zeros_like(x)`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+
+FACTORIES = frozenset({"tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn",
+                       "randint", "randperm", "arange", "linspace", "logspace", "eye", "tril_indices",
+                       "triu_indices", "Tensor", "FloatTensor", "LongTensor", "BoolTensor"})
+_MOVES = frozenset({"to", "cuda", "type_as", "to_device"})
+_CPU_ONLY = frozenset({"tolist", "numpy", "item"})
+
+
+class TensorCreatedWithoutDevice(Rule):
+    code = "DP303"
+    name = "tensor-created-without-device"
+    severity = Severity.ERROR
+    summary = "A tensor factory without device= in forward makes a CPU tensor that meets GPU inputs"
+    fix_hint = "Pass device=x.device, or use x.new_zeros / torch.zeros_like"
+    bad_example = """
+        class Positions(nn.Module):
+            def forward(self, x):
+                pos = torch.arange(x.shape[1])
+                return x + pos
+    """
+    good_example = """
+        class Positions(nn.Module):
+            def forward(self, x):
+                pos = torch.arange(x.shape[1], device=x.device)
+                scale = torch.tensor(0.5)
+                mask = torch.ones(x.shape[1]).to(x.device)
+                sizes = torch.tensor([1, 2]).tolist()
+                return (x + pos) * scale * mask + x.new_zeros(x.shape) + sum(sizes)
+    """
+
+    def check_class(self, model):
+        resolve = model.ctx.resolve
+        for fn in model.reachable:
+            for call in fn.nodes(ast.Call):
+                name = resolve(call.func) or ""
+                if not (name.startswith("torch.") and name.count(".") == 1
+                        and name.rsplit(".", 1)[-1] in FACTORIES):
+                    continue
+                if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name) \
+                        or not _meets_model_tensor(call, fn, model):
+                    continue
+                yield self.violation(call, f"`{ast.unparse(call.func)}(...)` in forward has no device=: it "
+                                     "creates a CPU tensor, which fails against the replica's GPU inputs")
+
+
+def _zero_dim(call, name) -> bool:
+    if name.rsplit(".", 1)[-1] not in ("tensor", "as_tensor") or not call.args:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, ast.UnaryOp):
+        arg = arg.operand
+    return not isinstance(arg, (ast.List, ast.Tuple, ast.ListComp, ast.Call, ast.Starred))
+
+
+_SHAPE_ONLY = frozenset({"view", "reshape", "unsqueeze", "squeeze", "expand", "repeat", "float", "long",
+                         "int", "bool", "half", "flatten", "contiguous", "t", "transpose", "permute", "clone"})
+_COMBINERS = frozenset({"cat", "stack", "where", "matmul", "mm", "bmm", "einsum", "maximum", "minimum",
+                        "add", "mul", "sub", "div", "masked_fill", "gather", "index_select"})
+
+
+def _meets_model_tensor(call, fn, model) -> bool:
+    """Does the factory's CPU result meet a GPU tensor of the model (an input, a layer output,
+    a parameter or buffer) in an op? Results that are moved first, used only on the CPU,
+    used as indices or sizes, or combined only with other CPU values are not findings."""
+    uses = [call]
+    use = _climb(call, fn)
+    if use is None:
+        return False
+    parent = fn.parent(use)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    else:
+        uses = [use]
+    for node in uses:
+        node = _climb(node, fn)
+        if node is None:
+            continue
+        holder = fn.parent(node)
+        if isinstance(holder, ast.BinOp) and not isinstance(holder.op, (ast.Mod, ast.FloorDiv)):
+            other = holder.right if holder.left is node else holder.left
+            if _model_tensor(other, fn, model):
+                return True
+        if isinstance(holder, (ast.List, ast.Tuple)):
+            siblings, holder = holder.elts, fn.parent(holder)
+        else:
+            siblings = []
+        if isinstance(holder, ast.Call):
+            func = holder.func
+            attr = fn.self_attr(func)
+            if attr is not None and model.attrs.get(attr) and "module" in model.attrs[attr].kinds:
+                return True  # fed to a layer whose weights are on the GPU
+            name = (model.ctx.resolve(func) or "").rsplit(".", 1)[-1]
+            if name in _COMBINERS or (isinstance(func, ast.Attribute) and func.attr in _COMBINERS):
+                others = [*siblings, *holder.args]
+                if isinstance(func, ast.Attribute) and fn.self_attr(func) is None:
+                    others.append(func.value)
+                if any(o is not node and _model_tensor(o, fn, model) for o in others):
+                    return True
+    return False
+
+
+def _climb(node, fn):
+    """Walk up through shape-only method calls (`.view`, `.unsqueeze`...); None if moved or CPU-only."""
+    while True:
+        parent = fn.parent(node)
+        if not (isinstance(parent, ast.Attribute) and isinstance(fn.parent(parent), ast.Call)
+                and fn.parent(parent).func is parent):
+            return node
+        if parent.attr in _MOVES or parent.attr in _CPU_ONLY:
+            return None
+        if parent.attr not in _SHAPE_ONLY:
+            return node
+        node = fn.parent(parent)
+
+
+def _model_tensor(node, fn, model, depth=0) -> bool:
+    """An input of forward, the output of one of the model's layers, or a parameter/buffer."""
+    from dpcheck.model import parameters_of
+
+    if depth > 4:
+        return False
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_ONLY:
+        node = node.func.value
+    if isinstance(node, ast.Name):
+        if node.id in fn.local_values:
+            return any(_model_tensor(v, fn, model, depth + 1) for v in fn.local_values[node.id])
+        return fn.name == "forward" and node.id in parameters_of(fn)
+    attr = fn.self_attr(node)
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        return bool(facts) and bool(facts.kinds & {"parameter", "buffer"})
+    if isinstance(node, ast.Call):
+        attr = fn.self_attr(node.func)
+        if attr is not None and model.attrs.get(attr) and "module" in model.attrs[attr].kinds:
+            return True
+    if isinstance(node, ast.BinOp):
+        return _model_tensor(node.left, fn, model, depth + 1) or _model_tensor(node.right, fn, model, depth + 1)
+    return False

@@ -1,0 +1,135 @@
+"""
+## What it does
+Flags values returned from forward whose dim 0 is not the batch: `torch.stack(outputs)`
+of per-layer or per-step batch tensors with the default `dim=0`, an RNN's final hidden
+state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, and a forward input
+transposed so that dim 0 is no longer the batch.
+
+## Why is this bad?
+Gather concatenates every output along dim 0. A `(layers, B, H)` tensor from two
+replicas comes back as `(2 * layers, B/2, H)`: silently wrong, or a gather shape error
+when the chunks are uneven. A weight returned from forward comes back N times stacked.
+
+## How to fix
+Return batch-first tensors: `torch.stack(outputs, dim=1)`, `h_n.transpose(0, 1)`;
+read parameters off the model after the call instead of returning them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import is_true, keyword, parameters_of, rnn_kind
+from dpcheck.outputs import gathered_class, returned_leaves
+from dpcheck.rule import Rule, Severity
+
+_RNNS = ("LSTM", "GRU", "RNN")
+
+
+class OutputNotBatchMajor(Rule):
+    code = "DP404"
+    name = "output-not-batch-major"
+    severity = Severity.ERROR
+    summary = "An output whose dim 0 is not the batch is concatenated along the wrong axis by gather"
+    fix_hint = "Return batch-first tensors (stack on dim=1, transpose h_n); read parameters off the model"
+    bad_example = """
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+            def forward(self, x):
+                hidden = []
+                for layer in self.layers:
+                    x = layer(x)
+                    hidden.append(x)
+                return x, torch.stack(hidden)
+    """
+    good_example = """
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+            def forward(self, x):
+                hidden = []
+                for layer in self.layers:
+                    x = layer(x)
+                    hidden.append(x)
+                return x, torch.stack(hidden, dim=1)
+    """
+
+    def check_class(self, model):
+        if not gathered_class(model):
+            return
+        for leaf, fn, anchor in returned_leaves(model):
+            why = _why(leaf, fn, model)
+            if why:
+                yield self.violation(anchor, f"forward returns {why}: dim 0 is not the batch, so "
+                                     "DataParallel's gather concatenates it along the wrong axis")
+
+
+def _why(leaf, fn, model) -> str | None:
+    resolve = model.ctx.resolve
+    if isinstance(leaf, ast.Call):
+        name = resolve(leaf.func) or ""
+        if name == "torch.stack" and leaf.args:
+            dim = keyword(leaf, "dim") or (leaf.args[1] if len(leaf.args) > 1 else None)
+            if (dim is None or (isinstance(dim, ast.Constant) and dim.value == 0)) and _is_list(leaf.args[0], fn):
+                return "`torch.stack(...)` of a list on dim 0 (layers or steps first)"
+        func = leaf.func
+        if isinstance(func, ast.Attribute) and func.attr in ("transpose", "permute", "t", "swapaxes") \
+                and isinstance(func.value, ast.Name) and func.value.id in parameters_of(fn):
+            args = [a.value for a in leaf.args if isinstance(a, ast.Constant)]
+            if func.attr == "t" or (args and 0 in args[:2] and args[:1] != [0]) or (
+                    func.attr == "transpose" and 0 in args):
+                return f"the input `{func.value.id}` transposed"
+    attr = fn.self_attr(leaf)
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        if facts is not None and facts.kinds & {"parameter", "buffer"}:
+            return f"the {'Parameter' if 'parameter' in facts.kinds else 'buffer'} `self.{attr}`"
+    if isinstance(leaf, ast.Attribute) and leaf.attr in ("weight", "bias") and fn.self_attr(leaf.value):
+        return f"the Parameter `{ast.unparse(leaf)}`"
+    if isinstance(leaf, ast.Subscript) and isinstance(leaf.value, ast.Call):
+        # `self.lstm(x)[1]` is (h_n, c_n)
+        if _rnn_call(leaf.value, fn, model) and isinstance(leaf.slice, ast.Constant) and leaf.slice.value == 1:
+            return "an RNN's final hidden state `h_n` (layers, B, H)"
+    return _hidden_state_name(leaf, fn, model)
+
+
+def _is_list(node, fn) -> bool:
+    if isinstance(node, (ast.List, ast.ListComp)):
+        return True
+    if isinstance(node, ast.Name):
+        return any(isinstance(v, (ast.List, ast.ListComp)) for v in fn.local_values.get(node.id, ()))
+    return False
+
+
+def _rnn_call(call, fn, model) -> bool:
+    kind = rnn_kind(model, fn.self_attr(call.func)) if isinstance(call, ast.Call) else None
+    if kind not in _RNNS:
+        return False
+    return True
+
+
+def _hidden_state_name(leaf, fn, model) -> str | None:
+    """`out, (h, c) = self.lstm(x)` / `out, h = self.gru(x)` then returning h or c."""
+    if not isinstance(leaf, ast.Name):
+        return None
+    for node in fn.nodes(ast.Assign):
+        if not (isinstance(node.value, ast.Call) and _rnn_call(node.value, fn, model)):
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            second = target.elts[1]
+            names = [second] if isinstance(second, ast.Name) else list(getattr(second, "elts", []))
+            if any(isinstance(n, ast.Name) and n.id == leaf.id for n in names):
+                kind = rnn_kind(model, fn.self_attr(node.value.func))
+                batch_first = False
+                for _, value, _ in model.attrs[fn.self_attr(node.value.func)].assignments:
+                    if isinstance(value, ast.Call) and is_true(keyword(value, "batch_first")):
+                        batch_first = True
+                note = " (batch_first does not apply to it)" if batch_first else ""
+                return f"the {kind}'s final hidden state `{leaf.id}` shaped (layers, B, H){note}"
+    return None

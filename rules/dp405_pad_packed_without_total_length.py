@@ -1,0 +1,77 @@
+"""
+## What it does
+Flags `pad_packed_sequence(...)` in code that runs during `forward` without
+`total_length`, or with a `total_length` taken from the lengths of the chunk
+(`total_length=lengths[0]`, `lengths.max()`).
+
+## Why is this bad?
+Each replica pads to the longest sequence *in its own chunk*, so replicas return
+different time dimensions and gather fails with `Input tensor at index 1 has invalid
+shape [4, 3, 8], but expected [4, 10, 8]`, or silently pads differently per GPU.
+`total_length` was added for exactly this case; a value derived from the chunk's
+lengths is still per-chunk.
+
+## How to fix
+`pad_packed_sequence(packed, batch_first=True, total_length=padded_input.size(1))`,
+using the size of the padded input that every replica received whole along time.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import keyword
+from dpcheck.rule import Rule, Severity
+
+_FUNCTION = ("torch.nn.utils.rnn.pad_packed_sequence",)
+
+
+class PadPackedWithoutTotalLength(Rule):
+    code = "DP405"
+    name = "pad-packed-without-total-length"
+    severity = Severity.ERROR
+    summary = "pad_packed_sequence without total_length pads each replica to its own length"
+    fix_hint = "Pass total_length=padded_input.size(1) (the full padded length)"
+    bad_example = """
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(8, 8, batch_first=True)
+
+            def forward(self, x, lengths):
+                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                out, _ = self.rnn(packed)
+                out, _ = pad_packed_sequence(out, batch_first=True)
+                return out
+    """
+    good_example = """
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(8, 8, batch_first=True)
+
+            def forward(self, x, lengths):
+                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                out, _ = self.rnn(packed)
+                out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+                return out
+    """
+
+    def check_class(self, model):
+        resolve = model.ctx.resolve
+        for fn in model.reachable:
+            for call in fn.nodes(ast.Call):
+                name = resolve(call.func) or ""
+                if not (name in _FUNCTION or name.endswith(".pad_packed_sequence")):
+                    continue
+                total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)
+                if total is None:
+                    yield self.violation(call, "`pad_packed_sequence` without `total_length`: each "
+                                         "DataParallel replica pads to its own chunk's longest sequence")
+                elif "len" in ast.unparse(total).lower():
+                    yield self.violation(total, f"`total_length={ast.unparse(total)}` comes from the chunk's "
+                                         "lengths, so it still differs between DataParallel replicas")

@@ -1,0 +1,148 @@
+"""
+## What it does
+Flags sequence-first layers applied to forward's inputs: `nn.LSTM`, `nn.GRU`, `nn.RNN`
+without `batch_first=True`, and `nn.Transformer`, `nn.TransformerEncoder/Decoder`,
+`nn.TransformerEncoderLayer/DecoderLayer` and `nn.MultiheadAttention` with the
+default `batch_first=False`, when the layer's input comes from forward's arguments
+without a transpose on the way. Not flagged when the file wraps models with
+`DataParallel(..., dim=1)`.
+
+## Why is this bad?
+DataParallel splits inputs along dim 0. For a `(T, B, F)` input that is *time*: every
+replica processes the whole batch over a slice of the time steps, and the outputs are
+concatenated back along time. Shapes look right and nothing fails; the model is
+silently wrong (an LSTM's state never crosses the split, attention sees half the
+sequence).
+
+## How to fix
+Construct the layer with `batch_first=True` and feed `(B, T, F)` inputs, or transpose
+inside forward, or use `DataParallel(model, dim=1)` consistently for inputs *and*
+outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import is_true, keyword, parameters_of
+from dpcheck.outputs import gathered_class
+from dpcheck.rule import Rule, Severity
+
+_SEQ_FIRST = frozenset({"LSTM", "GRU", "RNN", "Transformer", "TransformerEncoder", "TransformerDecoder",
+                        "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention"})
+_TRANSPOSES = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims", "movedim"})
+
+
+class SequenceFirstLayout(Rule):
+    code = "DP501"
+    name = "sequence-first-layout"
+    severity = Severity.ERROR
+    summary = "A sequence-first RNN/Transformer on forward inputs: DataParallel splits time, not batch"
+    fix_hint = "Use batch_first=True (and (B, T, F) inputs), or DataParallel(model, dim=1) consistently"
+    bad_example = """
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(8, 16)
+
+            def forward(self, x):
+                out, _ = self.lstm(x)
+                return out
+    """
+    good_example = """
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(8, 16, batch_first=True)
+                self.attn = nn.MultiheadAttention(16, 2)
+
+            def forward(self, x):
+                out, _ = self.lstm(x)
+                seq = out.transpose(0, 1)
+                attended, _ = self.attn(seq, seq, seq)
+                return attended.transpose(0, 1)
+    """
+
+    def check_class(self, model):
+        if _dim1_wrapping(model.ctx) or not gathered_class(model):
+            return  # only the wrapped model's own inputs are scattered
+        layers = {name: kind for name, facts in model.attrs.items()
+                  for kind in [_seq_first_kind(model, facts)] if kind}
+        if not layers:
+            return
+        for fn in model.in_forward:
+            inputs = set(parameters_of(fn))
+            for call in fn.nodes(ast.Call):
+                attr = fn.self_attr(call.func)
+                if attr in layers and call.args and _from_inputs(call.args[0], fn, inputs, 0):
+                    yield self.violation(call, f"`self.{attr}` is a {layers[attr]} with batch_first=False "
+                                         "applied to forward's input: DataParallel splits dim 0, which "
+                                         "is time for this layer")
+
+
+def _seq_first_kind(model, facts) -> str | None:
+    for _, value, _ in facts.assignments:
+        if not isinstance(value, ast.Call):
+            continue
+        name = model.ctx.resolve(value.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if not name.startswith("torch.nn.") or last not in _SEQ_FIRST:
+            continue
+        if is_true(keyword(value, "batch_first")):
+            return None
+        if last in ("TransformerEncoder", "TransformerDecoder") and value.args:
+            layer = value.args[0]
+            if isinstance(layer, ast.Call) and is_true(keyword(layer, "batch_first")):
+                return None
+            if isinstance(layer, ast.Name):  # the layer was built in a local first
+                for fn in model.all_methods:
+                    for v in fn.local_values.get(layer.id, ()):
+                        if isinstance(v, ast.Call) and is_true(keyword(v, "batch_first")):
+                            return None
+        return f"nn.{last}"
+    return None
+
+
+def _from_inputs(node, fn, inputs, depth) -> bool:
+    """Does the tensor ``node`` flow from forward's arguments with no transpose on the way?
+
+    Follows the data (names, receivers of tensor methods, the first argument of layers
+    and torch functions), not sizes: `q.expand(-1, x.shape[0], -1)` is not "from x".
+    """
+    if depth > 8:
+        return False
+    if isinstance(node, ast.Name):
+        if node.id in fn.local_values:
+            return any(_from_inputs(v, fn, inputs, depth + 1) for v in fn.local_values[node.id])
+        return node.id in inputs
+    if isinstance(node, ast.Attribute):
+        return node.attr not in ("T", "mT") and fn.self_attr(node) is None \
+            and _from_inputs(node.value, fn, inputs, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _from_inputs(node.value, fn, inputs, depth + 1)
+    if isinstance(node, ast.BinOp):
+        return _from_inputs(node.left, fn, inputs, depth + 1) or _from_inputs(node.right, fn, inputs, depth + 1)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _TRANSPOSES:
+            return False
+        if isinstance(func, ast.Name) and func.id == "rearrange":
+            return False
+        if isinstance(func, ast.Attribute) and fn.self_attr(func) is None and not _is_namespace(func.value):
+            return _from_inputs(func.value, fn, inputs, depth + 1)  # x.float(), x.view(...)
+        return bool(node.args) and _from_inputs(node.args[0], fn, inputs, depth + 1)  # self.embed(x), F.relu(x)
+    return False
+
+
+def _is_namespace(node) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("torch", "F", "nn", "functional") or (
+        isinstance(node, ast.Attribute) and node.attr in ("functional", "nn"))
+
+
+def _dim1_wrapping(ctx) -> bool:
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Call) and (ctx.resolve(node.func) or "").endswith("DataParallel"):
+            dim = keyword(node, "dim")
+            if isinstance(dim, ast.Constant) and dim.value == 1:
+                return True
+    return False

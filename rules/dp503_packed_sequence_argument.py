@@ -1,0 +1,81 @@
+"""
+## What it does
+Flags a `forward` that receives a `PackedSequence`: an argument annotated
+`PackedSequence`, or one fed straight into an RNN or `pad_packed_sequence` and checked
+with `isinstance(arg, PackedSequence)`.
+
+## Why is this bad?
+`PackedSequence` is a namedtuple, so DataParallel's scatter chunks each of its fields,
+`data`, `batch_sizes`, `sorted_indices`, independently along dim 0. The replicas get
+fields that no longer describe each other: garbage, or errors deep inside the RNN.
+
+## How to fix
+Pass the padded tensor and the lengths (as a tensor) and pack inside forward, with
+`enforce_sorted=False`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import parameters_of
+from dpcheck.outputs import gathered_class
+from dpcheck.rule import Rule, Severity
+
+
+class PackedSequenceArgument(Rule):
+    code = "DP503"
+    name = "packed-sequence-argument"
+    severity = Severity.ERROR
+    summary = "A PackedSequence passed to forward has its fields scattered independently"
+    fix_hint = "Pass padded tensors plus lengths and pack inside forward"
+    bad_example = """
+        from torch.nn.utils.rnn import PackedSequence
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(8, 8)
+
+            def forward(self, packed: PackedSequence):
+                out, _ = self.rnn(packed)
+                return out
+    """
+    good_example = """
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(8, 8, batch_first=True)
+
+            def forward(self, x, lengths):
+                packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+                out, hidden = self.rnn(packed)
+                return hidden.transpose(0, 1)
+    """
+
+    def check_class(self, model):
+        fn = model.forward
+        if fn is None or not gathered_class(model):
+            return  # only the wrapped model's own arguments are scattered
+        resolve = model.ctx.resolve
+        args = fn.node.args
+        for arg in args.posonlyargs + args.args + args.kwonlyargs:
+            annotation = arg.annotation
+            if annotation is None:
+                continue
+            names = {resolve(n) or "" for n in ast.walk(annotation) if isinstance(n, (ast.Name, ast.Attribute))}
+            if any(n.endswith("PackedSequence") for n in names):
+                yield self._finding(arg)
+        params = set(parameters_of(fn))
+        for call in fn.nodes(ast.Call):
+            if isinstance(call.func, ast.Name) and call.func.id == "isinstance" and len(call.args) == 2 \
+                    and isinstance(call.args[0], ast.Name) and call.args[0].id in params \
+                    and (resolve(call.args[1]) or "").endswith("PackedSequence"):
+                yield self._finding(call.args[0])
+
+    def _finding(self, node):
+        name = getattr(node, "arg", None) or getattr(node, "id", "?")
+        return self.violation(node, f"forward receives `{name}` as a PackedSequence: DataParallel scatters "
+                              "its data, batch_sizes and sorted_indices fields independently")

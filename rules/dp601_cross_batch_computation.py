@@ -1,0 +1,157 @@
+"""
+## What it does
+Flags computations across the batch dimension in code that runs during `forward`, on
+tensors computed from forward's inputs: reductions and normalisations over dim 0
+(`x.mean(0)`, `x.std(dim=0)`, `softmax(x, dim=0)`, `F.normalize(x, dim=0)`), in-batch
+similarity matrices (`q @ k.T`, `torch.mm(a, b.t())` of two batch tensors), and labels
+from `torch.arange(batch_size)` (contrastive losses).
+
+## Why is this bad?
+Each DataParallel replica sees only its B/N slice. Batch statistics come from the
+slice, an in-batch contrastive loss has N times fewer negatives (CLIP on 8 GPUs with a
+batch of 128 computes eight 16x16 matrices, not one 128x128), and batch centering
+subtracts a different mean on every GPU. Shapes are right; the objective is silently
+different from the single-device run.
+
+## How to fix
+Return the embeddings from forward and compute batch-wide terms after gather (or with
+`all_gather` under DistributedDataParallel).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import is_batch_tensor, keyword
+from dpcheck.rule import Rule, Severity
+
+_REDUCTIONS = frozenset({"mean", "std", "var", "sum", "logsumexp", "softmax", "log_softmax", "norm",
+                         "normalize", "max", "min", "median", "cumsum", "argmax", "argmin"})
+
+
+class CrossBatchComputation(Rule):
+    code = "DP601"
+    name = "cross-batch-computation"
+    severity = Severity.ERROR
+    summary = "Batch-wide statistics or in-batch similarities in forward see only one replica's slice"
+    fix_hint = "Return embeddings and compute batch-wide terms after DataParallel's gather"
+    bad_example = """
+        class Contrastive(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, a, b):
+                qa = F.normalize(self.proj(a), dim=-1)
+                qb = F.normalize(self.proj(b), dim=-1)
+                logits = qa @ qb.T
+                labels = torch.arange(a.shape[0], device=a.device)
+                return F.cross_entropy(logits, labels, reduction="none")
+    """
+    good_example = """
+        class Contrastive(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+
+            def forward(self, a, b):
+                qa = F.normalize(self.proj(a), dim=-1)
+                qb = F.normalize(self.proj(b), dim=-1)
+                return qa, qb, qa.mean(dim=-1), torch.softmax(qa, dim=1)
+    """
+
+    def check_class(self, model):
+        resolve = model.ctx.resolve
+        for fn in model.in_forward:
+            for node in fn.nodes(ast.Call, ast.BinOp):
+                if isinstance(node, ast.BinOp):
+                    if isinstance(node.op, ast.MatMult) and _batch_outer(node.left, node.right, fn):
+                        yield self._similarity(node)
+                    continue
+                func = node.func
+                name = resolve(func) or ""
+                last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
+                if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
+                        and _dim_zero(node, first_positional=0) and is_batch_tensor(func.value, fn):
+                    yield self._reduction(node, f"`.{func.attr}` over dim 0")
+                elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
+                        and is_batch_tensor(node.args[0], fn):
+                    yield self._reduction(node, f"`{ast.unparse(func)}` over dim 0")
+                elif last in ("mm", "matmul", "bmm") and len(node.args) == 2 and _batch_outer(*node.args, fn):
+                    yield self._similarity(node)
+                elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
+                        and _used_as_targets(node, fn, model):
+                    yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
+                                         "replica numbers only its own slice, so in-batch labels and "
+                                         "negatives come from B/N samples")
+
+    def _reduction(self, node, what):
+        return self.violation(node, f"{what} of a batch tensor in forward: each DataParallel replica "
+                              "computes it over its own slice of the batch")
+
+    def _similarity(self, node):
+        return self.violation(node, "An in-batch similarity matrix in forward: each DataParallel replica "
+                              "compares only its own B/N samples (fewer negatives)")
+
+
+def _dim_zero(call, first_positional) -> bool:
+    dim = keyword(call, "dim")
+    if dim is None and len(call.args) > first_positional:
+        dim = call.args[first_positional]
+    return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
+
+
+def _transposed(node) -> ast.AST | None:
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "t" and not node.args:
+            return node.func.value
+        if node.func.attr == "transpose" and [getattr(a, "value", None) for a in node.args] in ([0, 1], [1, 0]):
+            return node.func.value
+    return None
+
+
+def _batch_outer(left, right, fn) -> bool:
+    inner = _transposed(right)
+    return inner is not None and is_batch_tensor(left, fn) and is_batch_tensor(inner, fn)
+
+
+def _batch_size(node, fn) -> bool:
+    """`x.shape[0]`, `x.size(0)`, `len(x)` of a batch tensor, or a local bound to one."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Name):
+        return any(_batch_size(v, fn) for v in fn.local_values.get(node.id, ()))
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+            and isinstance(node.slice, ast.Constant) and node.slice.value == 0:
+        return is_batch_tensor(node.value.value, fn)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0:
+        return is_batch_tensor(node.func.value, fn)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and node.args:
+        return is_batch_tensor(node.args[0], fn)
+    return False
+
+
+def _used_as_targets(call, fn, model) -> bool:
+    """Is the arange (or the name bound to it) passed to a loss, or compared with?"""
+    uses = [call]
+    parent = fn.parent(call)
+    while isinstance(parent, ast.Attribute) and isinstance(fn.parent(parent), ast.Call):
+        uses = [fn.parent(parent)]  # torch.arange(b).to(x.device)
+        parent = fn.parent(uses[0])
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        uses += [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    for use in uses:
+        holder = fn.parent(use)
+        if isinstance(holder, ast.keyword):
+            holder = fn.parent(holder)
+        if isinstance(holder, ast.Compare):
+            return True
+        if isinstance(holder, ast.Call):
+            text = ast.unparse(holder.func).lower()
+            if any(w in text for w in ("loss", "entropy", "nll", "criterion")):
+                return True
+    return False

@@ -1,0 +1,73 @@
+"""
+## What it does
+Flags `x.squeeze()` and `torch.squeeze(x)` with no dim, in code that runs during
+`forward`, on tensors computed from forward's inputs.
+
+## Why is this bad?
+DataParallel hands each replica `ceil(B/N)` samples, and the last one fewer; with a
+batch that does not divide evenly (the last batch of an epoch, evaluation) a replica
+can get a single sample. `squeeze()` then removes the batch dimension too: that
+replica's output has one dimension less, and gather fails with `Expected all input
+tensors to have the same number of dimensions`, or the result broadcasts silently.
+
+## How to fix
+Name the dimension: `x.squeeze(-1)`, `x.squeeze(dim=1)`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.model import is_batch_tensor
+from dpcheck.rule import Rule, Severity
+
+
+class SqueezeWithoutDim(Rule):
+    code = "DP603"
+    name = "squeeze-without-dim"
+    severity = Severity.WARNING
+    summary = "squeeze() without a dim drops the batch dim of a one-sample replica chunk"
+    fix_hint = "Pass the dimension to squeeze: x.squeeze(-1)"
+    bad_example = """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc(x).squeeze()
+    """
+    good_example = """
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc(x).squeeze(-1)
+    """
+
+    def check_class(self, model):
+        resolve = model.ctx.resolve
+        for fn in model.in_forward:
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if isinstance(func, ast.Attribute) and func.attr == "squeeze" and not call.args \
+                        and not call.keywords and resolve(func) != "torch.squeeze":
+                    receiver = func.value
+                elif resolve(func) == "torch.squeeze" and len(call.args) == 1 and not call.keywords:
+                    receiver = call.args[0]
+                else:
+                    continue
+                if _batch_rooted(receiver, fn):
+                    yield self.violation(call, "`squeeze()` without a dim in forward: a DataParallel replica "
+                                         "that gets one sample loses its batch dimension")
+
+
+def _batch_rooted(node, fn) -> bool:
+    """The receiver is computed from forward's inputs (calls like self.fc(x) included)."""
+    if is_batch_tensor(node, fn):
+        return True
+    if isinstance(node, ast.Call):
+        return any(_batch_rooted(arg, fn) for arg in node.args[:1])
+    return False
