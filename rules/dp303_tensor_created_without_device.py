@@ -146,7 +146,7 @@ def _model_tensor(node, fn, model, depth=0) -> bool:
     """An input of forward, the output of one of the model's layers, or a parameter/buffer."""
     from dpcheck.model import parameters_of
 
-    if depth > 4:
+    if depth > 8:
         return False
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_ONLY:
         node = node.func.value
@@ -164,4 +164,10 @@ def _model_tensor(node, fn, model, depth=0) -> bool:
             return True
     if isinstance(node, ast.BinOp):
         return _model_tensor(node.left, fn, model, depth + 1) or _model_tensor(node.right, fn, model, depth + 1)
+    if isinstance(node, ast.Subscript):
+        return _model_tensor(node.value, fn, model, depth + 1)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return any(_model_tensor(e, fn, model, depth + 1) for e in node.elts)
+    if isinstance(node, ast.Call) and (model.ctx.resolve(node.func) or "").rsplit(".", 1)[-1] in _COMBINERS:
+        return any(_model_tensor(a, fn, model, depth + 1) for a in node.args)
     return False

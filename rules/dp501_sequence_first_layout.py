@@ -71,7 +71,7 @@ class SequenceFirstLayout(Rule):
         if not layers:
             return
         for fn in model.in_forward:
-            inputs = set(parameters_of(fn))
+            inputs = set(parameters_of(fn)) - _packed_parameters(fn)
             for call in fn.nodes(ast.Call):
                 attr = fn.self_attr(call.func)
                 if attr in layers and call.args and _from_inputs(call.args[0], fn, inputs, 0):
@@ -126,12 +126,19 @@ def _from_inputs(node, fn, inputs, depth) -> bool:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _TRANSPOSES:
             return False
-        if isinstance(func, ast.Name) and func.id == "rearrange":
-            return False
+        if isinstance(func, ast.Name) and func.id == "rearrange" or ast.unparse(func).endswith(
+                ("pack_padded_sequence", "pack_sequence")):
+            return False  # rearranged, or packed (a PackedSequence carries its own layout)
         if isinstance(func, ast.Attribute) and fn.self_attr(func) is None and not _is_namespace(func.value):
             return _from_inputs(func.value, fn, inputs, depth + 1)  # x.float(), x.view(...)
         return bool(node.args) and _from_inputs(node.args[0], fn, inputs, depth + 1)  # self.embed(x), F.relu(x)
     return False
+
+
+def _packed_parameters(fn) -> set[str]:
+    args = fn.node.args
+    return {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+            if a.annotation is not None and "PackedSequence" in ast.unparse(a.annotation)}
 
 
 def _is_namespace(node) -> bool:

@@ -1,0 +1,81 @@
+"""
+## What it does
+In training scripts, flags attribute access on a name that holds an `nn.DataParallel`
+wrapper when the attribute is the model's own (`model.generate(...)`,
+`model.encoder`, `model.num_classes`), and calls of the model's own methods through
+`model.module` (`model.module.generate(...)`), which run on one GPU only.
+
+## Why is this bad?
+The wrapper is a different object: it has `module`, `forward`, `device_ids` and the
+`nn.Module` API, nothing else. `model.generate` raises `AttributeError: 'DataParallel'
+object has no attribute 'generate'`. The usual fix, `model.module.generate(...)`,
+works but bypasses DataParallel: only `forward` is parallelised, so that method runs on
+`device_ids[0]` with the whole batch.
+
+## How to fix
+Reach the model through `model.module` for attributes and non-forward methods, and do
+the parallel work in `forward` (dispatch on an argument if needed).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+from dpcheck.scripts import mentions_dataparallel, script_facts
+
+# The public API of nn.DataParallel and nn.Module: fine to reach through the wrapper.
+MODULE_API = frozenset({
+    "module", "forward", "device_ids", "output_device", "dim", "src_device_obj", "training",
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu", "type", "float",
+    "double", "half", "bfloat16", "train", "eval", "zero_grad", "requires_grad_", "apply", "share_memory",
+    "register_buffer", "register_parameter", "add_module", "register_module", "get_submodule",
+    "get_parameter", "get_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_backward_hook",
+    "register_state_dict_pre_hook", "register_load_state_dict_post_hook", "extra_repr", "replicate",
+    "scatter", "parallel_apply", "gather", "compile", "to_empty", "ipu", "xpu", "mtia", "set_extra_state",
+    "get_extra_state", "__class__", "__dict__", "_modules", "_parameters", "_buffers", "dump_patches",
+    "call_super_init", "T_destination", "__call__",
+})
+
+
+class WrapperAttributeAccess(Rule):
+    code = "DP701"
+    name = "wrapper-attribute-access"
+    severity = Severity.ERROR
+    summary = "Custom attributes are not on the DataParallel wrapper; model.module.method() runs on one GPU"
+    fix_hint = "Use model.module.<attr> for attributes; keep parallel work in forward"
+    bad_example = """
+        model = nn.DataParallel(Net().cuda())
+        tokens = model.generate(prompt)
+    """
+    good_example = """
+        model = nn.DataParallel(Net().cuda())
+        logits = model(batch)
+        classes = model.module.num_classes
+        model.eval()
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        for node in ast.walk(ctx.tree):
+            if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
+                continue
+            if isinstance(facts.parent(node), ast.Assign) and node in facts.parent(node).targets:
+                continue
+            base = node.value
+            wrap = facts.wrap_for(base)
+            if wrap is not None:
+                yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper, which has no "
+                                     f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
+                                     f"{node.attr}`)")
+                continue
+            # model.module.method(...): only forward is parallelised.
+            if isinstance(base, ast.Attribute) and base.attr == "module" and facts.wrap_for(base.value) \
+                    and isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node:
+                yield self.violation(node, f"`{ast.unparse(node)}(...)` bypasses DataParallel: only forward is "
+                                     "parallelised, so this runs on device_ids[0] with the whole batch",
+                                     severity=Severity.WARNING)

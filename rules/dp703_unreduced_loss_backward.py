@@ -1,0 +1,80 @@
+"""
+## What it does
+In training scripts, flags `.backward()` on what a DataParallel-wrapped model
+returned (or an element of it: `out[0]`, `out["loss"]`, `out.loss`) without a
+reduction in between.
+
+## Why is this bad?
+When forward returns a loss, each replica returns a 0-dim tensor and gather turns them
+into a vector with one value per GPU. `loss.backward()` then fails with `grad can be
+implicitly created only for scalar outputs`, after a single-GPU test run went fine.
+
+## How to fix
+Reduce first: `loss = model(x, y).mean()` (or `.sum()`), as transformers does with
+`if n_gpu > 1: loss = loss.mean()`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+from dpcheck.scripts import mentions_dataparallel, script_facts
+
+
+class UnreducedLossBackward(Rule):
+    code = "DP703"
+    name = "unreduced-loss-backward"
+    severity = Severity.ERROR
+    summary = "backward() on a DataParallel output: per-GPU losses are a vector, not a scalar"
+    fix_hint = "Reduce the gathered loss first: loss = model(x, y).mean()"
+    bad_example = """
+        model = nn.DataParallel(NetWithLoss().cuda())
+        loss = model(x, y)
+        loss.backward()
+    """
+    good_example = """
+        model = nn.DataParallel(NetWithLoss().cuda())
+        loss = model(x, y).mean()
+        loss.backward()
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        for node in ast.walk(ctx.tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "backward"):
+                continue
+            target = node.func.value
+            source = _output_of(target, facts, node.lineno)
+            if source is not None:
+                yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
+                                     f"DataParallel-wrapped `{source}`: a loss comes back with one value "
+                                     "per GPU and backward needs a scalar")
+
+
+def _output_of(node, facts, line):
+    """The wrapper's name if ``node`` is (an element of) its direct output."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)) and not (
+            isinstance(node, ast.Attribute) and node.attr in ("mean", "sum")):
+        node = node.value
+    if isinstance(node, ast.Call):
+        wrap = facts.wrap_for(node.func)
+        return wrap.name if wrap is not None else None
+    if isinstance(node, ast.Name):
+        scope = facts.scope_of(node)
+        last = None
+        for sub in ast.walk(scope):
+            if isinstance(sub, ast.Assign) and sub.lineno < line and any(
+                    isinstance(t, ast.Name) and t.id == node.id for target in sub.targets
+                    for t in ([target] if not isinstance(target, ast.Tuple) else target.elts)):
+                if last is None or sub.lineno > last.lineno:
+                    last = sub
+            elif isinstance(sub, ast.AugAssign) and sub.lineno < line and isinstance(sub.target, ast.Name) \
+                    and sub.target.id == node.id and (last is None or sub.lineno > last.lineno):
+                return None
+        if last is not None:
+            return _output_of(last.value, facts, last.lineno) if not isinstance(last.value, ast.Name) else None
+    return None

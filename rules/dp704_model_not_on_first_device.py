@@ -1,0 +1,127 @@
+"""
+## What it does
+In training scripts, flags a model moved to a GPU other than `device_ids[0]`
+(`.to("cuda:1")`, `.cuda(1)`) before or after wrapping it in `nn.DataParallel`, and
+(as a warning) a model built in the same function that is never moved to a GPU at all.
+
+## Why is this bad?
+DataParallel requires the module's parameters and buffers on `device_ids[0]` (by
+default `cuda:0`) and checks it on every forward: `module must have its parameters
+and buffers on device cuda:0 (device_ids[0]) but found one of them on device: cuda:1`
+(or `cpu`).
+
+## How to fix
+Move the model to the first device in `device_ids` before the first call:
+`model.to(f"cuda:{device_ids[0]}")`, or `nn.DataParallel(model, device_ids=[1, 2]).to("cuda:1")`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from dpcheck.rule import Rule, Severity
+from dpcheck.scripts import mentions_dataparallel, script_facts
+
+_INDEX = re.compile(r"^cuda:(\d+)$")
+
+
+class ModelNotOnFirstDevice(Rule):
+    code = "DP704"
+    name = "model-not-on-first-device"
+    severity = Severity.ERROR
+    summary = "The wrapped model must live on device_ids[0] when DataParallel runs"
+    fix_hint = "Move the model to f'cuda:{device_ids[0]}' before calling the wrapper"
+    bad_example = """
+        net = Net().to("cuda:1")
+        model = nn.DataParallel(net, device_ids=[0, 1])
+    """
+    good_example = """
+        net = Net().to("cuda:0")
+        model = nn.DataParallel(net, device_ids=[0, 1])
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        for call in facts.dp_calls:
+            first = _first_device(call)
+            inner = call.args[0] if call.args else None
+            if inner is None:
+                continue
+            moves = list(_moves_in(inner))
+            scope = facts.scope_of(call)
+            if isinstance(inner, ast.Name):
+                for node in ast.walk(scope):
+                    if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == inner.id
+                                                            for t in node.targets):
+                        moves += list(_moves_in(node.value))
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                            and node.func.attr in ("to", "cuda") and isinstance(node.func.value, ast.Name) \
+                            and node.func.value.id == inner.id:
+                        moves.append(node)
+            # The wrapper itself moved: `DataParallel(net).cuda()` / `.to(device)`.
+            parent = facts.parent(call)
+            if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda"):
+                moves.append(facts.parent(parent))
+            for move in moves:
+                index = _target_index(move)
+                if index is not None and first is not None and index != first:
+                    yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
+                                         f"device_ids[0] is {first}: forward fails with `module must have "
+                                         f"its parameters and buffers on device cuda:{first}`")
+            if not moves and _built_here(inner, scope):
+                yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
+                                     "DataParallel needs it on device_ids[0] before the first call",
+                                     severity=Severity.WARNING)
+
+
+def _first_device(call) -> int | None:
+    ids = next((k.value for k in call.keywords if k.arg == "device_ids"), None)
+    if ids is None and len(call.args) > 1:
+        ids = call.args[1]
+    if ids is None:
+        return 0
+    if isinstance(ids, (ast.List, ast.Tuple)) and ids.elts:
+        first = ids.elts[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, int):
+            return first.value
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            match = _INDEX.match(first.value)
+            return int(match.group(1)) if match else None
+    return None
+
+
+def _moves_in(node):
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in ("to", "cuda"):
+            yield sub
+
+
+def _target_index(move) -> int | None:
+    if not move.args:
+        device = next((k.value for k in move.keywords if k.arg == "device"), None)
+        if device is None:
+            return 0 if move.func.attr == "cuda" else None
+    else:
+        device = move.args[0]
+    if isinstance(device, ast.Constant):
+        if isinstance(device.value, int) and not isinstance(device.value, bool):
+            return device.value
+        if isinstance(device.value, str):
+            match = _INDEX.match(device.value)
+            if match:
+                return int(match.group(1))
+            return 0 if device.value == "cuda" else None
+    return None
+
+
+def _built_here(inner, scope) -> bool:
+    """The wrapped model is constructed in this scope (so we can see all its moves)."""
+    if isinstance(inner, ast.Call):
+        return True
+    if isinstance(inner, ast.Name):
+        return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
+            isinstance(t, ast.Name) and t.id == inner.id for t in n.targets) for n in ast.walk(scope))
+    return False

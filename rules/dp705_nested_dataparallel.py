@@ -1,0 +1,49 @@
+"""
+## What it does
+Flags an `nn.DataParallel` wrapped around another `nn.DataParallel`:
+`nn.DataParallel(nn.DataParallel(net))`, or wrapping a name that already holds a
+wrapper (often a helper that wraps again a model its caller already wrapped).
+
+## Why is this bad?
+The outer wrapper scatters and replicates the inner wrapper, which scatters and
+replicates again: extra copies and threads on every step for nothing, and state dict
+keys with a `module.module.` prefix that nothing else loads.
+
+## How to fix
+Wrap once; check `isinstance(model, nn.DataParallel)` before wrapping in helpers.
+"""
+
+from __future__ import annotations
+
+from dpcheck.rule import Rule, Severity
+from dpcheck.scripts import mentions_dataparallel, script_facts
+
+
+class NestedDataParallel(Rule):
+    code = "DP705"
+    name = "nested-dataparallel"
+    severity = Severity.ERROR
+    summary = "DataParallel inside DataParallel replicates twice and prefixes keys with module.module."
+    fix_hint = "Wrap once; test isinstance(model, nn.DataParallel) before wrapping"
+    bad_example = """
+        model = nn.DataParallel(Net().cuda())
+        model = nn.DataParallel(model)
+    """
+    good_example = """
+        model = Net().cuda()
+        if not isinstance(model, nn.DataParallel):
+            model = nn.DataParallel(model)
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        for call in facts.dp_calls:
+            inner = call.args[0] if call.args else None
+            if inner is None:
+                continue
+            if facts.dp_expression(inner) is not None or facts.wrap_for(inner) is not None:
+                yield self.violation(call, "This DataParallel wraps a model that is already wrapped in "
+                                     "DataParallel: every step replicates twice, and state dict keys get "
+                                     "`module.module.`")

@@ -1,0 +1,82 @@
+"""
+## What it does
+Flags `torch.compile` combined with `nn.DataParallel` in either order:
+`nn.DataParallel(torch.compile(net))`, wrapping a model that was compiled
+(`net.compile()`, `net = torch.compile(net)`), and `torch.compile(model)` or
+`model.compile()` on a DataParallel wrapper.
+
+## Why is this bad?
+Observed on PyTorch 2.11 with two GPUs: `m.compile()` then `DataParallel(m)` fails with
+a device mismatch (replicas call the original's compiled `_call_impl`);
+`DataParallel(torch.compile(m))` fails with `AttributeError: 'Linear' object has no
+attribute 'weight'` inside the traced replica; `torch.compile(DataParallel(m))` runs,
+but dynamo graph-breaks on DataParallel's threading, so nothing is compiled.
+
+## How to fix
+Use DistributedDataParallel with `torch.compile`, or drop one of the two.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.rule import Rule, Severity
+from dpcheck.scripts import mentions_dataparallel, script_facts
+
+
+class CompileWithDataParallel(Rule):
+    code = "DP706"
+    name = "compile-with-dataparallel"
+    severity = Severity.ERROR
+    summary = "torch.compile and nn.DataParallel do not combine: errors or no compilation"
+    fix_hint = "Use DistributedDataParallel with torch.compile, or drop one of them"
+    bad_example = """
+        net = torch.compile(Net().cuda())
+        model = nn.DataParallel(net)
+    """
+    good_example = """
+        net = Net().cuda()
+        model = nn.DataParallel(net)
+        fast = torch.compile(Net().cuda())
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        compiled = _compiled_names(ctx)
+        for call in facts.dp_calls:
+            inner = call.args[0] if call.args else None
+            if isinstance(inner, ast.Call) and _is_compile(inner, ctx):
+                yield self._finding(call, "wraps a torch.compile'd model")
+            elif isinstance(inner, ast.Name) and any(line < call.lineno for line in compiled.get(inner.id, ())):
+                yield self._finding(call, f"wraps `{inner.id}`, which was compiled before")
+        for node in ast.walk(ctx.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            if _is_compile(node, ctx) and node.args and facts.wrap_for(node.args[0]) is not None:
+                yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)")
+            elif isinstance(node.func, ast.Attribute) and node.func.attr == "compile" \
+                    and facts.wrap_for(node.func.value) is not None:
+                yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)")
+
+    def _finding(self, node, what):
+        return self.violation(node, f"This {what}: torch.compile and nn.DataParallel fail together or "
+                              "compile nothing")
+
+
+def _is_compile(call, ctx) -> bool:
+    return (ctx.resolve(call.func) or "") == "torch.compile"
+
+
+def _compiled_names(ctx) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _is_compile(node.value, ctx):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    found.setdefault(target.id, []).append(node.lineno)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile" \
+                and isinstance(node.func.value, ast.Name):
+            found.setdefault(node.func.value.id, []).append(node.lineno)
+    return found
