@@ -67,6 +67,22 @@ def result_from_json(data: dict) -> FileResult:
     return result
 
 
+def _code_fingerprint() -> str:
+    """Size and mtime of dpcheck's own modules: an edited rule (in a development install)
+    must not be served results its previous version computed."""
+    import dpcheck
+    import dpcheck.rules
+
+    parts = []
+    for package in (dpcheck, dpcheck.rules):
+        for folder in package.__path__:
+            for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+                if entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+    return _digest("|".join(parts).encode())[:16]
+
+
 class Cache:
     def __init__(self, file: Path, entries: dict) -> None:
         self.file = file
@@ -75,7 +91,7 @@ class Cache:
 
     @classmethod
     def open(cls, folder: Path, codes: Sequence[str]) -> "Cache":
-        key = _digest(f"{__version__}|{_FORMAT}|{','.join(sorted(codes))}".encode())[:16]
+        key = _digest(f"{__version__}|{_FORMAT}|{_code_fingerprint()}|{','.join(sorted(codes))}".encode())[:16]
         file = Path(folder) / f"results-{key}.json"
         entries: dict = {}
         try:

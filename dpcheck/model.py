@@ -201,6 +201,40 @@ class FileContext:
         return self.imports.resolve(node)
 
     @cached_property
+    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+        """One walk of the whole tree: nodes by type, and each node's parent."""
+        by_type: dict[type, list[ast.AST]] = {}
+        parents: dict[int, ast.AST] = {}
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            by_type.setdefault(type(node), []).append(node)
+            for child in ast.iter_child_nodes(node):
+                parents[id(child)] = node
+                stack.append(child)
+        for nodes in by_type.values():
+            nodes.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+        return by_type, parents
+
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        """Every node of these types in the file (each type in source order)."""
+        by_type = self._index[0]
+        for t in types:
+            yield from by_type.get(t, ())
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._index[1].get(id(node))
+
+    @cached_property
+    def dataparallel_calls(self) -> list[ast.Call]:
+        """`nn.DataParallel(...)` constructions in this file."""
+        if "DataParallel" not in self.source.text:
+            return []
+        names = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                 "torch.nn.parallel.data_parallel.DataParallel")
+        return [n for n in self.nodes(ast.Call) if (self.resolve(n.func) or "") in names]
+
+    @cached_property
     def module_level_values(self) -> dict[str, list[ast.AST]]:
         values: dict[str, list[ast.AST]] = {}
         for stmt in self.tree.body:
@@ -213,8 +247,7 @@ class FileContext:
 
     @cached_property
     def module_functions(self) -> list[FunctionInfo]:
-        return [FunctionInfo(n, None) for n in ast.walk(self.tree)
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        return [FunctionInfo(n, None) for n in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
 
     def class_is_module(self, name: str) -> tuple[bool, frozenset[str]]:
         """(certainly a module, or else the unresolved names any one of which would make it one)."""

@@ -237,12 +237,26 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
         return f"`.{func.attr}()` (a Python {'number' if func.attr == 'item' else 'list'})"
     if isinstance(func, ast.Name) and func.id in _PY_VALUE_CALLS and func.id not in fn.local_values:
         return f"`{func.id}(...)` (a Python {func.id if func.id != 'len' else 'int'})"
-    if isinstance(func, ast.Name) and func.id in model.ctx.classes:
-        info = model.ctx.classes[func.id]
-        is_dataclass = any((model.ctx.resolve(d.func if isinstance(d, ast.Call) else d) or "")
-                           .endswith("dataclass") for d in info.node.decorator_list)
-        dict_based = any(b.endswith(("dict", "OrderedDict", "ModelOutput", "BaseOutput"))
-                         for b in info.bases)
-        if is_dataclass and not dict_based:
-            return f"a `{func.id}` dataclass instance"
+    if isinstance(func, ast.Name) and func.id in model.ctx.classes \
+            and _plain_dataclass(model.ctx, model.ctx.classes[func.id], 0):
+        return f"a `{func.id}` dataclass instance"
     return None
+
+
+def _plain_dataclass(ctx: FileContext, info, depth: int) -> bool:
+    """A @dataclass whose bases are all plain dataclasses of this file (or none).
+
+    Dataclasses built on a dict (transformers' ModelOutput, diffusers' BaseOutput) or on
+    a class we cannot see are left alone: gather rebuilds dict subclasses itself.
+    """
+    if depth > 8:
+        return False
+    decorated = any((ctx.resolve(d.func if isinstance(d, ast.Call) else d) or "").endswith("dataclass")
+                    for d in info.node.decorator_list)
+    if not decorated:
+        return False
+    for base in info.bases:
+        local = base[len(ctx.module) + 1:] if base.startswith(ctx.module + ".") else None
+        if local is None or local not in ctx.classes or not _plain_dataclass(ctx, ctx.classes[local], depth + 1):
+            return False
+    return True

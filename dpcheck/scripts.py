@@ -37,24 +37,21 @@ class Wrap:
 class ScriptFacts:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
-        self.parents: dict[int, ast.AST] = {}
-        for node in ast.walk(ctx.tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[id(child)] = node
+        self.parents = ctx._index[1]
 
     def is_dp_call(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and (self.ctx.resolve(node.func) or "") in DATAPARALLEL
 
-    @cached_property
+    @property
     def dp_calls(self) -> list[ast.Call]:
-        return [n for n in ast.walk(self.ctx.tree) if self.is_dp_call(n)]
+        return self.ctx.dataparallel_calls
 
     @cached_property
     def builders(self) -> set[str]:
         """Functions in this file that return a DataParallel wrapper."""
         found = set()
-        for node in ast.walk(self.ctx.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in self.ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            if True:
                 for ret in ast.walk(node):
                     if isinstance(ret, ast.Return) and ret.value is not None and self.dp_expression(ret.value, set()):
                         found.add(node.name)
@@ -87,8 +84,8 @@ class ScriptFacts:
     @cached_property
     def wraps(self) -> list[Wrap]:
         assignments: dict[tuple[int, str], list[tuple[int, ast.AST]]] = {}
-        for node in ast.walk(self.ctx.tree):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        for node in self.ctx.nodes(ast.Assign, ast.AnnAssign):
+            if node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     text = _target_text(target)
@@ -164,4 +161,5 @@ def script_facts(ctx: FileContext) -> ScriptFacts:
 
 
 def mentions_dataparallel(ctx: FileContext) -> bool:
-    return "DataParallel" in ctx.source.text
+    """Does the file construct an nn.DataParallel at all? (The script rules need one.)"""
+    return bool(ctx.dataparallel_calls)

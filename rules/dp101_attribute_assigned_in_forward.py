@@ -68,7 +68,7 @@ class AttributeAssignedInForward(Rule):
                         continue  # buffers, Parameters and submodules have rules of their own
                     if value is not None and _constructs_module(model, value):
                         continue  # DP203: a module or Parameter created in forward
-                    kind = _kind(fn, name, value, node)
+                    kind = _kind(fn, name, value, node, model.in_forward)
                     where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
                     if kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
@@ -90,9 +90,9 @@ _WARNINGS = {
     "converted": "`self.{name}` is converted to the input's device/dtype in forward{where}: under "
                  "DataParallel each replica converts its own copy and discards it, so the original "
                  "keeps the old one and the conversion repeats every call",
-    "scratch": "`self.{name}` is assigned and read within the same forward call{where}: that works "
-               "on a replica, but anything reading it after forward sees a stale or missing value "
-               "under DataParallel",
+    "scratch": "`self.{name}` is set in forward{where} and read again during the same call: that works "
+               "on a replica, but the original module never sees the new value, so anything reading "
+               "it after forward (or on the next call) sees the old one under DataParallel",
 }
 
 
@@ -129,7 +129,7 @@ _CACHE_WORDS = ("cache", "cached", "_memo", "lookup")
 _FLAG_WORDS = ("warn", "logged", "printed", "shown", "_once", "notified")
 
 
-def _kind(fn, name: str, value, node) -> str:
+def _kind(fn, name: str, value, node, reachable=()) -> str:
     """state (an error), or one of the lighter cases that are reported as warnings."""
     lowered = name.lower()
     if any(word in lowered for word in _CACHE_WORDS):
@@ -141,7 +141,8 @@ def _kind(fn, name: str, value, node) -> str:
         return "lazy"
     if value is not None and _moves_to_device(value):
         return "converted"
-    if _read_later(fn, name, node):
+    if not isinstance(node, ast.AugAssign) and not _reads_itself(fn, name, value) \
+            and _read_elsewhere(reachable, name, node):
         return "scratch"
     return "state"
 
@@ -151,7 +152,21 @@ def _moves_to_device(value) -> bool:
                and n.func.attr in ("to", "cuda", "type_as") for n in ast.walk(value))
 
 
-def _read_later(fn, name: str, node) -> bool:
+def _reads_itself(fn, name: str, value) -> bool:
+    """`self.n = self.n + 1`: a counter, not a scratch value."""
+    return value is not None and any(fn.self_attr(n) == name for n in ast.walk(value))
+
+
+def _read_elsewhere(functions, name: str, node) -> bool:
+    """Is `self.<name>` read in forward-reachable code after this write (same call)?"""
     end = getattr(node, "end_lineno", node.lineno)
-    return any(isinstance(n.ctx, ast.Load) and fn.self_attr(n) == name and n.lineno > end
-               for n in fn.nodes(ast.Attribute))
+    for other in functions:
+        for n in other.nodes(ast.Attribute):
+            if isinstance(n.ctx, ast.Load) and other.self_attr(n) == name and (
+                    other.node is not node_function(other, node) or n.lineno > end):
+                return True
+    return False
+
+
+def node_function(fn, node):
+    return fn.node if fn.parent(node) is not None else None

@@ -67,6 +67,11 @@ class HookWritesSharedState(Rule):
         """Hooks registered outside nn.Module classes (feature extraction in scripts and helpers)."""
         from dpcheck.model import FunctionInfo
 
+        if "hook" not in ctx.source.text:
+            return
+        registrations = [c for c in ctx.nodes(ast.Call) if self._is_registration(c)]
+        if not registrations:
+            return
         in_modules: set[int] = set()
         owner_of: dict[int, ast.ClassDef] = {}
         for name, info in ctx.classes.items():
@@ -77,11 +82,10 @@ class HookWritesSharedState(Rule):
                         in_modules.add(id(n))
                     owner_of.setdefault(id(n), info)
         defs: dict[str, list] = {}
-        for n in ast.walk(ctx.tree):
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                defs.setdefault(n.name, []).append(n)
-        for call in ast.walk(ctx.tree):
-            if not (isinstance(call, ast.Call) and self._is_registration(call)) or id(call) in in_modules:
+        for n in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            defs.setdefault(n.name, []).append(n)
+        for call in registrations:
+            if id(call) in in_modules:
                 continue
             target = call.args[0]
             hooks, self_name = [], None

@@ -83,7 +83,9 @@ def _bound(value, fn, model) -> str | None:
     ctx = model.ctx
     if isinstance(value, ast.Attribute):
         attr = fn.self_attr(value)
-        if attr is not None and model.find_method(attr) is not None and not model.has_property(attr):
+        method = model.find_method(attr) if attr is not None else None
+        if method is not None and not model.has_property(attr) and not any(
+                ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
             return f"the bound method `self.{attr}`"
         if value.attr in ("forward", "__call__") and (fn.self_attr(value.value) is not None):
             return f"the bound method `{ast.unparse(value)}`"

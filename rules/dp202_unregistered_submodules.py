@@ -21,6 +21,10 @@ Use `nn.ModuleList([...])`, `nn.ModuleDict({...})`, `nn.ParameterList([...])` or
 
 from __future__ import annotations
 
+import ast
+
+from dpcheck.model import is_torch_nn_class
+from dpcheck.outputs import parameter_free
 from dpcheck.rule import Rule, Severity
 
 
@@ -62,9 +66,12 @@ class UnregisteredSubmodules(Rule):
             maybe = "maybe_module" in facts.element_kinds and facts.requires
             if not holds and not maybe:
                 continue
-            target = next((t for t, v, fn in facts.assignments
-                           if model.classify(v, fn)[0] == "container"), None)
-            if target is None:
+            found = next(((t, v, fn) for t, v, fn in facts.assignments
+                          if model.classify(v, fn)[0] == "container"), None)
+            if found is None:
+                continue
+            target, value, fn = found
+            if _registered_afterwards(fn, name) or _only_weightless(model, value):
                 continue
             what = "Parameters" if holds == {"parameter"} else "modules"
             container = "nn.ParameterList" if what == "Parameters" else "nn.ModuleList"
@@ -73,3 +80,18 @@ class UnregisteredSubmodules(Rule):
                                  "they are not registered, so `.to()`, `parameters()`, `state_dict()` "
                                  f"and DataParallel replication all miss them (use {container})",
                                  requires=requires)
+
+
+def _registered_afterwards(fn, name) -> bool:
+    """`for i, layer in enumerate(self.layers): self.add_module(str(i), layer)`."""
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr in ("add_module", "register_module")
+               and fn.is_self(c.func.value) for c in fn.nodes(ast.Call)) and any(
+        fn.self_attr(n) == name for n in fn.nodes(ast.Attribute))
+
+
+def _only_weightless(model, value) -> bool:
+    """A dict of loss functions or activations: nothing to move, train or save."""
+    names = [model.ctx.resolve(c.func) or "" for c in ast.walk(value) if isinstance(c, ast.Call)]
+    modules = [n for n in names if is_torch_nn_class(n) or n.endswith("Loss")]
+    return bool(modules) and len(modules) == len([n for n in names if n[:1] != "" and n.rsplit(".", 1)[-1][:1].isupper()]) \
+        and all(parameter_free(n) for n in modules)

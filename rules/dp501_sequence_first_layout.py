@@ -147,8 +147,8 @@ def _is_namespace(node) -> bool:
 
 
 def _dim1_wrapping(ctx) -> bool:
-    for node in ast.walk(ctx.tree):
-        if isinstance(node, ast.Call) and (ctx.resolve(node.func) or "").endswith("DataParallel"):
+    for node in ctx.dataparallel_calls:
+        if True:
             dim = keyword(node, "dim")
             if isinstance(dim, ast.Constant) and dim.value == 1:
                 return True

@@ -75,14 +75,12 @@ class BatchNormStatisticsPerReplica(Rule):
     def check_file(self, ctx):
         if not _wraps_in_dataparallel(ctx):
             return
-        for node in ast.walk(ctx.tree):
-            if isinstance(node, ast.Call) and (ctx.resolve(node.func) or "").endswith("convert_sync_batchnorm"):
+        for node in ctx.nodes(ast.Call):
+            if (ctx.resolve(node.func) or "").endswith("convert_sync_batchnorm"):
                 yield self.violation(node, "`convert_sync_batchnorm` on a model wrapped in nn.DataParallel: "
                                      "SyncBatchNorm needs DistributedDataParallel; here it silently acts as "
                                      "plain BatchNorm", severity=Severity.ERROR)
 
 
 def _wraps_in_dataparallel(ctx) -> bool:
-    return any(isinstance(n, ast.Call) and (ctx.resolve(n.func) or "") in (
-        "torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel")
-        for n in ast.walk(ctx.tree))
+    return bool(ctx.dataparallel_calls)

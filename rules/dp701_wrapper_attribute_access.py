@@ -61,7 +61,7 @@ class WrapperAttributeAccess(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
                 continue
             if isinstance(facts.parent(node), ast.Assign) and node in facts.parent(node).targets:

@@ -42,7 +42,7 @@ class WrappedStateDict(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes(ast.Call):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             attr = node.func.attr

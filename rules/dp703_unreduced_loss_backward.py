@@ -43,7 +43,7 @@ class UnreducedLossBackward(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes(ast.Call):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "backward"):
                 continue

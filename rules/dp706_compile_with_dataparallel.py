@@ -51,9 +51,7 @@ class CompileWithDataParallel(Rule):
                 yield self._finding(call, "wraps a torch.compile'd model")
             elif isinstance(inner, ast.Name) and any(line < call.lineno for line in compiled.get(inner.id, ())):
                 yield self._finding(call, f"wraps `{inner.id}`, which was compiled before")
-        for node in ast.walk(ctx.tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in ctx.nodes(ast.Call):
             if _is_compile(node, ctx) and node.args and facts.wrap_for(node.args[0]) is not None:
                 yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)")
             elif isinstance(node.func, ast.Attribute) and node.func.attr == "compile" \
@@ -71,7 +69,7 @@ def _is_compile(call, ctx) -> bool:
 
 def _compiled_names(ctx) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes(ast.Assign, ast.Call):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _is_compile(node.value, ctx):
             for target in node.targets:
                 if isinstance(target, ast.Name):

@@ -48,7 +48,7 @@ class AutocastDtypeNotPropagated(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
-        for node in ast.walk(ctx.tree):
+        for node in ctx.nodes(ast.With, ast.AsyncWith):
             if not isinstance(node, (ast.With, ast.AsyncWith)):
                 continue
             dtype = None
