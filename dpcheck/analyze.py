@@ -16,10 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.model import FileContext, ModelClass, collect_classes, module_status
+from dpcheck.model import FileContext, ModelClass, TreeIndex, collect_classes, module_status
 from dpcheck.names import ImportMap, module_name_for
 from dpcheck.rule import Edit, Fix, Rule, Severity, Violation
 from dpcheck.source import SourceFile, suppressed
+
+# A file that mentions none of these has no module code and no DataParallel script:
+# it is parsed (its classes may be bases elsewhere) but no rule runs on it.
+RELEVANT_TOKENS = ("torch", "nn.", "Module", "forward", "DataParallel")
 
 SYNTAX_ERROR = "DP001"
 INTERNAL_ERROR = "DP002"
@@ -103,13 +107,17 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
         return result
 
-    imports = ImportMap(tree, module, is_package)
-    classes = collect_classes(tree, imports, module)
-    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module))
+    index = TreeIndex(tree)
+    imports = ImportMap(tree, module, is_package,
+                        index.by_type.get(ast.Import, []) + index.by_type.get(ast.ImportFrom, []))
+    classes = collect_classes(tree, imports, module, index.by_type.get(ast.ClassDef, []))
+    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module), index)
     result.classes = [ClassSummary(c.qualname, c.bases) for c in classes.values()]
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
 
+    if not any(token in text for token in RELEVANT_TOKENS):
+        return result  # nothing here can be a hazard: the class summary is all the index needs
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
 

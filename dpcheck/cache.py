@@ -83,6 +83,10 @@ def _code_fingerprint() -> str:
     return _digest("|".join(parts).encode())[:16]
 
 
+def _key(path: Path, summary_only: bool) -> str:
+    return ("summary:" if summary_only else "") + os.path.abspath(path)
+
+
 class Cache:
     def __init__(self, file: Path, entries: dict) -> None:
         self.file = file
@@ -104,8 +108,10 @@ class Cache:
             entries = {}
         return cls(file, entries)
 
-    def get(self, path: Path) -> FileResult | None:
-        entry = self.entries.get(str(path.resolve()))
+    def get(self, path: Path, summary_only: bool = False) -> FileResult | None:
+        """The cached result for ``path``; ``summary_only`` entries (class summaries of modules
+        that were not scanned, no findings) are kept apart from full results."""
+        entry = self.entries.get(_key(path, summary_only))
         if not isinstance(entry, dict):
             return None
         try:
@@ -120,12 +126,12 @@ class Cache:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def put(self, path: Path, result: FileResult) -> None:
+    def put(self, path: Path, result: FileResult, summary_only: bool = False) -> None:
         try:
             data = path.read_bytes()
         except OSError:
             return
-        self.entries[str(path.resolve())] = {"sha256": _digest(data), "module": result.module,
+        self.entries[_key(path, summary_only)] = {"sha256": _digest(data), "module": result.module,
                                              "result": result_to_json(result)}
         self.dirty = True
 

@@ -102,6 +102,13 @@ class GitIgnore:
         except OSError:
             return None
 
+    @property
+    def resolved_base(self) -> Path:
+        cached = self.__dict__.get("_resolved")
+        if cached is None:
+            cached = self.__dict__["_resolved"] = self.base.resolve()
+        return cached
+
     def verdict(self, rel: str, is_dir: bool) -> bool | None:
         """True ignored, False re-included, None no rule matched."""
         result = None
@@ -118,12 +125,13 @@ class GitIgnore:
 class Excluder:
     def __init__(self, root: Path, patterns: list[str]) -> None:
         self.root = root
-        self.name_patterns = [p for p in patterns if "/" not in p.rstrip("/")]
+        self.name_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
         self.path_patterns = [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z")
                               for p in patterns if "/" in p.rstrip("/")]
 
     def excluded(self, path: Path) -> bool:
-        if any(fnmatch.fnmatchcase(path.name, p.rstrip("/")) for p in self.name_patterns):
+        name = path.name
+        if any(fnmatch.fnmatchcase(name, p) for p in self.name_patterns):
             return True
         if not self.path_patterns:
             return False
@@ -192,7 +200,7 @@ def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
     result = False
     for ignore in stack:
         try:
-            rel = path.relative_to(ignore.base.resolve()).as_posix()
+            rel = path.relative_to(ignore.resolved_base).as_posix()
         except ValueError:
             continue
         verdict = ignore.verdict(rel, is_dir)
@@ -202,7 +210,9 @@ def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
 
 
 def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
-          seen: set[Path]) -> Iterator[Path]:
+          seen: set[Path], resolved: Path | None = None) -> Iterator[Path]:
+    # Resolve each folder once; entries inside it are resolved by joining their names.
+    resolved = resolved or folder.resolve()
     if respect_gitignore:
         own = GitIgnore.load(folder)
         if own:
@@ -216,12 +226,13 @@ def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_giti
         is_dir = entry.is_dir()
         if excluder.excluded(path):
             continue
-        if respect_gitignore and stack and _is_ignored(path.resolve(), is_dir, stack):
+        real = resolved / entry.name
+        if respect_gitignore and stack and _is_ignored(real, is_dir, stack):
             continue
         if is_dir:
-            yield from _walk(path, excluder, stack, respect_gitignore, seen)
+            yield from _walk(path, excluder, stack, respect_gitignore, seen,
+                             real if not entry.is_symlink() else None)
         elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
-            key = path.resolve()
-            if key not in seen:
-                seen.add(key)
+            if real not in seen:
+                seen.add(real)
                 yield path

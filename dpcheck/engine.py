@@ -89,7 +89,7 @@ def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None 
     return [r for r in results if r is not None], hits
 
 
-def module_loader(results: Sequence[FileResult]):
+def module_loader(results: Sequence[FileResult], cache=None):
     """Find and summarise modules that were not scanned, from the scanned files' package roots."""
     roots: list[Path] = []
     for result in results:
@@ -104,15 +104,22 @@ def module_loader(results: Sequence[FileResult]):
         for root in roots:
             for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
                 if candidate.is_file():
-                    return analyze_path(candidate, str(candidate), [], module)
+                    # Only the class summary is needed: no rules, and cached like any file.
+                    cached = cache.get(candidate, summary_only=True) if cache is not None else None
+                    if cached is not None:
+                        return cached
+                    result = analyze_path(candidate, str(candidate), [], module)
+                    if cache is not None and not result.internal_error:
+                        cache.put(candidate, result, summary_only=True)
+                    return result
         return None
 
     return load
 
 
-def settle(results: Sequence[FileResult], per_file_ignores=None) -> RunResult:
+def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> RunResult:
     """Keep the findings whose cross-file conditions hold; apply per-file ignores."""
-    index = ClassIndex(results, module_loader(results))
+    index = ClassIndex(results, module_loader(results, cache))
     run = RunResult(files=len(results))
     for result in results:
         ignored = per_file_ignores(result.filename) if per_file_ignores else []

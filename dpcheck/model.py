@@ -68,12 +68,54 @@ def is_torch_nn_class(name: str | None) -> bool:
             and not name.startswith("torch.nn.utils.") and last not in {"Buffer"})
 
 
+_SINGLETONS = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+class TreeIndex:
+    """One preorder walk of a file: every node in order, each node's parent, and subtree spans.
+
+    A subtree is a contiguous slice of the preorder list, so a function's nodes are
+    found without walking it again.
+    """
+
+    def __init__(self, tree: ast.AST) -> None:
+        order: list[ast.AST] = []
+        parents: dict[int, ast.AST] = {}
+        stack: list[ast.AST] = [tree]
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            # Load/Store and operator nodes are shared singletons in CPython: leave them out.
+            children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
+            for child in children:
+                parents[id(child)] = node
+            stack.extend(reversed(children))
+        position = {id(node): i for i, node in enumerate(order)}
+        size = [1] * len(order)
+        for i in range(len(order) - 1, 0, -1):
+            size[position[id(parents[id(order[i])])]] += size[i]
+        self.order = order
+        self.parents = parents
+        self.position = position
+        self.size = size
+        by_type: dict[type, list[ast.AST]] = {}
+        for node in order:
+            by_type.setdefault(type(node), []).append(node)
+        self.by_type = by_type
+
+    def subtree(self, node: ast.AST) -> list[ast.AST]:
+        """``node`` and everything under it, in preorder."""
+        start = self.position[id(node)]
+        return self.order[start:start + self.size[start]]
+
+
 @dataclass
 class FunctionInfo:
     """One function body with indexes that rules query instead of re-walking it."""
 
     node: FunctionNode
     owner: "ClassInfo | None"
+    tree_index: "TreeIndex | None" = None
 
     @property
     def name(self) -> str:
@@ -87,8 +129,14 @@ class FunctionInfo:
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
         by_type: dict[type, list[ast.AST]] = {}
-        parents: dict[int, ast.AST] = {}
         body = self.node.body if isinstance(self.node.body, list) else [self.node.body]
+        if self.tree_index is not None and id(self.node) in self.tree_index.position:
+            # The body's statements, from the file's one walk (not the signature or decorators).
+            for stmt in body:
+                for node in self.tree_index.subtree(stmt):
+                    by_type.setdefault(type(node), []).append(node)
+            return by_type, self.tree_index.parents
+        parents: dict[int, ast.AST] = {}
         stack = list(reversed(body))
         for stmt in body:
             parents[id(stmt)] = self.node
@@ -196,25 +244,17 @@ class FileContext:
     imports: ImportMap
     classes: dict[str, ClassInfo] = field(default_factory=dict)  # by simple name, in-file
     module_status: dict[str, tuple[bool, frozenset[str]]] = field(default_factory=dict)
+    tree_index: TreeIndex | None = None
 
     def resolve(self, node: ast.AST) -> str | None:
         return self.imports.resolve(node)
 
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
-        """One walk of the whole tree: nodes by type, and each node's parent."""
-        by_type: dict[type, list[ast.AST]] = {}
-        parents: dict[int, ast.AST] = {}
-        stack: list[ast.AST] = [self.tree]
-        while stack:
-            node = stack.pop()
-            by_type.setdefault(type(node), []).append(node)
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-                stack.append(child)
-        for nodes in by_type.values():
-            nodes.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
-        return by_type, parents
+        """Nodes by type (in source order) and each node's parent, from the file's one walk."""
+        if self.tree_index is None:
+            self.tree_index = TreeIndex(self.tree)
+        return self.tree_index.by_type, self.tree_index.parents
 
     def nodes(self, *types: type) -> Iterator[ast.AST]:
         """Every node of these types in the file (each type in source order)."""
@@ -247,7 +287,8 @@ class FileContext:
 
     @cached_property
     def module_functions(self) -> list[FunctionInfo]:
-        return [FunctionInfo(n, None) for n in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
+        self._index  # noqa: B018 - make sure the tree index exists
+        return [FunctionInfo(n, None, self.tree_index) for n in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
 
     def class_is_module(self, name: str) -> tuple[bool, frozenset[str]]:
         """(certainly a module, or else the unresolved names any one of which would make it one)."""
@@ -303,7 +344,7 @@ class ModelClass:
     def function(self, node: FunctionNode, owner: ClassInfo | None) -> FunctionInfo:
         info = self._functions.get(id(node))
         if info is None:
-            info = self._functions[id(node)] = FunctionInfo(node, owner)
+            info = self._functions[id(node)] = FunctionInfo(node, owner, self.ctx.tree_index)
         return info
 
     def find_method(self, name: str, after: ClassInfo | None = None) -> FunctionInfo | None:
@@ -537,11 +578,12 @@ def _self_bindings(target: ast.AST, value: ast.AST, fn: FunctionInfo) -> Iterato
             yield from _self_bindings(elt, sub, fn)
 
 
-def collect_classes(tree: ast.Module, imports: ImportMap, module: str) -> dict[str, ClassInfo]:
+def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
+                    class_nodes: list[ast.ClassDef] | None = None) -> dict[str, ClassInfo]:
     classes: dict[str, ClassInfo] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ClassDef):
-            continue
+    if class_nodes is None:
+        class_nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for node in class_nodes:
         bases = tuple(b for b in (imports.resolve(base.func if isinstance(base, ast.Call) else
                                                   (base.value if isinstance(base, ast.Subscript) else base))
                                   for base in node.bases) if b)

@@ -9,28 +9,42 @@ project-wide class index can look it up.
 from __future__ import annotations
 
 import ast
+import os
+from functools import lru_cache
 from pathlib import Path
 
 
 def module_name_for(path: Path) -> str:
     """The dotted module name of ``path``, walking up through ``__init__.py`` packages."""
-    path = path.resolve() if path.is_absolute() or path.exists() else path
-    parts = [path.stem] if path.stem != "__init__" else []
-    parent = path.parent
-    while (parent / "__init__.py").exists() and parent != parent.parent:
-        parts.insert(0, parent.name)
-        parent = parent.parent
-    return ".".join(parts) or path.stem
+    path = Path(os.path.abspath(path))
+    package = _package_of(str(path.parent))
+    if path.stem == "__init__":
+        return package or path.stem
+    return f"{package}.{path.stem}" if package else path.stem
+
+
+@lru_cache(maxsize=4096)
+def _package_of(folder: str) -> str:
+    """Dotted package name of a folder ('' when it is not a package). Cached per folder."""
+    if not os.path.exists(os.path.join(folder, "__init__.py")):
+        return ""
+    parent = os.path.dirname(folder)
+    above = _package_of(parent) if parent != folder else ""
+    name = os.path.basename(folder)
+    return f"{above}.{name}" if above else name
 
 
 class ImportMap:
     """Local name -> dotted target, from the import statements anywhere in a module."""
 
-    def __init__(self, tree: ast.Module, module: str, is_package: bool = False) -> None:
+    def __init__(self, tree: ast.Module, module: str, is_package: bool = False,
+                 import_nodes: list[ast.AST] | None = None) -> None:
         self.module = module
         self.aliases: dict[str, str] = {}
         package = module if is_package else module.rpartition(".")[0]
-        for node in ast.walk(tree):
+        if import_nodes is None:
+            import_nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for node in sorted(import_nodes, key=lambda n: n.lineno):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:

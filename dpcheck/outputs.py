@@ -55,15 +55,17 @@ def _owns_layers(model: ModelClass) -> bool:
 
 
 def child_classes(ctx: FileContext) -> frozenset[str]:
+    """Classes of this file constructed inside another class of this file."""
     cached = ctx.__dict__.get("_child_classes")
     if cached is None:
         found: set[str] = set()
-        for info in ctx.classes.values():
-            for method in info.methods.values():
-                for node in ast.walk(method):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                            and node.func.id in ctx.classes and node.func.id != info.name:
-                        found.add(node.func.id)
+        for call in ctx.nodes(ast.Call):
+            if isinstance(call.func, ast.Name) and call.func.id in ctx.classes:
+                owner = ctx.parent(call)
+                while owner is not None and not isinstance(owner, ast.ClassDef):
+                    owner = ctx.parent(owner)
+                if owner is not None and owner.name != call.func.id:
+                    found.add(call.func.id)
         cached = ctx.__dict__["_child_classes"] = frozenset(found)
     return cached
 

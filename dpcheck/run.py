@@ -98,6 +98,7 @@ def run_check(options: CheckOptions) -> int:
     codes = [r.code for r in rules]
     paths = options.paths or [Path(".")]
 
+    cache = None
     reading_stdin = any(str(p) == "-" for p in paths)
     if reading_stdin:
         if len(paths) > 1:
@@ -122,10 +123,10 @@ def run_check(options: CheckOptions) -> int:
             from dpcheck.cache import Cache
             cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
         results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
-        if cache is not None:
-            cache.save()
 
-    run = engine.settle(results, lambda name: settings.ignored_for(Path(name)))
+    run = engine.settle(results, lambda name: settings.ignored_for(Path(name)), cache)
+    if cache is not None:
+        cache.save()
     findings = run.findings
 
     if options.fix and not reading_stdin:

@@ -163,10 +163,10 @@ def _read_elsewhere(functions, name: str, node) -> bool:
     for other in functions:
         for n in other.nodes(ast.Attribute):
             if isinstance(n.ctx, ast.Load) and other.self_attr(n) == name and (
-                    other.node is not node_function(other, node) or n.lineno > end):
+                    not _contains(other.node, node) or n.lineno > end):
                 return True
     return False
 
 
-def node_function(fn, node):
-    return fn.node if fn.parent(node) is not None else None
+def _contains(function, node) -> bool:
+    return function.lineno <= node.lineno <= getattr(function, "end_lineno", function.lineno)

@@ -101,7 +101,7 @@ class HookWritesSharedState(Rule):
                 hooks = [owner_of[id(call)].methods[target.attr]]
                 self_name = target.value.id
             for hook in hooks:
-                yield from self._writes(FunctionInfo(hook, None), self_name)
+                yield from self._writes(FunctionInfo(hook, None, ctx.tree_index), self_name)
 
     @staticmethod
     def _is_registration(call) -> bool:
