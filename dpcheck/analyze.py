@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -45,6 +45,9 @@ class Finding:
     # All must hold (each: any of these classes is an nn.Module) for the finding to stand.
     requires: tuple[frozenset[str], ...] = ()
     confirmation: dict | None = None
+    # Silenced by `# noqa`: never reported, but --confirm still uses it to explain what the
+    # run observed (so a known, suppressed hazard does not come back as a dynamic finding).
+    suppressed: bool = False
 
 
 @dataclass
@@ -124,8 +127,6 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     file_noqa = source.file_noqa_codes()
     seen: set[tuple] = set()
     for rule in rules:
-        if suppressed(rule.code, file_noqa):
-            continue
         try:
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
             for model in models:
@@ -145,9 +146,11 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         for violation, requires in raw:
             finding = _finding(rule, violation, requires, source)
             key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col)
-            if key in seen or suppressed(finding.code, source.noqa_codes(finding.row)):
+            if key in seen:
                 continue
             seen.add(key)
+            if suppressed(finding.code, file_noqa) or suppressed(finding.code, source.noqa_codes(finding.row)):
+                finding = replace(finding, suppressed=True)
             result.findings.append(finding)
     return result
 

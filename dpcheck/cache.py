@@ -23,7 +23,7 @@ from dpcheck.analyze import ClassSummary, FileResult, Finding
 from dpcheck.names import module_name_for
 from dpcheck.rule import Edit, Fix
 
-_FORMAT = 1
+_FORMAT = 2
 
 
 def _digest(data: bytes) -> str:
@@ -38,7 +38,7 @@ def result_to_json(result: FileResult) -> dict:
         "findings": [{
             "code": f.code, "message": f.message, "severity": f.severity, "filename": f.filename,
             "span": [f.row, f.col, f.end_row, f.end_col], "line_text": f.line_text,
-            "noqa_row": f.noqa_row, "requires": [sorted(r) for r in f.requires],
+            "noqa_row": f.noqa_row, "requires": [sorted(r) for r in f.requires], "suppressed": f.suppressed,
             "fix": None if f.fix is None else {
                 "message": f.fix.message, "applicability": f.fix.applicability,
                 "edits": [[e.content, e.row, e.col, e.end_row, e.end_col] for e in f.fix.edits]},
@@ -63,7 +63,7 @@ def result_from_json(data: dict) -> FileResult:
             str(f["code"]), str(f["message"]), str(f["severity"]), str(f["filename"]),
             row, col, end_row, end_col, str(f["line_text"]), fix,
             None if f["noqa_row"] is None else int(f["noqa_row"]),
-            tuple(frozenset(str(n) for n in r) for r in f["requires"])))
+            tuple(frozenset(str(n) for n in r) for r in f["requires"]), None, bool(f["suppressed"])))
     return result
 
 

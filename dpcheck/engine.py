@@ -28,6 +28,7 @@ _PARALLEL_MIN_FILES = 16
 @dataclass
 class RunResult:
     findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)  # by noqa: kept for --confirm only
     files: int = 0
     internal_error: bool = False
     cache_hits: int = 0
@@ -129,7 +130,7 @@ def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> 
                 continue
             if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
                 continue
-            run.findings.append(replace(finding, requires=()))
+            (run.suppressed if finding.suppressed else run.findings).append(replace(finding, requires=()))
     run.findings.sort(key=lambda f: (f.filename, f.row, f.col, f.code))
     return run
 

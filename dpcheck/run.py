@@ -133,8 +133,15 @@ def run_check(options: CheckOptions) -> int:
         findings = _apply_fixes(findings, options.unsafe_fixes)
 
     if options.confirm:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return _error("--confirm imports your models and needs torch: pip install 'dpcheck[confirm]'")
         from dpcheck.confirm import confirm_findings
-        findings = confirm_findings(findings, files, settings, options)
+        dynamic = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore,
+                                                include_dynamic=True) if r.kind == "dynamic"}
+        findings = [f for f in confirm_findings(findings + run.suppressed, files, settings, options)
+                    if not f.suppressed and (not f.code.startswith("DP8") or f.code in dynamic)]
 
     out = sys.stdout
     fmt = settings.output_format

@@ -57,15 +57,23 @@ class TensorCreatedWithoutDevice(Rule):
     """
 
     def check_class(self, model):
+        from dpcheck.outputs import gathered_class, returned_leaves
+
         resolve = model.ctx.resolve
+        returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model) else set()
         for fn in model.reachable:
             for call in fn.nodes(ast.Call):
                 name = resolve(call.func) or ""
                 if not (name.startswith("torch.") and name.count(".") == 1
                         and name.rsplit(".", 1)[-1] in FACTORIES):
                     continue
-                if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name) \
-                        or not _meets_model_tensor(call, fn, model):
+                if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name):
+                    continue
+                if id(call) in returned:
+                    yield self.violation(call, f"`{ast.unparse(call.func)}(...)` without device= is returned from "
+                                         "forward: a CPU tensor, which DataParallel's gather rejects")
+                    continue
+                if not _meets_model_tensor(call, fn, model):
                     continue
                 yield self.violation(call, f"`{ast.unparse(call.func)}(...)` in forward has no device=: it "
                                      "creates a CPU tensor, which fails against the replica's GPU inputs")

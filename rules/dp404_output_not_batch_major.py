@@ -99,10 +99,36 @@ def _why(leaf, fn, model) -> str | None:
 
 
 def _is_list(node, fn) -> bool:
-    if isinstance(node, (ast.List, ast.ListComp)):
+    """A list built per layer or per step (not one item per sample of the batch)."""
+    if isinstance(node, ast.ListComp):
+        return not _over_batch(node.generators[0].iter, fn)
+    if isinstance(node, ast.List):
         return True
     if isinstance(node, ast.Name):
-        return any(isinstance(v, (ast.List, ast.ListComp)) for v in fn.local_values.get(node.id, ()))
+        values = fn.local_values.get(node.id, ())
+        if any(isinstance(v, ast.ListComp) and _over_batch(v.generators[0].iter, fn) for v in values):
+            return False
+        if any(isinstance(v, (ast.List, ast.ListComp)) for v in values):
+            return not _appended_per_sample(node.id, fn)
+    return False
+
+
+def _over_batch(iterable, fn) -> bool:
+    """`for item in x`, `zip(x, y)`, `enumerate(x)`, `x.unbind(0)`, `range(len(x))`, `range(x.shape[0])`."""
+    params = set(parameters_of(fn))
+    for sub in ast.walk(iterable):
+        if isinstance(sub, ast.Name) and sub.id in params:
+            text = ast.unparse(iterable)
+            return not any(t in text for t in (".shape[1]", ".size(1)", ".shape[-", ".size(-"))
+    return False
+
+
+def _appended_per_sample(name, fn) -> bool:
+    for loop in fn.nodes(ast.For):
+        if _over_batch(loop.iter, fn) and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "append"
+                and isinstance(c.func.value, ast.Name) and c.func.value.id == name for c in ast.walk(loop)):
+            return True
     return False
 
 

@@ -1,0 +1,56 @@
+"""The DataParallel harness, usable from your own tests.
+
+    from dpcheck.harness import check, assert_dataparallel_safe
+
+    report = check(model, (x,))            # emulated GPUs unless 2+ real ones exist
+    assert_dataparallel_safe(model, (x,))  # fails with the observations
+
+`check` never modifies ``model``: each run uses a deep copy. It compares a run on one
+device with replicate / scatter / parallel_apply / gather on N devices, at the batch
+size of the example inputs (scatter splits their dim 0).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from dpcheck.harness.runner import Observation, RunReport, make_backend, run_model
+
+__all__ = ["check", "assert_dataparallel_safe", "Observation", "RunReport"]
+
+
+def check(model, args: tuple = (), kwargs: dict | None = None, devices: int | None = None,
+          backend: str = "auto") -> RunReport:
+    """Run ``model(*args, **kwargs)`` on one device and under DataParallel; return what differed."""
+    chosen = make_backend(backend, devices)
+    args = args if isinstance(args, tuple) else (args,)
+    batch = _batch_size(args, kwargs or {})
+
+    def build(_batch_size: int):
+        return copy.deepcopy(model), copy.deepcopy(args), copy.deepcopy(kwargs or {})
+
+    return run_model(build, chosen, [batch])
+
+
+def assert_dataparallel_safe(model, args: tuple = (), kwargs: dict | None = None, devices: int | None = None,
+                             backend: str = "auto") -> RunReport:
+    """Like :func:`check`, but raise AssertionError listing the observations, if any."""
+    report = check(model, args, kwargs, devices, backend)
+    problems = [o.evidence for o in report.observations] + [o.evidence for o in report.reference_failures]
+    problems += report.errors
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise AssertionError(f"{type(model).__name__} is not DataParallel-safe "
+                             f"({report.backend}, {report.devices} devices):\n{lines}")
+    return report
+
+
+def _batch_size(args: tuple, kwargs: dict) -> int:
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
+            return leaf.shape[0]
+    return 1

@@ -1,0 +1,118 @@
+"""The child process that imports one model file and runs it through the harness.
+
+    python -m dpcheck.harness.child FILE --backend emulated --devices 2 [--examples F]
+
+Prints one JSON object on its last stdout line: per model, the harness report, what
+was synthesized, and the model-file lines that executed. Anything the model prints goes
+to stderr. The parent (``dpcheck.confirm``) enforces the time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+MARKER = "DPCHECK-RESULT "
+MAX_MODELS = 8
+
+
+def load_module(path: Path):
+    """Import the file under its package name, so relative imports work."""
+    from dpcheck.names import module_name_for
+
+    dotted = module_name_for(path)
+    root = Path(os.path.abspath(path)).parents[dotted.count(".")]
+    sys.path.insert(0, str(root))
+    return importlib.import_module(dotted)
+
+
+def examples_for(module, examples_file: str | None) -> list[tuple[str, object, str]]:
+    """(label, build(batch_size), how the inputs were obtained) for each model to run."""
+    found = []
+    example = getattr(module, "dpcheck_example", None)
+    if callable(example):
+        found.append(("dpcheck_example", _with_batch(example), "dpcheck_example() in the model file"))
+        return found
+    if examples_file:
+        spec = importlib.util.spec_from_file_location("dpcheck_examples", examples_file)
+        extra = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(extra)
+        for name, cls in _module_classes(module):
+            fn = getattr(extra, f"dpcheck_example_{name}", None)
+            if callable(fn):
+                found.append((name, _with_batch(fn), f"dpcheck_example_{name}() in {examples_file}"))
+        if found:
+            return found
+    from dpcheck.harness.synthesize import synthesizer
+
+    for name, cls in _module_classes(module)[:MAX_MODELS]:
+        build, how = synthesizer(cls)
+        found.append((name, build, how))
+    return found
+
+
+def _with_batch(fn):
+    try:
+        takes = len(inspect.signature(fn).parameters) > 0
+    except (TypeError, ValueError):
+        takes = True
+    return (lambda b: fn(b)) if takes else (lambda b: fn())
+
+
+def _module_classes(module):
+    import torch
+    return [(name, obj) for name, obj in vars(module).items()
+            if inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
+            and obj.__module__ == module.__name__]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("file")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--devices", type=int, default=None)
+    parser.add_argument("--examples", default=None)
+    args = parser.parse_args(argv)
+
+    out = sys.stdout
+    result: dict = {"file": args.file, "models": [], "error": None}
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            from dpcheck.harness.runner import (default_batch_sizes, install_tracer, make_backend,
+                                                run_model, trace_lines)
+            backend = make_backend(args.backend, args.devices)
+            result["backend"], result["devices"] = backend.name, backend.n
+            tracer, executed = trace_lines(args.file)
+            install_tracer(tracer)
+            with backend.context():  # the import sees N GPUs too
+                module = load_module(Path(args.file))
+            for label, build, how in examples_for(module, args.examples):
+                if build is None:
+                    result["models"].append({"label": label, "not_run": how})
+                    continue
+                report = run_model(build, backend, default_batch_sizes(backend.n), args.file)
+                result["models"].append({"label": label, "inputs": how, "report": report.as_dict()})
+            sys.settrace(None)
+            result["executed_lines"] = sorted(executed)
+        except BaseException as exc:  # SystemExit from the model too: report it, don't die silently
+            sys.settrace(None)
+            kind = "called sys.exit" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == os.path.abspath(args.file)
+                      or f.filename == args.file]
+            where = f" at line {frames[-1].lineno}" if frames else ""
+            result["error"] = f"importing or running the model {kind}{where}"[:500]
+    out.write(MARKER + json.dumps(result, default=str) + "\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

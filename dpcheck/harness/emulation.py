@@ -1,0 +1,444 @@
+"""DataParallel on N emulated GPUs, on a CPU-only build of torch.
+
+Two things have to be faithful for the verdicts to match real GPUs:
+
+* **Device placement.** Every tensor carries a virtual device (a tag: -1 for the CPU,
+  k for `cuda:k`). A `TorchFunctionMode` entered in each replica thread reads and
+  writes the tags: factories with `device="cuda"` (no index), a bare `.cuda()` and
+  `torch.cuda.current_device()` resolve to the thread's current device, `"cuda:0"`
+  stays `cuda:0`, `x.device` and `x.is_cuda` report the virtual device, and an op that
+  mixes devices raises the same `Expected all tensors to be on the same device` error
+  real GPUs raise (0-dim CPU tensors may mix, as on CUDA). `torch.cuda.is_available()`
+  is true and `device_count()` is N while the model is built and run.
+* **Values, state and gradients.** Real CPU replicas built by the same algorithm as
+  `torch.nn.parallel.replicate` (`_replicate_for_data_parallel`: shallow `__dict__`
+  copy, parameters as non-leaf differentiable copies in `__dict__`, replica 0 sharing the
+  original's parameter and buffer storage, other replicas getting copies), the real
+  `scatter_kwargs` and `gather` container logic (with their tensor primitives swapped
+  for CPU ones that chunk, tag and concatenate like `comm.scatter`/`comm.gather`), and
+  a `parallel_apply` that runs replicas in threads, propagating grad mode and only the
+  `enabled` flag of autocast, and re-raises with torch's own `ExceptionWrapper`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+TAG = "_dpcheck_device"
+_thread = threading.local()
+
+# Property reads reach the mode as fresh `__get__` method-wrappers of these descriptors.
+_DEVICE_DESCRIPTOR = torch.Tensor.device
+_IS_CUDA_DESCRIPTOR = torch.Tensor.is_cuda
+# Ops that legitimately take tensors on different devices.
+_MIXING_ALLOWED = {torch.Tensor.copy_, torch.Tensor.__setitem__, torch.Tensor.__getitem__,
+                   torch.Tensor.__repr__, torch.Tensor.__format__, torch.Tensor.item, torch.Tensor.tolist,
+                   torch.Tensor.__bool__, torch.Tensor.__len__, torch.Tensor.numel, torch.Tensor.size,
+                   torch.Tensor.dim}
+
+
+# Ops that take a CPU lengths / batch_sizes tensor next to GPU data (packed sequences).
+_MIXING_ALLOWED_NAMES = frozenset({"_pack_padded_sequence", "_pad_packed_sequence", "pack_padded_sequence",
+                                   "pad_packed_sequence", "lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+def current_device() -> int:
+    return getattr(_thread, "device", 0)
+
+
+def set_current_device(index: int) -> None:
+    _thread.device = index
+
+
+def tag_of(tensor: torch.Tensor) -> int:
+    return getattr(tensor, TAG, -1)
+
+
+def set_tag(tensor: Any, device: int) -> None:
+    if isinstance(tensor, torch.Tensor):
+        try:
+            setattr(tensor, TAG, device)
+        except (AttributeError, RuntimeError):  # pragma: no cover - exotic tensor subclasses
+            pass
+
+
+def device_name(index: int) -> str:
+    return "cpu" if index < 0 else f"cuda:{index}"
+
+
+def resolve(device: Any) -> int | None:
+    """A virtual device index for a device spec, or None if it is not one we emulate."""
+    if device is None:
+        return None
+    if isinstance(device, torch.device):
+        kind, index = device.type, device.index
+    elif isinstance(device, str):
+        kind, _, rest = device.partition(":")
+        index = int(rest) if rest else None
+    elif isinstance(device, int) and not isinstance(device, bool):
+        return device
+    else:
+        return None
+    if kind == "cpu":
+        return -1
+    if kind == "cuda":
+        return current_device() if index is None else index
+    return None
+
+
+class VirtualDevices(TorchFunctionMode):
+    """Tags tensors with virtual CUDA devices and enforces same-device rules."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        owner = getattr(func, "__self__", None)
+        if owner is _DEVICE_DESCRIPTOR:
+            index = tag_of(args[0])
+            return torch.device("cpu") if index < 0 else torch.device("cuda", index)
+        if owner is _IS_CUDA_DESCRIPTOR:
+            return tag_of(args[0]) >= 0
+        if func is torch.Tensor.get_device:
+            return tag_of(args[0])
+        if func is torch.Tensor.pin_memory:
+            return args[0]
+        if func is torch.Tensor.cuda:
+            spec = args[1] if len(args) > 1 else kwargs.get("device")
+            return self._move(args[0], current_device() if spec is None else resolve(spec))
+        if func is torch.Tensor.cpu:
+            return self._move(args[0], -1)
+        if func is torch.Tensor.to:
+            return self._to(args, kwargs)
+        if func is torch.Tensor.type_as:
+            out = func(*args, **kwargs)
+            if out is args[0] and tag_of(args[0]) != tag_of(args[1]):
+                out = out.clone()
+            set_tag(out, tag_of(args[1]))
+            return out
+
+        target = None
+        if "device" in kwargs:
+            target = resolve(kwargs["device"])
+            if target is not None:
+                kwargs["device"] = "cpu"
+        if func not in _MIXING_ALLOWED and getattr(func, "__name__", "") not in _MIXING_ALLOWED_NAMES:
+            devices = _devices_of(args, kwargs)
+            if len(devices) > 1:
+                first, second = sorted(devices, reverse=True)[:2]
+                raise RuntimeError("Expected all tensors to be on the same device, but found at least "
+                                   f"two devices, {device_name(first)} and {device_name(second)}!")
+            source = next(iter(devices)) if devices else _any_tag(args, kwargs)
+        else:
+            source = _any_tag(args[:1], {})
+        result = func(*args, **kwargs)
+        tag = target if target is not None else source
+        if getattr(func, "__name__", "") == "_pack_padded_sequence" and isinstance(result, tuple):
+            set_tag(result[0], tag)
+            set_tag(result[1], -1)  # batch_sizes is always a CPU tensor
+            return result
+        for out in tree_flatten(result)[0] if isinstance(result, (tuple, list)) else [result]:
+            if isinstance(out, torch.Tensor) and not (out is args[0] if args else False):
+                set_tag(out, tag)
+        return result
+
+    def _move(self, tensor: torch.Tensor, target: int | None) -> torch.Tensor:
+        if target is None or tag_of(tensor) == target:
+            return tensor
+        out = tensor.clone()
+        set_tag(out, target)
+        return out
+
+    def _to(self, args, kwargs):
+        tensor, rest = args[0], list(args[1:])
+        target = None
+        if "device" in kwargs:
+            target = resolve(kwargs.pop("device"))
+        if rest and isinstance(rest[0], torch.Tensor):  # .to(other)
+            other = rest.pop(0)
+            target, kwargs["dtype"] = tag_of(other), other.dtype
+        elif rest and (isinstance(rest[0], (str, torch.device)) or (
+                isinstance(rest[0], int) and not isinstance(rest[0], bool))):
+            target = resolve(rest.pop(0))
+        out = torch.Tensor.to(tensor, *rest, **kwargs) if (rest or kwargs) else tensor
+        if target is not None and target != tag_of(tensor) and out is tensor:
+            out = tensor.clone()
+        set_tag(out, tag_of(tensor) if target is None else target)
+        return out
+
+
+def _devices_of(args, kwargs) -> set[int]:
+    """Devices of the tensor arguments, leaving out 0-dim CPU tensors (CUDA ops accept them)."""
+    found = set()
+    for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, torch.Tensor):
+            tag = tag_of(leaf)
+            if tag < 0 and leaf.dim() == 0:
+                continue
+            found.add(tag)
+    return found
+
+
+def _any_tag(args, kwargs) -> int:
+    tags = [tag_of(leaf) for leaf in tree_flatten((args, kwargs))[0] if isinstance(leaf, torch.Tensor)]
+    cuda = [t for t in tags if t >= 0]
+    return cuda[0] if cuda else -1
+
+
+class _DeviceContext:
+    """`torch.cuda.device(k)`: switch this thread's current device."""
+
+    def __init__(self, device):
+        self.target = resolve(device) if not isinstance(device, int) else device
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = current_device()
+        if self.target is not None and self.target >= 0:
+            set_current_device(self.target)
+        return self
+
+    def __exit__(self, *exc):
+        set_current_device(self.previous)
+        return False
+
+
+@contextlib.contextmanager
+def emulated_cuda(n_devices: int):
+    """While active: torch.cuda reports N devices, and this thread runs in the tagging mode."""
+    cuda = torch.cuda
+    patches = {
+        "is_available": lambda: True,
+        "device_count": lambda: n_devices,
+        "current_device": current_device,
+        "set_device": lambda d: set_current_device(resolve(d) if not isinstance(d, int) else d),
+        "device": _DeviceContext,
+        "synchronize": lambda *a, **k: None,
+        "is_initialized": lambda: True,
+        "get_device_name": lambda *a, **k: "dpcheck emulated GPU",
+        "memory_allocated": lambda *a, **k: 0,
+        "max_memory_allocated": lambda *a, **k: 0,
+        "reset_peak_memory_stats": lambda *a, **k: None,
+        "empty_cache": lambda: None,
+    }
+    saved = {name: getattr(cuda, name) for name in patches}
+    for name, value in patches.items():
+        setattr(cuda, name, value)
+    set_current_device(0)
+    try:
+        with VirtualDevices():
+            yield
+    finally:
+        for name, value in saved.items():
+            setattr(cuda, name, value)
+
+
+def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
+    """`module.cuda(device)`: registered parameters and buffers move; plain attributes do not."""
+    for tensor in [*module.parameters(), *module.buffers()]:
+        set_tag(tensor, device)
+    return module
+
+
+def place(obj: Any, device: int) -> Any:
+    """Put the example inputs on a device (a tagged copy of each tensor)."""
+    leaves = tree_flatten(obj)[0]
+    if isinstance(obj, torch.Tensor):
+        out = obj.detach().clone()
+        set_tag(out, device)
+        return out
+    from torch.nn.utils.rnn import PackedSequence
+    if isinstance(obj, PackedSequence):  # batch_sizes always stays on the CPU
+        return PackedSequence(place(obj.data, device), obj.batch_sizes,
+                              place(obj.sorted_indices, device), place(obj.unsorted_indices, device))
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        return type(obj)(place(o, device) for o in obj)
+    if isinstance(obj, tuple):  # namedtuple
+        return type(obj)(*(place(o, device) for o in obj))
+    if isinstance(obj, dict):
+        return type(obj)((k, place(v, device)) for k, v in obj.items())
+    del leaves
+    return obj
+
+
+# --- the DataParallel steps, on emulated devices ------------------------------------------
+
+
+def replicate(network: torch.nn.Module, devices: Sequence[int]) -> list[torch.nn.Module]:
+    """torch.nn.parallel.replicate's algorithm with CPU copies tagged per device."""
+    params = list(network.parameters())
+    param_index = {id(p): i for i, p in enumerate(params)}
+    buffers = list(network.buffers())
+    buffer_index = {id(b): i for i, b in enumerate(buffers)}
+    param_copies, buffer_copies = [], []
+    for j, device in enumerate(devices):
+        # Replica 0 keeps the original storage (broadcast returns device 0's input as-is).
+        copies = [p.view_as(p) if j == 0 else p.clone() for p in params]
+        for c in copies:
+            set_tag(c, device)
+        param_copies.append(copies)
+        bufs = [b if j == 0 else (b.clone() if b.requires_grad else b.detach().clone()) for b in buffers]
+        if j > 0:  # replica 0's buffers are the original tensors, already on device 0
+            for b in bufs:
+                set_tag(b, device)
+        buffer_copies.append(bufs)
+    modules = list(network.modules())
+    module_index = {id(m): i for i, m in enumerate(modules)}
+    copies = [[m._replicate_for_data_parallel() for m in modules] for _ in devices]
+    for replicas in copies:
+        for replica in replicas:
+            replica._former_parameters = OrderedDict()
+    for i, module in enumerate(modules):
+        for key, child in module._modules.items():
+            for j in range(len(devices)):
+                setattr(copies[j][i], key, None if child is None else copies[j][module_index[id(child)]])
+        for key, param in module._parameters.items():
+            for j in range(len(devices)):
+                replica = copies[j][i]
+                if param is None:
+                    setattr(replica, key, None)
+                else:
+                    copy = param_copies[j][param_index[id(param)]]
+                    setattr(replica, key, copy)
+                    replica._former_parameters[key] = copy
+        for key, buf in module._buffers.items():
+            for j in range(len(devices)):
+                copies[j][i]._buffers[key] = None if buf is None else buffer_copies[j][buffer_index[id(buf)]]
+    return [copies[j][0] for j in range(len(devices))]
+
+
+class _Scatter:
+    @staticmethod
+    def apply(target_gpus, chunk_sizes, dim, tensor):
+        chunks = tensor.chunk(len(target_gpus), dim)
+        out = []
+        for device, chunk in zip(target_gpus, chunks):
+            copy = chunk.clone()
+            set_tag(copy, resolve(device) if not isinstance(device, int) else device)
+            out.append(copy)
+        return tuple(out)
+
+
+class _Gather:
+    @staticmethod
+    def apply(target_device, dim, *inputs):
+        if any(tag_of(t) < 0 for t in inputs):
+            raise AssertionError("Gather function not implemented for CPU tensors")
+        if all(t.dim() == 0 for t in inputs) and dim == 0:
+            warnings.warn("Was asked to gather along dimension 0, but all input tensors were scalars; "
+                          "will instead unsqueeze and return a vector.", stacklevel=2)
+            inputs = tuple(t.view(1) for t in inputs)
+        first = inputs[0]
+        for i, t in enumerate(inputs[1:], start=1):
+            if t.dim() != first.dim():
+                raise RuntimeError("Expected all input tensors to have the same number of dimensions, but "
+                                   f"tensor at index {i}has {t.dim()} dimensions, (expected {first.dim()})")
+            expected = list(first.shape)
+            expected[dim] = t.shape[dim]
+            if list(t.shape) != expected:
+                raise RuntimeError(f"Input tensor at index {i} has invalid shape {list(t.shape)}, but "
+                                   f"expected {expected}")
+        target = resolve(target_device) if not isinstance(target_device, int) else target_device
+        moved = []
+        for t in inputs:  # comm.gather copies every piece to the output device first
+            copy = t.clone()
+            set_tag(copy, target)
+            moved.append(copy)
+        out = torch.cat(moved, dim)
+        set_tag(out, target)
+        return out
+
+
+@contextlib.contextmanager
+def _cpu_primitives():
+    from torch.nn.parallel import scatter_gather
+
+    saved = scatter_gather.Scatter, scatter_gather.Gather
+    scatter_gather.Scatter, scatter_gather.Gather = _Scatter, _Gather
+    try:
+        yield scatter_gather
+    finally:
+        scatter_gather.Scatter, scatter_gather.Gather = saved
+
+
+def scatter_kwargs(inputs, kwargs, devices, dim=0):
+    with _cpu_primitives() as sg:
+        return sg.scatter_kwargs(inputs, kwargs, list(devices), dim)
+
+
+def gather(outputs, target_device, dim=0):
+    with _cpu_primitives() as sg:
+        return sg.gather(outputs, target_device, dim)
+
+
+def parallel_apply(modules, inputs, kwargs_tup, devices, n_devices: int):
+    """Replicas in threads, each with its own current device and its own tagging mode."""
+    from torch._utils import ExceptionWrapper
+
+    if len(modules) != len(inputs):
+        raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of "
+                             f"inputs {len(inputs)}")
+    if len(modules) != len(kwargs_tup):
+        raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of "
+                             f"kwargs_tup {len(kwargs_tup)}")
+    grad_enabled, autocast_enabled = torch.is_grad_enabled(), torch.is_autocast_enabled()
+    results: dict[int, Any] = {}
+    lock = threading.Lock()
+    outer_trace = _current_trace()
+
+    def worker(i, module, args, kwargs, device):
+        _install_trace(outer_trace)
+        torch.set_grad_enabled(grad_enabled)
+        set_current_device(device)
+        try:
+            # Mode stacks are per thread: each replica enters the tagging mode itself.
+            with VirtualDevices(), torch.autocast("cpu", enabled=False) if not autocast_enabled \
+                    else contextlib.nullcontext():
+                if not isinstance(args, (list, tuple)):
+                    args = (args,)
+                output = module(*args, **kwargs)
+            with lock:
+                results[i] = output
+        except Exception:
+            with lock:
+                results[i] = ExceptionWrapper(where=f"in replica {i} on device {device}")
+
+    if len(modules) > 1:
+        threads = [threading.Thread(target=worker, args=(i, m, a, k, d))
+                   for i, (m, a, k, d) in enumerate(zip(modules, inputs, kwargs_tup, devices))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        # One chunk: torch runs it in the calling thread (already in the mode).
+        previous = current_device()
+        set_current_device(devices[0])
+        try:
+            worker(0, modules[0], inputs[0], kwargs_tup[0], devices[0])
+        finally:
+            set_current_device(previous)
+    outputs = []
+    for i in range(len(inputs)):
+        output = results[i]
+        if isinstance(output, ExceptionWrapper):
+            output.reraise()
+        outputs.append(output)
+    return outputs
+
+
+def _current_trace():
+    import sys
+    return sys.gettrace()
+
+
+def _install_trace(trace):
+    import sys
+    if trace is not None:
+        sys.settrace(trace)

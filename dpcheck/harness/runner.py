@@ -1,0 +1,567 @@
+"""Run one model on one device and under DataParallel on N devices, and compare.
+
+For each batch size: build the model twice from the same seed, run the reference on
+one device (forward, backward of a reduction of the output, a snapshot of module
+state), run the DataParallel steps (replicate, scatter, parallel_apply in threads,
+gather, backward) on the other copy, and turn every difference into an observation:
+what differed, the evidence in words, the model-file line when there is one, and the
+rule codes it can confirm.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import torch
+
+# Attributes every nn.Module has: not model state.
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) | {"_former_parameters", "_is_replica"}
+_ATOL, _RTOL = 1e-4, 1e-3
+
+
+@dataclass
+class Observation:
+    kind: str
+    evidence: str
+    codes: list[str]  # static rule codes this can confirm
+    dynamic: str | None = None  # the DP8xx code to report when no static finding explains it
+    attr: str | None = None
+    line: int | None = None
+    batch: int | None = None
+
+
+@dataclass
+class RunReport:
+    backend: str
+    devices: int
+    batches: list[int] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # why a batch could not be compared
+    reference_failures: list[Observation] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- backends ---------------------------------------------------------------------------
+
+
+class Backend:
+    name = "?"
+
+    def __init__(self, n_devices: int):
+        self.n = n_devices
+
+    def context(self):
+        raise NotImplementedError
+
+    def place_module(self, module, device):
+        raise NotImplementedError
+
+    def place(self, obj, device):
+        raise NotImplementedError
+
+    def dataparallel(self, module, args, kwargs, record):
+        raise NotImplementedError
+
+    def reset_memory(self):
+        pass
+
+    def memory_imbalance(self) -> str | None:
+        return None
+
+
+class EmulatedBackend(Backend):
+    name = "emulated"
+
+    def context(self):
+        from dpcheck.harness import emulation
+        return emulation.emulated_cuda(self.n)
+
+    def place_module(self, module, device):
+        from dpcheck.harness import emulation
+        return emulation.place_module(module, device)
+
+    def place(self, obj, device):
+        from dpcheck.harness import emulation
+        return emulation.place(obj, device)
+
+    def dataparallel(self, module, args, kwargs, record):
+        from dpcheck.harness import emulation as em
+        devices = list(range(self.n))
+        inputs, kw = em.scatter_kwargs(args, kwargs, devices, 0)
+        record(inputs, kw)
+        replicas = em.replicate(module, devices[:len(inputs)])
+        outputs = em.parallel_apply(replicas, inputs, kw, devices[:len(inputs)], self.n)
+        return em.gather(outputs, 0, 0)
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+
+    def reset_memory(self):
+        for d in range(self.n):
+            torch.cuda.reset_peak_memory_stats(d)
+
+    def memory_imbalance(self) -> str | None:
+        peaks = [torch.cuda.max_memory_allocated(d) for d in range(self.n)]
+        others = max(peaks[1:]) if len(peaks) > 1 else 0
+        if peaks[0] > 2 * others and peaks[0] - others > 64 * 2**20:
+            mib = ", ".join(f"cuda:{d} {p / 2**20:.0f} MiB" for d, p in enumerate(peaks))
+            return f"peak memory during the DataParallel step: {mib}"
+        return None
+
+    def context(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def place_module(self, module, device):
+        return module.cuda(device)
+
+    def place(self, obj, device):
+        from torch.utils._pytree import tree_map
+        return tree_map(lambda t: t.cuda(device) if isinstance(t, torch.Tensor) else t, obj)
+
+    def dataparallel(self, module, args, kwargs, record):
+        from torch.nn.parallel import gather, parallel_apply, replicate
+        from torch.nn.parallel.scatter_gather import scatter_kwargs
+        devices = list(range(self.n))
+        inputs, kw = scatter_kwargs(args, kwargs, devices, 0)
+        record(inputs, kw)
+        replicas = replicate(module, devices[:len(inputs)])
+        outputs = parallel_apply(replicas, inputs, kw, devices[:len(inputs)])
+        return gather(outputs, 0, 0)
+
+
+def make_backend(name: str, devices: int | None) -> Backend:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "emulated"
+    if name == "cuda":
+        available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if available < 2:
+            raise RuntimeError(f"the cuda backend needs at least 2 GPUs; this machine has {available}")
+        return CudaBackend(min(devices or available, available))
+    return EmulatedBackend(devices or 2)
+
+
+# --- state snapshots ----------------------------------------------------------------------
+
+
+def _describe(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, torch.Tensor):
+        data = value.detach()
+        if data.is_floating_point() or data.is_complex():
+            total = float(data.double().sum()) if data.numel() else 0.0
+        else:
+            total = float(data.long().sum()) if data.numel() else 0.0
+        return ("tensor", tuple(value.shape), round(total, 4) if math.isfinite(total) else str(total))
+    if isinstance(value, (list, tuple, set, dict)) or type(value).__name__ == "deque":
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        inner = [_describe(v, depth + 1) for v in items[:4]] if depth < 2 else []
+        return ("container", type(value).__name__, len(value), inner)
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return ("value", repr(value)[:80])
+    if isinstance(value, torch.nn.Module):
+        return ("module", type(value).__name__)
+    return ("object", type(value).__name__)
+
+
+def snapshot(model: torch.nn.Module) -> dict[str, Any]:
+    state: dict[str, Any] = {}
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        for key, value in vars(module).items():
+            if key in _MODULE_INTERNALS or key == "training" or callable(value) and not isinstance(
+                    value, (torch.Tensor, torch.nn.Module)):
+                continue
+            state[prefix + key] = _describe(value)
+        for key, buf in module._buffers.items():
+            state[prefix + key] = ("buffer",) + tuple(_describe(buf)[1:]) if buf is not None else None
+        state[prefix + "<submodules>"] = ("value", str(len(module._modules)))
+    return state
+
+
+def _show(desc: Any) -> str:
+    if desc is None:
+        return "missing"
+    kind = desc[0]
+    if kind == "value":
+        return desc[1]
+    if kind in ("tensor", "buffer"):
+        return f"a tensor of shape {tuple(desc[1])} summing to {desc[2]}"
+    if kind == "container":
+        return f"a {desc[1]} of {desc[2]} item{'s' if desc[2] != 1 else ''}"
+    return f"a {desc[1]}"
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def _reduce(output: Any) -> torch.Tensor | None:
+    from torch.utils._pytree import tree_flatten
+    parts = [t.float().sum() for t in tree_flatten(output)[0]
+             if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point())]
+    return sum(parts) if parts else None
+
+
+def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
+    return {name: (p.grad.detach().clone() if p.grad is not None else None) for name, p in model.named_parameters()}
+
+
+def _model_line(exc: BaseException, model_file: str | None) -> int | None:
+    """The last line of the model file in the exception's traceback (replica tracebacks too)."""
+    if model_file is None:
+        return None
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, model_file)]
+    text = str(exc)
+    if not lines and "Original Traceback" in text:  # re-raised from a replica thread
+        import re
+        for match in re.finditer(r'File "([^"]+)", line (\d+)', text):
+            if _same_file(match.group(1), model_file):
+                lines.append(int(match.group(2)))
+    return lines[-1] if lines else None
+
+
+def _same_file(a: str, b: str) -> bool:
+    import os
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a == b
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error in one line; for errors re-raised from a replica, the replica's own error."""
+    text = str(exc).strip().splitlines()
+    if text and "Original Traceback" in str(exc):
+        original = [line for line in text if line.strip() and not line.startswith(" ")][-1]
+        return f"{original.strip()} ({text[0].replace('Caught ', 'caught ').rstrip('.')})"[:300]
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list[int],
+              model_file: str | None = None) -> RunReport:
+    """Compare single-device and DataParallel runs of ``build(batch_size)`` for each batch size."""
+    report = RunReport(backend.name, backend.n)
+    raised: dict[int, bool] = {}
+    for batch in batch_sizes:
+        before = len(report.observations)
+        ok = _run_batch(build, backend, batch, model_file, report)
+        raised[batch] = ok is False and any(o.kind == "exception" for o in report.observations[before:])
+    first = batch_sizes[0]
+    if first in raised and not raised[first]:
+        # Runs at a batch divisible by N, raises at an uneven or smaller one.
+        for obs in report.observations:
+            if obs.kind == "exception" and obs.batch != first:
+                obs.dynamic = "DP807"
+                obs.codes = sorted(set(obs.codes) | {"DP603"})
+                obs.evidence += f" (batch {first} ran)"
+    return report
+
+
+def _run_batch(build, backend, batch, model_file, report) -> bool | None:
+    """Returns True if the DataParallel run matched, False if it failed or differed, None if not comparable."""
+    report.batches.append(batch)
+    try:
+        return _run_batch_inner(build, backend, batch, model_file, report)
+    except Exception as exc:  # anything the steps below did not expect: this batch is not comparable
+        report.errors.append(f"batch {batch} could not be compared: {_first_line(exc)}")
+        return None
+
+
+def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
+    with backend.context(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            torch.manual_seed(0)
+            ref_model, args, kwargs = _normalise(build(batch))
+            torch.manual_seed(0)
+            dp_model, _, _ = _normalise(build(batch))
+        except Exception as exc:  # the user's constructor or example failed
+            report.errors.append(f"building the model at batch {batch} failed: {_first_line(exc)}")
+            return None
+        for m in (ref_model, dp_model):
+            backend.place_module(m, 0)
+            m.eval()
+        before = snapshot(ref_model)
+
+        # Reference: everything on device 0, no replication.
+        ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
+        try:
+            ref_out = ref_model(*ref_args, **ref_kwargs)
+            loss = _reduce(ref_out)
+            if loss is not None:
+                loss.backward()
+        except Exception as exc:
+            obs = Observation("reference-exception", f"fails on a single device too: {_first_line(exc)}",
+                              [], None, line=_model_line(exc, model_file), batch=batch)
+            report.reference_failures.append(obs)
+            return None
+        ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
+        stochastic = _stochastic(build, backend, batch, ref_out)
+
+        scattered: dict[str, Any] = {}
+
+        def record(inputs, kw):
+            scattered["inputs"], scattered["kwargs"] = inputs, kw
+
+        dp_args, dp_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
+        backend.reset_memory()
+        try:
+            dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
+            loss = _reduce(dp_out)
+            if loss is not None:
+                loss.backward()
+        except Exception as exc:
+            report.observations.append(_dp_exception(exc, model_file, batch, backend))
+            _argument_observations(args, kwargs, scattered, batch, backend, report)
+            return False
+        dp_state, dp_grads = snapshot(dp_model), _grads(dp_model)
+        imbalance = backend.memory_imbalance()
+        if imbalance:
+            report.observations.append(Observation("memory", imbalance, [], "DP808", batch=batch))
+        gather_warned = any("all input tensors were scalars" in str(w.message) for w in caught)
+
+    found = len(report.observations)
+    _argument_observations(args, kwargs, scattered, batch, backend, report)
+    _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
+    _compare_state(before, ref_state, dp_state, batch, backend, report)
+    if not stochastic:
+        _compare_grads(ref_grads, dp_grads, batch, backend, report)
+    elif batch == report.batches[0]:
+        report.errors.append("the outputs are random even in eval() mode (two single-device runs with "
+                             "different seeds differ): values and gradients were not compared")
+    return len(report.observations) == found
+
+
+def _stochastic(build, backend, batch, ref_out) -> bool:
+    """Does a second single-device run with another seed give different outputs?"""
+    try:
+        torch.manual_seed(0)
+        model, args, kwargs = _normalise(build(batch))
+        backend.place_module(model, 0)
+        model.eval()
+        torch.manual_seed(12345)
+        with torch.no_grad():
+            again = model(*backend.place(args, 0), **backend.place(kwargs, 0))
+    except Exception:
+        return False
+    for (_, a), (_, b) in zip(_leaves(ref_out), _leaves(again)):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+                and a.is_floating_point() and not torch.allclose(a.detach().cpu(), b.detach().cpu(),
+                                                                 atol=_ATOL, rtol=_RTOL, equal_nan=True):
+            return True
+    return False
+
+
+def _normalise(built) -> tuple[torch.nn.Module, tuple, dict]:
+    if not isinstance(built, tuple) or len(built) not in (2, 3):
+        raise TypeError("dpcheck_example must return (model, args) or (model, args, kwargs)")
+    model, args = built[0], built[1]
+    kwargs = built[2] if len(built) == 3 else {}
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    return model, tuple(args), dict(kwargs or {})
+
+
+def _dp_exception(exc, model_file, batch, backend) -> Observation:
+    line = _model_line(exc, model_file)
+    text = _first_line(exc)
+    where = ""
+    gather = line is None and any(word in str(exc) for word in (
+        "Gather", "gather", "not iterable", "same number of keys", "invalid shape", "number of dimensions",
+        "zip()", "KeyError"))
+    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407"] if gather else []
+    if "PackedSequence" in str(exc) or "batch_sizes" in str(exc):
+        codes.append("DP503")
+    if "number of kwargs_tup" in str(exc) or "missing" in str(exc) and "positional argument" in str(exc):
+        return Observation("exception", f"DataParallel run on {backend.n} devices raised {text}", ["DP502"],
+                           "DP806", line=line, batch=batch)
+    return Observation("exception", f"DataParallel run on {backend.n} devices at batch {batch} raised "
+                       f"{text}{where}; the single-device run did not", codes,
+                       "DP802" if gather else "DP801", line=line, batch=batch)
+
+
+def _argument_observations(args, kwargs, scattered, batch, backend, report):
+    from torch.utils._pytree import tree_flatten
+    first = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0), None)
+    batch = first.shape[0] if first is not None else batch  # the example may scale the batch
+    for position, arg in enumerate(args):
+        label = f"argument {position}"
+        _check_argument(label, arg, batch, backend, report)
+    for key, value in kwargs.items():
+        _check_argument(f"keyword argument `{key}`", value, batch, backend, report)
+    inputs, kw = scattered.get("inputs"), scattered.get("kwargs")
+    if inputs is not None and kwargs and kw is not None:
+        empty = [i for i, k in enumerate(kw) if not k]
+        if len(inputs) != len(kw) or empty:
+            what = f"replica(s) {empty} got none of them" if empty else "the replica counts disagree"
+            report.observations.append(Observation(
+                "argument", f"keyword arguments were split into {sum(1 for k in kw if k)} chunk(s) but the "
+                f"positional ones into {len(inputs)}: {what}", [], "DP806", batch=batch))
+
+
+def _check_argument(label, arg, batch, backend, report):
+    from torch.nn.utils.rnn import PackedSequence
+    if isinstance(arg, PackedSequence):
+        report.observations.append(Observation(
+            "argument", f"{label} is a PackedSequence: DataParallel chunks its data, batch_sizes and "
+            "sorted_indices fields independently", ["DP503"], "DP805", batch=batch))
+        return
+    if isinstance(arg, torch.Tensor):
+        if arg.dim() == 0:
+            report.observations.append(Observation(
+                "argument", f"{label} is a 0-dim tensor, which DataParallel cannot scatter", [], "DP803",
+                batch=batch))
+        elif arg.shape[0] != batch:
+            report.observations.append(Observation(
+                "argument", f"{label} has shape {tuple(arg.shape)}: dim 0 is {arg.shape[0]}, not the batch "
+                f"({batch}), but DataParallel splits it across {backend.n} devices anyway",
+                ["DP502", "DP501"], "DP803", batch=batch))
+    elif isinstance(arg, (list, tuple)) and arg and all(isinstance(a, torch.Tensor) for a in arg):
+        report.observations.append(Observation(
+            "argument", f"{label} is a {type(arg).__name__} of {len(arg)} tensors: DataParallel splits each "
+            "element along its own dim 0 instead of splitting the list", ["DP503"], "DP805", batch=batch))
+    elif (not isinstance(arg, (torch.Tensor, type(None), bool, int, float, str, dict, tuple, list))) or (
+            isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") and len(arg) == batch):
+        size = f" of length {len(arg)}" if hasattr(arg, "__len__") else ""
+        report.observations.append(Observation(
+            "argument", f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole to every "
+            "replica instead of splitting it", [], "DP804", batch=batch))
+
+
+def _leaves(obj, path="output"):
+    if isinstance(obj, torch.Tensor) or obj is None or isinstance(obj, (int, float, str, bool)):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(v, f"{path}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _leaves(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_values=True):
+    ref_leaves, dp_leaves = dict(_leaves(ref)), dict(_leaves(dp))
+    if set(ref_leaves) != set(dp_leaves):
+        report.observations.append(Observation(
+            "output", f"the output structure differs: single device {sorted(ref_leaves)}, DataParallel "
+            f"{sorted(dp_leaves)}", ["DP407", "DP402"], "DP802", batch=batch))
+        return
+    for path, r in ref_leaves.items():
+        d = dp_leaves[path]
+        if isinstance(r, torch.Tensor) and isinstance(d, torch.Tensor):
+            if r.dim() == 0 and d.dim() == 1 and d.shape[0] > 1:
+                report.observations.append(Observation(
+                    "output", f"{path} is a 0-dim tensor on one device but DataParallel on {backend.n} devices "
+                    f"returned shape {tuple(d.shape)} (one value per replica)", ["DP401"], "DP802", batch=batch))
+            elif r.shape != d.shape:
+                codes = ["DP401", "DP603"] if r.dim() == 0 else ["DP404", "DP403", "DP405", "DP501", "DP603"]
+                report.observations.append(Observation(
+                    "output", f"{path} has shape {tuple(r.shape)} on one device but {tuple(d.shape)} under "
+                    f"DataParallel (batch {batch})", codes, "DP802", batch=batch))
+            elif not compare_values:
+                continue
+            elif r.is_floating_point() and not torch.allclose(r.detach().cpu().float(), d.detach().cpu().float(),
+                                                               atol=_ATOL, rtol=_RTOL, equal_nan=True):
+                diff = float((r.detach().cpu().float() - d.detach().cpu().float()).abs().max())
+                report.observations.append(Observation(
+                    "values", f"{path} differs from the single-device run by up to {diff:.3g} (same shape "
+                    f"{tuple(r.shape)})", ["DP501", "DP601", "DP502", "DP103", "DP203", "DP202", "DP403", "DP404",
+                                           "DP101", "DP102"], "DP801",
+                    batch=batch))
+            elif not r.is_floating_point() and not torch.equal(r.detach().cpu(), d.detach().cpu()):
+                report.observations.append(Observation(
+                    "values", f"{path} differs from the single-device run (integer values)",
+                    ["DP403", "DP601"], "DP801", batch=batch))
+        elif type(r) is not type(d) or (not isinstance(r, torch.Tensor) and r != d):
+            report.observations.append(Observation(
+                "output", f"{path} is {r!r:.60} on one device but {d!r:.60} under DataParallel",
+                ["DP402"], "DP802", batch=batch))
+
+
+def _compare_state(before, ref, dp, batch, backend, report):
+    for key in sorted(set(before) | set(ref) | set(dp)):
+        b, r, d = before.get(key), ref.get(key), dp.get(key)
+        if r == b or r == d:
+            continue
+        attr = key.rsplit(".", 1)[-1]
+        if any(word in attr.lower() for word in ("cache", "memo")):
+            continue  # caches (often keyed by device) legitimately differ under DataParallel
+        where = f"`{key}`"
+        if key.endswith("<submodules>"):
+            report.observations.append(Observation(
+                "state", f"the single-device run added submodules ({_show(b)} -> {_show(r)}) but after "
+                f"DataParallel the model still has {_show(d)}", ["DP203"], "DP801", attr=None, batch=batch))
+        elif d == b:
+            report.observations.append(Observation(
+                "state", f"after one DataParallel forward on {backend.n} devices, {where} is {_show(d)} on the "
+                f"model and {_show(r)} in the single-device run", ["DP101", "DP103", "DP203", "DP104"],
+                "DP801", attr=attr, batch=batch))
+        elif r and d and r[0] == "container" and d[0] == "container":
+            report.observations.append(Observation(
+                "state", f"after one forward, {where} is {_show(r)} in the single-device run and "
+                f"{_show(d)} under DataParallel on {backend.n} devices (mutated once per replica)",
+                ["DP102", "DP104"], "DP801", attr=attr, batch=batch))
+        else:
+            report.observations.append(Observation(
+                "state", f"after one forward, {where} is {_show(r)} in the single-device run but {_show(d)} "
+                f"under DataParallel on {backend.n} devices", ["DP103", "DP101", "DP104", "DP102"], "DP801",
+                attr=attr, batch=batch))
+
+
+def _compare_grads(ref, dp, batch, backend, report):
+    for name, r in ref.items():
+        d = dp.get(name)
+        if r is None and d is None:
+            continue
+        if (r is None) != (d is None) or r.shape != d.shape or not torch.allclose(
+                r.cpu().float(), d.cpu().float(), atol=_ATOL, rtol=_RTOL, equal_nan=True):
+            report.observations.append(Observation(
+                "grads", f"the gradient of `{name}` differs from the single-device run",
+                ["DP601", "DP501", "DP205", "DP202", "DP103", "DP401", "DP403", "DP404"], "DP801", batch=batch))
+            return  # one is enough evidence
+
+
+def default_batch_sizes(n: int) -> list[int]:
+    """Divisible by N; 2N-1, whose last chunk has one sample; and smaller than N (at least 1)."""
+    sizes = [2 * n, 2 * n - 1, max(1, n - 1)]
+    return list(dict.fromkeys(sizes))
+
+
+def trace_lines(model_file: str):
+    """A settrace function recording the model file's executed lines (all threads)."""
+    import os
+    target = os.path.realpath(model_file)
+    executed: set[int] = set()
+    cache: dict[str, bool] = {}
+
+    def tracer(frame, event, arg):
+        name = frame.f_code.co_filename
+        hit = cache.get(name)
+        if hit is None:
+            hit = cache[name] = os.path.realpath(name) == target
+        if not hit:
+            return None
+        executed.add(frame.f_lineno)
+
+        def local(frame, event, arg):
+            if event == "line":
+                executed.add(frame.f_lineno)
+            return local
+        return local
+
+    return tracer, executed
+
+
+def install_tracer(tracer):
+    import threading
+    sys.settrace(tracer)
+    threading.settrace(tracer)

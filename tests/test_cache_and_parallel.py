@@ -1,0 +1,86 @@
+"""The result cache and parallel workers change speed, never results."""
+
+import json
+
+from conftest import HAZARD, run_cli
+
+BASE = "import torch.nn as nn\n\n\nclass Base(nn.Module):\n    pass\n"
+PLAIN_BASE = "class Base:\n    pass\n"
+CHILD = ("from .base import Base\n\n\nclass Child(Base):\n    def forward(self, x):\n"
+         "        self.last = x\n        return x\n")
+
+
+def findings(project, *args):
+    proc = run_cli(".", "--output-format", "json", *args, cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    return sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["row"], f["code"]) for f in json.loads(proc.stdout))
+
+
+def make_package(project):
+    pkg = project / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text(BASE)
+    (pkg / "child.py").write_text(CHILD)
+    return pkg
+
+
+def test_warm_run_equals_cold_run_and_uses_the_cache_dir(project):
+    make_package(project)
+    (project / "model.py").write_text(HAZARD)
+    cold = findings(project, "--no-cache")
+    assert not (project / ".dpcheck_cache").exists()
+    first = findings(project, "--cache-dir", "cache")
+    assert list((project / "cache").glob("results-*.json"))
+    second = findings(project, "--cache-dir", "cache")
+    assert cold == first == second
+    assert ("child.py", 6, "DP101") in cold
+
+
+def test_changed_file_is_rechecked(project):
+    (project / "model.py").write_text(HAZARD)
+    assert len(findings(project)) == 2
+    (project / "model.py").write_text(HAZARD.replace("self.steps += 1", "pass"))
+    assert [f[2] for f in findings(project)] == ["DP301"]
+
+
+def test_base_class_change_in_another_file_reaches_cached_subclass(project):
+    pkg = make_package(project)
+    assert findings(project) == [("child.py", 6, "DP101")]
+    (pkg / "base.py").write_text(PLAIN_BASE)  # Base is no longer an nn.Module
+    assert findings(project) == []
+    (pkg / "base.py").write_text(BASE)
+    assert findings(project) == [("child.py", 6, "DP101")]
+
+
+def test_corrupt_or_foreign_cache_is_ignored(project):
+    (project / "model.py").write_text(HAZARD)
+    expected = findings(project)
+    for cache_file in (project / ".dpcheck_cache").glob("results-*.json"):
+        cache_file.write_text("{not json")
+    assert findings(project) == expected
+    for cache_file in (project / ".dpcheck_cache").glob("results-*.json"):
+        data = json.loads(cache_file.read_text())
+        for entry in data["entries"].values():
+            entry["result"]["findings"] = [{"code": "DP999"}]  # malformed entry, right hash
+        cache_file.write_text(json.dumps(data))
+    assert findings(project) == expected
+
+
+def test_parallel_workers_give_the_same_findings(project):
+    make_package(project)
+    for i in range(40):
+        (project / f"m{i}.py").write_text(HAZARD if i % 2 else "x = 1\n")
+    serial = findings(project, "--no-cache", "--jobs", "1")
+    parallel = findings(project, "--no-cache", "--jobs", "2")
+    assert serial == parallel
+    assert len(serial) == 41
+
+
+def test_file_without_torch_still_links_a_base_chain(project):
+    pkg = make_package(project)
+    # mid.py mentions no torch, no forward: it is not checked, but its class still counts.
+    (pkg / "mid.py").write_text("from .base import Base\n\n\nclass Mid(Base):\n    pass\n")
+    (pkg / "leaf.py").write_text(CHILD.replace("from .base import Base", "from .mid import Mid")
+                                 .replace("Child(Base)", "Leaf(Mid)"))
+    assert ("leaf.py", 6, "DP101") in findings(project, "--no-cache")

@@ -1,0 +1,181 @@
+"""`dpcheck --confirm` on the emulated backend (no GPU needed), end to end through the CLI.
+
+The same fixtures run on real GPUs in tests/test_gpu.py, which checks that both backends
+give the same verdicts.
+"""
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+
+torch = pytest.importorskip("torch")
+
+EXPECT = re.compile(r"#\s*confirm-expect(?P<cuda>-cuda)?:\s*(?P<codes>DP\d{3}(?:\s*,\s*DP\d{3})*)")
+
+
+def confirm(*paths, backend="emulated", extra=()):
+    proc = run_cli(*paths, "--confirm", "--backend", backend, "--output-format", "json", "--no-cache",
+                   "--select", "ALL", "--ignore", "DP708", *extra)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def fixture_results():
+    """One --confirm run over every fixture (the expensive part, shared by the tests below)."""
+    return confirm("fixtures")
+
+
+def by_file(results):
+    grouped = {}
+    for f in results:
+        grouped.setdefault(f["filename"].removeprefix(str(ROOT) + "/"), []).append(f)
+    return grouped
+
+
+def expected_dynamic(path, backend="emulated"):
+    codes = set()
+    for match in EXPECT.finditer(path.read_text()):
+        if match.group("cuda") and backend != "cuda":
+            continue
+        codes |= set(re.split(r"\s*,\s*", match.group("codes")))
+    return codes
+
+
+def test_every_finding_carries_a_confirmation(fixture_results):
+    assert fixture_results
+    for f in fixture_results:
+        c = f["confirmation"]
+        assert c["status"] in ("confirmed", "not-reproduced", "not-run"), f
+        assert c["evidence"] and c["backend"]
+
+
+def test_every_hazard_fixture_with_an_example_is_confirmed(fixture_results):
+    grouped = by_file(fixture_results)
+    for path in sorted(FIXTURES.rglob("flagged_*.py")):
+        text = path.read_text()
+        if "def dpcheck_example" not in text or "confirm-expect-cuda" in text or "confirm-skip" in text:
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        statuses = [f["confirmation"]["status"] for f in grouped.get(rel, [])]
+        assert "confirmed" in statuses, f"{rel}: nothing confirmed ({grouped.get(rel)})"
+
+
+def test_safe_fixtures_stay_clean_under_confirm(fixture_results):
+    grouped = by_file(fixture_results)
+    for path in sorted(FIXTURES.rglob("safe_*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        assert grouped.get(rel, []) == [], f"{rel}: {grouped.get(rel)}"
+
+
+def test_dynamic_findings_are_exactly_the_expected_ones(fixture_results):
+    grouped = by_file(fixture_results)
+    for path in sorted(FIXTURES.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        dynamic = {f["code"] for f in grouped.get(rel, []) if f["code"].startswith("DP8")}
+        assert dynamic == expected_dynamic(path), rel
+
+
+def test_confirmed_evidence_names_what_happened(fixture_results):
+    grouped = by_file(fixture_results)
+    steps = next(f for f in grouped["fixtures/dp101/flagged_counter_and_stash.py"] if f["location"]["row"] == 13)
+    assert steps["confirmation"]["status"] == "confirmed"
+    assert "`steps` is 0 on the model and 1 in the single-device run" in steps["confirmation"]["evidence"]
+    assert steps["confirmation"]["backend"].startswith("emulated")
+    scalar = next(f for f in grouped["fixtures/dp401/flagged_scalar_losses.py"] if f["location"]["row"] == 13)
+    assert "returned shape (2,)" in scalar["confirmation"]["evidence"]
+
+
+def test_text_output_prints_the_evidence():
+    proc = run_cli("fixtures/dp101/flagged_counter_and_stash.py", "--confirm", "--backend", "emulated",
+                   "--no-cache")
+    assert "= confirmed (emulated, 2 devices): after one DataParallel forward on 2 devices" in proc.stdout
+
+
+def test_models_that_raise_hang_or_exit_are_not_run_and_others_still_checked(project):
+    hazard = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.steps = 0
+                {init}
+
+            def forward(self, x):
+                self.steps += 1
+                {forward}
+                return self.fc(x)
+
+        def dpcheck_example(batch_size=4):
+            return Net(), (torch.randn(batch_size, 4),)
+    ''')
+    (project / "raises.py").write_text(hazard.format(init="raise RuntimeError('no weights here')", forward=""))
+    (project / "hangs.py").write_text(hazard.format(init="", forward="import time; time.sleep(60)"))
+    (project / "exits.py").write_text(hazard.format(init="import sys; sys.exit(3)", forward=""))
+    (project / "good.py").write_text(hazard.format(init="", forward=""))
+    proc = run_cli(".", "--confirm", "--backend", "emulated", "--timeout", "20", "--output-format", "json",
+                   "--no-cache", cwd=project)
+    results = {f["filename"].rsplit("/", 1)[-1]: f["confirmation"] for f in json.loads(proc.stdout)
+               if f["code"] == "DP101"}
+    assert results["good.py"]["status"] == "confirmed"
+    assert results["raises.py"]["status"] == "not-run" and "no weights here" in results["raises.py"]["evidence"]
+    assert results["hangs.py"]["status"] == "not-run" and "did not finish within 20 s" in results["hangs.py"]["evidence"]
+    assert results["exits.py"]["status"] == "not-run" and "sys.exit" in results["exits.py"]["evidence"]
+
+
+def test_synthesized_inputs_and_missing_examples(project):
+    (project / "synth.py").write_text(textwrap.dedent('''
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                return self.fc(x)
+
+        class NeedsArgs(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(width, width)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                return self.fc(x)
+    '''))
+    results = json.loads(run_cli("synth.py", "--confirm", "--backend", "emulated", "--output-format", "json",
+                                 "--no-cache", cwd=project).stdout)
+    by_row = {f["location"]["row"]: f["confirmation"] for f in results}
+    assert by_row[11]["status"] == "confirmed"
+    assert by_row[21]["status"] == "not-run" and "needs arguments (width)" in by_row[21]["evidence"]
+
+
+def test_python_api():
+    from dpcheck.harness import assert_dataparallel_safe, check
+
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.steps = 0
+
+        def forward(self, x):
+            self.steps += 1
+            return self.fc(x)
+
+    report = check(Counter(), (torch.randn(8, 4),), backend="emulated")
+    assert any("`steps` is 0" in o.evidence for o in report.observations)
+    assert_dataparallel_safe(torch.nn.Sequential(torch.nn.Linear(4, 4)), (torch.randn(8, 4),), backend="emulated")
+    with pytest.raises(AssertionError, match="not DataParallel-safe"):
+        assert_dataparallel_safe(Counter(), (torch.randn(8, 4),), backend="emulated")
