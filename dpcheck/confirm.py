@@ -61,12 +61,14 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
     for f in findings:
         by_file.setdefault(os.path.abspath(f.filename), []).append(f)
     out: list[Finding] = []
-    # Children are separate processes: run a few at once (one at a time on real GPUs,
-    # which they would otherwise share).
+    # Children are separate processes: run a few at once (on real GPUs at most 4, which
+    # share the devices; each measures its own peak memory).
     from concurrent.futures import ThreadPoolExecutor
 
     from dpcheck.engine import default_jobs
-    workers = 1 if settings.backend == "cuda" else (getattr(options, "jobs", None) or default_jobs())
+    workers = getattr(options, "jobs", None) or default_jobs()
+    if settings.backend != "emulated":
+        workers = min(workers, 4)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda p: run_child(Path(p), settings.backend, settings.devices,
                                                     settings.timeout, settings.examples), files))

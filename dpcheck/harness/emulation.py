@@ -220,7 +220,6 @@ def emulated_cuda(n_devices: int):
         "set_device": lambda d: set_current_device(resolve(d) if not isinstance(d, int) else d),
         "device": _DeviceContext,
         "synchronize": lambda *a, **k: None,
-        "is_initialized": lambda: True,
         "get_device_name": lambda *a, **k: "dpcheck emulated GPU",
         "memory_allocated": lambda *a, **k: 0,
         "max_memory_allocated": lambda *a, **k: 0,
@@ -230,6 +229,11 @@ def emulated_cuda(n_devices: int):
     saved = {name: getattr(cuda, name) for name in patches}
     for name, value in patches.items():
         setattr(cuda, name, value)
+    # On a CUDA build without GPUs, modules would take cuDNN paths for tensors that report
+    # is_cuda: keep them on the portable kernels, as a CPU-only build does.
+    cudnn = torch.backends.cudnn
+    saved_acceptable, saved_enabled = cudnn.is_acceptable, cudnn.enabled
+    cudnn.is_acceptable, cudnn.enabled = (lambda tensor: False), False
     set_current_device(0)
     try:
         with VirtualDevices():
@@ -237,6 +241,7 @@ def emulated_cuda(n_devices: int):
     finally:
         for name, value in saved.items():
             setattr(cuda, name, value)
+        cudnn.is_acceptable, cudnn.enabled = saved_acceptable, saved_enabled
 
 
 def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
