@@ -38,7 +38,7 @@ _PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "R
 def parameter_free(name: str) -> bool:
     """A torch.nn class that holds no weights (activations, padding, pooling, losses...)."""
     last = name.rsplit(".", 1)[-1]
-    return any(last.endswith(p) or last.startswith(p) for p in _PARAMETER_FREE)
+    return any(p in last for p in _PARAMETER_FREE)
 
 
 def _owns_layers(model: ModelClass) -> bool:

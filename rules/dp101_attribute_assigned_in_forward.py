@@ -141,7 +141,7 @@ def _kind(fn, name: str, value, node, reachable=()) -> str:
         return "lazy"
     if value is not None and _moves_to_device(value):
         return "converted"
-    if not isinstance(node, ast.AugAssign) and not _reads_itself(fn, name, value) \
+    if not isinstance(node, ast.AugAssign) and (not _reads_itself(fn, name, value) or _written_before(fn, name, node)) \
             and _read_elsewhere(reachable, name, node):
         return "scratch"
     return "state"
@@ -155,6 +155,12 @@ def _moves_to_device(value) -> bool:
 def _reads_itself(fn, name: str, value) -> bool:
     """`self.n = self.n + 1`: a counter, not a scratch value."""
     return value is not None and any(fn.self_attr(n) == name for n in ast.walk(value))
+
+
+def _written_before(fn, name: str, node) -> bool:
+    """`self.t = ...` earlier in the same function: this write transforms a per-call value."""
+    return any(fn.self_attr(t) == name and t.lineno < node.lineno
+               for a in fn.nodes(ast.Assign) for t in a.targets)
 
 
 def _read_elsewhere(functions, name: str, node) -> bool:
