@@ -680,6 +680,9 @@ def batch_derived(fn: FunctionInfo) -> dict[str, bool]:
 def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
     """A forward-input-derived, batch-major expression (conservative: names and method chains)."""
     derived = batch_derived(fn)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        # `scale * x`, `x / t`: elementwise with a scalar or a broadcast keeps the batch dim.
+        return is_batch_tensor(node.left, fn) or is_batch_tensor(node.right, fn)
     base = node
     while isinstance(base, (ast.Call, ast.Attribute, ast.Subscript)):
         if isinstance(base, ast.Attribute) and base.attr in _RESHAPERS:

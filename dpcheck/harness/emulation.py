@@ -253,7 +253,6 @@ def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
 
 def place(obj: Any, device: int) -> Any:
     """Put the example inputs on a device (a tagged copy of each tensor)."""
-    leaves = tree_flatten(obj)[0]
     if isinstance(obj, torch.Tensor):
         out = obj.detach().clone()
         set_tag(out, device)
@@ -268,7 +267,6 @@ def place(obj: Any, device: int) -> Any:
         return type(obj)(*(place(o, device) for o in obj))
     if isinstance(obj, dict):
         return type(obj)((k, place(v, device)) for k, v in obj.items())
-    del leaves
     return obj
 
 
