@@ -127,3 +127,16 @@ def test_fix_applies_unsafe_fixes_only_when_asked(project):
     assert "self.fc(x).cuda()" in path.read_text()
     compile(path.read_text(), "m.py", "exec")
     assert codes(proc) == ["DP101"]
+
+
+def test_fix_never_writes_an_unparsable_file(tmp_path):
+    from dpcheck.analyze import Finding
+    from dpcheck.fix import fix_file
+    from dpcheck.rule import Edit, Fix
+
+    path = tmp_path / "m.py"
+    path.write_text("x = torch.zeros(3).cuda(0)\n")
+    broken = Finding("DP301", "m", "error", str(path), 1, 1, 1, 1, "", Fix("break it", (Edit("(((", 1, 4, 1, 5),)))
+    assert fix_file(path, [broken]) == []
+    assert path.read_text() == "x = torch.zeros(3).cuda(0)\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.py"]  # no temporary file left behind
