@@ -109,6 +109,9 @@ def _leaves(node, fn, model, depth, seen, anchor):
         return
     if isinstance(node, ast.Name):
         values = fn.local_values.get(node.id)
+        if values and len(values) > 1:
+            # `x = 0` / `loss = None` then reassigned: the initial constant is not what returns.
+            values = [v for v in values if not isinstance(v, ast.Constant)] or values
         if values:
             for value in values:
                 yield from _leaves(value, fn, model, depth + 1, seen, anchor or node)

@@ -56,12 +56,16 @@ class PlainTensorAttribute(Rule):
                       if "tensor" in facts.kinds and not facts.registered}
         if not candidates:
             return
-        used = set()
+        used, moved = set(), set()
         for fn in model.reachable:
             for node in fn.nodes(ast.Attribute):
                 name = fn.self_attr(node)
                 if name in candidates and isinstance(node.ctx, ast.Load):
-                    used.add(name)
+                    parent = fn.parent(node)
+                    if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as"):
+                        moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
+                    else:
+                        used.add(name)
         for name in sorted(used):
             for target, value, fn in candidates[name].assignments:
                 kind, _, _ = model.classify(value, fn)

@@ -74,8 +74,8 @@ class ConditionalOutputStructure(Rule):
             elif isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "insert") \
                     and isinstance(node.func.value, ast.Name):
                 container = node.func.value.id
-            if container not in returned:
-                continue
+            if container not in returned or not _built_as_container(fn, container):
+                continue  # a tensor written in place (`out[:, k:] = ...`) keeps its structure
             test = _data_dependent_guard(node, fn)
             if test is not None:
                 yield self.violation(node, f"`{container}` gets this entry only when `{ast.unparse(test)}` "
@@ -96,3 +96,14 @@ def _data_dependent_guard(node, fn):
                     return cur.test
         cur = fn.parent(cur)
     return None
+
+
+def _built_as_container(fn, name) -> bool:
+    """Was the returned name created as a dict or list in this function?"""
+    for value in fn.local_values.get(name, ()):
+        if isinstance(value, (ast.Dict, ast.List, ast.DictComp, ast.ListComp)):
+            return True
+        if isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] in (
+                "dict", "list", "OrderedDict", "defaultdict"):
+            return True
+    return False
