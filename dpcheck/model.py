@@ -435,6 +435,12 @@ class ModelClass:
                     for nested in fn.nodes(ast.FunctionDef):
                         if nested.name == target.id:
                             found.append(self.function(nested, fn.owner))
+                elif isinstance(target, ast.Call) and isinstance(target.func, ast.Name):
+                    # A hook factory of this file: `register_forward_hook(grab("proj"))`.
+                    for factory in self.ctx.tree.body:
+                        if isinstance(factory, ast.FunctionDef) and factory.name == target.func.id:
+                            found.extend(self.function(inner, None) for inner in ast.walk(factory)
+                                         if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and inner is not factory)
         return found
 
     @cached_property

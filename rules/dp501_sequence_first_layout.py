@@ -126,9 +126,12 @@ def _from_inputs(node, fn, inputs, depth) -> bool:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _TRANSPOSES:
             return False
-        if isinstance(func, ast.Name) and func.id == "rearrange" or ast.unparse(func).endswith(
-                ("pack_padded_sequence", "pack_sequence")):
-            return False  # rearranged, or packed (a PackedSequence carries its own layout)
+        if isinstance(func, ast.Name) and func.id == "rearrange":
+            return False
+        if ast.unparse(func).endswith(("pack_padded_sequence", "pack_sequence")):
+            # Packed from a padded input: sequence-first unless packed with batch_first=True.
+            return not is_true(keyword(node, "batch_first")) and bool(node.args) \
+                and _from_inputs(node.args[0], fn, inputs, depth + 1)
         if isinstance(func, ast.Attribute) and fn.self_attr(func) is None and not _is_namespace(func.value):
             return _from_inputs(func.value, fn, inputs, depth + 1)  # x.float(), x.view(...)
         return bool(node.args) and _from_inputs(node.args[0], fn, inputs, depth + 1)  # self.embed(x), F.relu(x)

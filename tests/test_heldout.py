@@ -12,6 +12,9 @@ EXPECTED = {
     "careful_model.py": set(),
     "train_script.py": {(8, "DP704"), (8, "DP706"), (14, "DP707"), (15, "DP703"), (17, "DP702"), (18, "DP701")},
     "good_script.py": set(),
+    "zoo_hazards.py": {(14, "DP104"), (23, "DP602"), (25, "DP106"), (33, "DP501"), (34, "DP405"), (37, "DP203"),
+                       (40, "DP603"), (40, "DP404"), (40, "DP403"), (40, "DP406")},
+    "zoo_safe.py": set(),
 }
 
 
