@@ -16,8 +16,8 @@ Two things have to be faithful for the verdicts to match real GPUs:
   original's parameter and buffer storage, other replicas getting copies), the real
   `scatter_kwargs` and `gather` container logic (with their tensor primitives swapped
   for CPU ones that chunk, tag and concatenate like `comm.scatter`/`comm.gather`), and
-  a `parallel_apply` that runs replicas in threads, propagating grad mode and only the
-  `enabled` flag of autocast, and re-raises with torch's own `ExceptionWrapper`.
+  a `parallel_apply` that runs replicas in threads, propagating grad mode, and re-raises
+  with torch's own `ExceptionWrapper`.
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def gather(outputs, target_device, dim=0):
         return sg.gather(outputs, target_device, dim)
 
 
-def parallel_apply(modules, inputs, kwargs_tup, devices, n_devices: int):
+def parallel_apply(modules, inputs, kwargs_tup, devices):
     """Replicas in threads, each with its own current device and its own tagging mode."""
     from torch._utils import ExceptionWrapper
 
@@ -390,7 +390,7 @@ def parallel_apply(modules, inputs, kwargs_tup, devices, n_devices: int):
     if len(modules) != len(kwargs_tup):
         raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of "
                              f"kwargs_tup {len(kwargs_tup)}")
-    grad_enabled, autocast_enabled = torch.is_grad_enabled(), torch.is_autocast_enabled()
+    grad_enabled = torch.is_grad_enabled()
     results: dict[int, Any] = {}
     lock = threading.Lock()
     outer_trace = _current_trace()
@@ -400,9 +400,9 @@ def parallel_apply(modules, inputs, kwargs_tup, devices, n_devices: int):
         torch.set_grad_enabled(grad_enabled)
         set_current_device(device)
         try:
-            # Mode stacks are per thread: each replica enters the tagging mode itself.
-            with VirtualDevices(), torch.autocast("cpu", enabled=False) if not autocast_enabled \
-                    else contextlib.nullcontext():
+            # Mode stacks are per thread: each replica enters the tagging mode itself. (CUDA
+            # autocast has no CPU counterpart to re-enter here; DP707 is a static check.)
+            with VirtualDevices():
                 if not isinstance(args, (list, tuple)):
                     args = (args,)
                 output = module(*args, **kwargs)

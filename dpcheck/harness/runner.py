@@ -97,7 +97,7 @@ class EmulatedBackend(Backend):
         inputs, kw = em.scatter_kwargs(args, kwargs, devices, 0)
         record(inputs, kw)
         replicas = em.replicate(module, devices[:len(inputs)])
-        outputs = em.parallel_apply(replicas, inputs, kw, devices[:len(inputs)], self.n)
+        outputs = em.parallel_apply(replicas, inputs, kw, devices[:len(inputs)])
         return em.gather(outputs, 0, 0)
 
 
