@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
-def run_cli(*args, cwd=None, stdin=None, env=None):
+def run_cli(*args, cwd=None, stdin=None, env=None, timeout=300):
     """Run the real `dpcheck` command in a child process; returns CompletedProcess."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "dpcheck", *map(str, args)], cwd=cwd or ROOT,
-                          input=stdin, capture_output=True, text=True, env=full_env, timeout=120)
+                          input=stdin, capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
 def run_json(*args, cwd=None, stdin=None):

@@ -22,7 +22,7 @@ CUDA_ONLY = {"DP808"}  # peak memory per device: the emulation has none to measu
 def confirm(backend, devices):
     example_files = [p for p in sorted(FIXTURES.rglob("*.py")) if "def dpcheck_example" in p.read_text()]
     proc = run_cli(*example_files, "--confirm", "--backend", backend, "--devices", devices, "--output-format",
-                   "json", "--no-cache", "--select", "ALL", "--ignore", "DP708")
+                   "json", "--no-cache", "--select", "ALL", "--ignore", "DP708", timeout=900)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
