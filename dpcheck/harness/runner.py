@@ -388,7 +388,7 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
     gather = line is None and any(word in str(exc) for word in (
         "Gather", "gather", "not iterable", "same number of keys", "invalid shape", "number of dimensions",
         "zip()", "KeyError"))
-    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407"] if gather else []
+    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407", "DP603"] if gather else []
     if "PackedSequence" in str(exc) or "batch_sizes" in str(exc):
         codes.append("DP503")
     if "number of kwargs_tup" in str(exc) or "missing" in str(exc) and "positional argument" in str(exc):
