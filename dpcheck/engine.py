@@ -135,8 +135,7 @@ def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> 
     return run
 
 
-def check_stdin(text: str, display: str, codes: Sequence[str], siblings: Sequence[FileResult] = ()
-                ) -> FileResult:
+def check_stdin(text: str, display: str, codes: Sequence[str]) -> FileResult:
     module = module_name_for(Path(display)) if display != "-" else "stdin"
     return analyze_source(text, display, _instantiate(codes), module,
                           is_package=Path(display).name == "__init__.py")

@@ -12,7 +12,7 @@ import enum
 import sys
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 if TYPE_CHECKING:
     from dpcheck.model import FileContext, ModelClass
@@ -111,6 +111,3 @@ class Rule:
         parts += ["", f"Fix: {cls.fix_hint}"]
         return "\n".join(parts)
 
-
-def iter_nothing() -> Iterator[Violation]:
-    return iter(())

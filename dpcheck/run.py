@@ -118,7 +118,6 @@ def run_check(options: CheckOptions) -> int:
             return EXIT_ERROR
         files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
                               settings.respect_gitignore))
-        cache = None
         if not options.no_cache and not options.fix:
             from dpcheck.cache import Cache
             cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)

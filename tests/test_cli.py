@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import CLEAN, HAZARD, ROOT, run_cli
+from conftest import CLEAN, HAZARD, run_cli
 
 from dpcheck.registry import all_rules
 

@@ -13,7 +13,6 @@ size of the example inputs (scatter splits their dim 0).
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from dpcheck.harness.runner import Observation, RunReport, make_backend, run_model
 
