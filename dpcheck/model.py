@@ -691,8 +691,8 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
         return is_batch_tensor(node.left, fn) or is_batch_tensor(node.right, fn)
     base = node
     while isinstance(base, (ast.Call, ast.Attribute, ast.Subscript)):
-        if isinstance(base, ast.Attribute) and base.attr in _RESHAPERS:
-            return False
+        if isinstance(base, ast.Attribute) and (base.attr in _RESHAPERS or base.attr in ("weight", "bias")):
+            return False  # transposed, or a layer's weights (a module passed in is not data)
         if isinstance(base, ast.Subscript):
             return False  # indexing may drop or move the batch dim
         base = base.func if isinstance(base, ast.Call) else base.value

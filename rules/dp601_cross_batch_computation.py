@@ -25,8 +25,10 @@ import ast
 from dpcheck.model import is_batch_tensor, keyword
 from dpcheck.rule import Rule, Severity
 
+# Statistics over the batch. Running sums and arg-reductions over dim 0 are mostly index
+# bookkeeping (cu_seqlens, level offsets, routing), not batch statistics: not included.
 _REDUCTIONS = frozenset({"mean", "std", "var", "sum", "logsumexp", "softmax", "log_softmax", "norm",
-                         "normalize", "max", "min", "median", "cumsum", "argmax", "argmin"})
+                         "normalize", "median"})
 
 
 class CrossBatchComputation(Rule):
