@@ -109,8 +109,21 @@ class TreeIndex:
         return self.order[start:start + self.size[start]]
 
 
+class _Indexed:
+    """`nodes(*types)` and `parent(node)` over an ``_index`` (nodes by type, parents) built once."""
+
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        """All nodes of the given types, in source order per type."""
+        by_type = self._index[0]
+        for t in types:
+            yield from by_type.get(t, ())
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._index[1].get(id(node))
+
+
 @dataclass
-class FunctionInfo:
+class FunctionInfo(_Indexed):
     """One function body with indexes that rules query instead of re-walking it."""
 
     node: FunctionNode
@@ -128,35 +141,17 @@ class FunctionInfo:
 
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+        # The body's statements (not the signature or decorators), from the file's one walk;
+        # a function met on its own gets a walk of its own.
+        index = self.tree_index
+        if index is None or id(self.node) not in index.position:
+            index = TreeIndex(self.node)
         by_type: dict[type, list[ast.AST]] = {}
         body = self.node.body if isinstance(self.node.body, list) else [self.node.body]
-        if self.tree_index is not None and id(self.node) in self.tree_index.position:
-            # The body's statements, from the file's one walk (not the signature or decorators).
-            for stmt in body:
-                for node in self.tree_index.subtree(stmt):
-                    by_type.setdefault(type(node), []).append(node)
-            return by_type, self.tree_index.parents
-        parents: dict[int, ast.AST] = {}
-        stack = list(reversed(body))
         for stmt in body:
-            parents[id(stmt)] = self.node
-        while stack:
-            node = stack.pop()
-            by_type.setdefault(type(node), []).append(node)
-            children = list(ast.iter_child_nodes(node))
-            for child in children:
-                parents[id(child)] = node
-            stack.extend(reversed(children))
-        return by_type, parents
-
-    def nodes(self, *types: type) -> Iterator[ast.AST]:
-        """All nodes of the given types in this body, in source order per type."""
-        by_type = self._index[0]
-        for t in types:
-            yield from by_type.get(t, ())
-
-    def parent(self, node: ast.AST) -> ast.AST | None:
-        return self._index[1].get(id(node))
+            for node in index.subtree(stmt):
+                by_type.setdefault(type(node), []).append(node)
+        return by_type, index.parents
 
     def is_self(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id == self.self_name
@@ -235,7 +230,7 @@ class AttrFacts:
 
 
 @dataclass
-class FileContext:
+class FileContext(_Indexed):
     """One parsed file: its tree, imports, source and module classes."""
 
     source: SourceFile
@@ -255,15 +250,6 @@ class FileContext:
         if self.tree_index is None:
             self.tree_index = TreeIndex(self.tree)
         return self.tree_index.by_type, self.tree_index.parents
-
-    def nodes(self, *types: type) -> Iterator[ast.AST]:
-        """Every node of these types in the file (each type in source order)."""
-        by_type = self._index[0]
-        for t in types:
-            yield from by_type.get(t, ())
-
-    def parent(self, node: ast.AST) -> ast.AST | None:
-        return self._index[1].get(id(node))
 
     @cached_property
     def dataparallel_calls(self) -> list[ast.Call]:
