@@ -19,52 +19,14 @@ from pathlib import Path
 from typing import Sequence
 
 from dpcheck import __version__
-from dpcheck.analyze import ClassSummary, FileResult, Finding
-from dpcheck.names import module_name_for
-from dpcheck.rule import Edit, Fix
+from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 2
+_FORMAT = 3
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def result_to_json(result: FileResult) -> dict:
-    return {
-        "filename": result.filename, "module": result.module, "internal_error": result.internal_error,
-        "aliases": result.aliases,
-        "classes": [[c.qualname, list(c.bases)] for c in result.classes],
-        "findings": [{
-            "code": f.code, "message": f.message, "severity": f.severity, "filename": f.filename,
-            "span": [f.row, f.col, f.end_row, f.end_col], "line_text": f.line_text,
-            "noqa_row": f.noqa_row, "requires": [sorted(r) for r in f.requires], "suppressed": f.suppressed,
-            "fix": None if f.fix is None else {
-                "message": f.fix.message, "applicability": f.fix.applicability,
-                "edits": [[e.content, e.row, e.col, e.end_row, e.end_col] for e in f.fix.edits]},
-        } for f in result.findings],
-    }
-
-
-def result_from_json(data: dict) -> FileResult:
-    """Rebuild a FileResult; raises on anything malformed (the caller treats that as a miss)."""
-    result = FileResult(str(data["filename"]), str(data["module"]))
-    result.internal_error = bool(data["internal_error"])
-    result.aliases = {str(k): str(v) for k, v in dict(data["aliases"]).items()}
-    result.classes = [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]]
-    for f in data["findings"]:
-        row, col, end_row, end_col = (int(v) for v in f["span"])
-        fix = None
-        if f["fix"] is not None:
-            fix = Fix(str(f["fix"]["message"]), tuple(
-                Edit(str(c), int(r), int(cc), int(er), int(ec)) for c, r, cc, er, ec in f["fix"]["edits"]),
-                str(f["fix"]["applicability"]))
-        result.findings.append(Finding(
-            str(f["code"]), str(f["message"]), str(f["severity"]), str(f["filename"]),
-            row, col, end_row, end_col, str(f["line_text"]), fix,
-            None if f["noqa_row"] is None else int(f["noqa_row"]),
-            tuple(frozenset(str(n) for n in r) for r in f["requires"]), None, bool(f["suppressed"])))
-    return result
 
 
 def _code_fingerprint() -> str:
@@ -122,7 +84,7 @@ class Cache:
             if entry["sha256"] != _digest(data) or entry["module"] != module_name_for(path) \
                     or entry["result"]["filename"] != str(path):
                 return None
-            return result_from_json(entry["result"])
+            return FileResult.from_dict(entry["result"])
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -132,7 +94,7 @@ class Cache:
         except OSError:
             return
         self.entries[_key(path, summary_only)] = {"sha256": _digest(data), "module": result.module,
-                                             "result": result_to_json(result)}
+                                             "result": result.to_dict()}
         self.dirty = True
 
     def save(self) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 import click
 
 from dpcheck import __version__
-
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+from dpcheck.constants import BACKENDS, EXIT_ERROR, OUTPUT_FORMATS
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -47,7 +46,7 @@ def main() -> None:
 @click.option("--force-exclude/--no-force-exclude", default=None,
               help="Apply excludes to paths passed explicitly (as pre-commit does).")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Honour .gitignore files.")
-@click.option("--output-format", type=click.Choice(["full", "concise", "json", "json-lines", "sarif", "github"]),
+@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS),
               default=None, help="How to print findings (default: full).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Use this pyproject.toml or dpcheck.toml instead of the nearest one.")
@@ -62,7 +61,7 @@ def main() -> None:
 @click.option("--fix", is_flag=True, help="Apply fixes (all dpcheck fixes are unsafe: add --unsafe-fixes).")
 @click.option("--unsafe-fixes", is_flag=True, help="Allow fixes that may change behaviour.")
 @click.option("--confirm", is_flag=True, help="Import each model and run it under a DataParallel harness.")
-@click.option("--backend", type=click.Choice(["auto", "cuda", "emulated"]), default=None,
+@click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Harness backend for --confirm (default auto: cuda with >=2 GPUs, else emulated).")
 @click.option("--devices", type=click.IntRange(min=2), default=None, help="Devices for --confirm (default: all, at least 2).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dpcheck.constants import BACKENDS, OUTPUT_FORMATS
 from dpcheck.discovery import DEFAULT_EXCLUDE
 from dpcheck.registry import SelectionError, check_selector
 
@@ -20,7 +21,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KNOWN_KEYS = frozenset(_LIST_KEYS + ("per-file-ignores", "output-format", "force-exclude",
                                     "respect-gitignore", "cache-dir", "examples", "timeout",
@@ -157,6 +157,6 @@ def apply_table(settings: Settings, table: dict, where: str) -> None:
             raise ConfigError(f"{where}: `devices` must be an integer of at least 2")
         settings.devices = table["devices"]
     if "backend" in table:
-        if table["backend"] not in ("auto", "cuda", "emulated"):
+        if table["backend"] not in BACKENDS:
             raise ConfigError(f"{where}: `backend` must be auto, cuda or emulated")
         settings.backend = table["backend"]

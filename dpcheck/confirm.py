@@ -24,9 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analyze import Finding
+from dpcheck.constants import CHILD_RESULT_MARKER
+from dpcheck.findings import Confirmation, Finding
 
-MARKER = "DPCHECK-RESULT "
 # Static codes whose hazard is a device placement error.
 _DEVICE_CODES = frozenset({"DP201", "DP202", "DP301", "DP302", "DP303", "DP106", "DP203"})
 _SCRIPT_CODES = ("DP7",)
@@ -45,9 +45,9 @@ def run_child(path: Path, backend: str, devices: int | None, timeout: float, exa
     except subprocess.TimeoutExpired:
         return {"error": f"the model did not finish within {timeout:g} s (--timeout)"}
     for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(MARKER):
+        if line.startswith(CHILD_RESULT_MARKER):
             try:
-                return json.loads(line[len(MARKER):])
+                return json.loads(line[len(CHILD_RESULT_MARKER):])
             except ValueError:
                 break
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
@@ -81,8 +81,8 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
     return out
 
 
-def _status(status: str, backend: str, evidence: str) -> dict:
-    return {"status": status, "backend": backend, "evidence": evidence}
+def _status(status: str, backend: str, evidence: str) -> Confirmation:
+    return Confirmation(status, backend, evidence)
 
 
 def attribute(static: list[Finding], result: dict, filename: str) -> list[Finding]:

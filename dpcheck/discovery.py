@@ -8,6 +8,8 @@ unless ``force_exclude`` is set (pre-commit passes files explicitly).
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import fnmatch
 import os
 import re
@@ -102,12 +104,9 @@ class GitIgnore:
         except OSError:
             return None
 
-    @property
+    @cached_property
     def resolved_base(self) -> Path:
-        cached = self.__dict__.get("_resolved")
-        if cached is None:
-            cached = self.__dict__["_resolved"] = self.base.resolve()
-        return cached
+        return self.base.resolve()
 
     def verdict(self, rel: str, is_dir: bool) -> bool | None:
         """True ignored, False re-included, None no rule matched."""

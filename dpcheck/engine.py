@@ -15,9 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analyze import INTERNAL_ERROR, FileResult, Finding, analyze_path, analyze_source
-from dpcheck.index import ClassIndex
-from dpcheck.names import module_name_for
+from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
+from dpcheck.analysis.index import ClassIndex
+from dpcheck.analysis.names import module_name_for
+from dpcheck.constants import INTERNAL_ERROR
+from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
 from dpcheck.rule import Rule
 

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analyze import Finding, read_source
+from dpcheck.analysis.file import read_source
+from dpcheck.findings import Finding
 
 
 def applicable(finding: Finding, unsafe: bool) -> bool:

@@ -6,6 +6,7 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
+from dpcheck.findings import RuleInfo
 from dpcheck.rule import Rule
 
 
@@ -33,6 +34,11 @@ def rules_by_code() -> dict[str, type[Rule]]:
     return {r.code: r for r in all_rules()}
 
 
+def rule_infos() -> dict[str, "RuleInfo"]:
+    """Every rule's metadata by code, as reporters receive it."""
+    return {r.code: r.info() for r in all_rules()}
+
+
 class SelectionError(ValueError):
     pass
 
@@ -58,7 +64,7 @@ def select_rules(select: list[str] | None, extend_select: list[str], ignore: lis
     """
     chosen = []
     for rule in all_rules():
-        if rule.kind != "static" and not include_dynamic:
+        if rule.kind == "dynamic" and not include_dynamic:
             continue
         best_on = -1
         if select is None:

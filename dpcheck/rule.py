@@ -8,45 +8,20 @@ must be flagged by the rule and ``good_example`` must not (the tests check both)
 from __future__ import annotations
 
 import ast
-import enum
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
+from dpcheck.findings import Fix, RuleInfo, Severity, Subject
+
 if TYPE_CHECKING:
-    from dpcheck.model import FileContext, ModelClass
+    from dpcheck.analysis.context import FileContext
+    from dpcheck.analysis.model_class import ModelClass
 
 REPO_URL = "https://github.com/dpcheck/dpcheck"
 # Each rule's documentation is its module's docstring; the link points at that file.
 DOCS_URL = REPO_URL + "/blob/main/rules/{module}.py"
-ENGINE_DOCS_URL = REPO_URL + "/blob/main/README.md#engine-codes"
-
-
-class Severity(str, enum.Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def sarif_level(self) -> str:
-        return {"error": "error", "warning": "warning", "info": "note"}[self.value]
-
-
-@dataclass(frozen=True)
-class Edit:
-    content: str
-    row: int
-    col: int  # 0-based characters
-    end_row: int
-    end_col: int
-
-
-@dataclass(frozen=True)
-class Fix:
-    message: str
-    edits: tuple[Edit, ...]
-    applicability: str = "unsafe"  # ruff's words: "safe" | "unsafe" | "display-only"
 
 
 @dataclass
@@ -60,6 +35,8 @@ class Violation:
     # Each entry is a set of dotted class names of which at least one must turn out to be
     # an nn.Module in the project-wide index for the finding to stand (see dpcheck.index).
     requires: tuple[frozenset[str], ...] = field(default_factory=tuple)
+    # What the finding is about, as data (the harness matches observations against it).
+    subject: Subject = field(default_factory=Subject)
 
 
 class Rule:
@@ -95,6 +72,12 @@ class Rule:
     @classmethod
     def url(cls) -> str:
         return DOCS_URL.format(module=cls.__module__.rsplit(".", 1)[-1])
+
+    @classmethod
+    def info(cls) -> RuleInfo:
+        """The metadata reporters show for this rule's findings."""
+        return RuleInfo(cls.code, cls.name, cls.severity.value, cls.summary, cls.fix_hint, cls.url(),
+                        cls.explanation(), cls.markdown())
 
     @classmethod
     def markdown(cls) -> str:

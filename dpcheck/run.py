@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
-from dpcheck.analyze import INTERNAL_ERROR, Finding
 from dpcheck.config import ConfigError, Settings, find_config, load_settings
+from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
+from dpcheck.findings import Finding, Report
 from dpcheck.registry import SelectionError, check_selector, select_rules
-
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 @dataclass
@@ -87,9 +86,6 @@ def resolve_settings(options: CheckOptions) -> Settings:
 
 
 def run_check(options: CheckOptions) -> int:
-    from dpcheck import engine, report
-    from dpcheck.discovery import discover
-
     try:
         settings = resolve_settings(options)
     except ConfigError as exc:
@@ -97,71 +93,33 @@ def run_check(options: CheckOptions) -> int:
     rules = select_rules(settings.select, settings.extend_select, settings.ignore)
     codes = [r.code for r in rules]
     paths = options.paths or [Path(".")]
-
-    cache = None
     reading_stdin = any(str(p) == "-" for p in paths)
-    if reading_stdin:
-        if len(paths) > 1:
-            return _error("`-` (stdin) cannot be combined with other paths")
-        display = options.stdin_filename or "-"
-        if settings.force_exclude and options.stdin_filename and _excluded(Path(display), settings):
-            results = []
-        else:
-            text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
-            results = [engine.check_stdin(text, display, codes)]
-        files = []
-    else:
-        missing = [p for p in paths if not p.exists()]
-        for p in missing:
-            click.echo(f"error: {p}: No such file or directory", err=True)
-        if missing:
-            return EXIT_ERROR
-        files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
-                              settings.respect_gitignore))
-        if not options.no_cache and not options.fix:
-            from dpcheck.cache import Cache
-            cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
-        results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
+    if reading_stdin and len(paths) > 1:
+        return _error("`-` (stdin) cannot be combined with other paths")
+    missing = [p for p in paths if str(p) != "-" and not p.exists()]
+    for p in missing:
+        click.echo(f"error: {p}: No such file or directory", err=True)
+    if missing:
+        return EXIT_ERROR
+    if options.confirm and not _torch_available():
+        return _error("--confirm imports your models and needs torch: pip install 'dpcheck[confirm]'")
 
+    results, files, cache = _analyze(options, settings, codes, paths, reading_stdin)
+    from dpcheck import engine
     run = engine.settle(results, lambda name: settings.ignored_for(Path(name)), cache)
     if cache is not None:
         cache.save()
-    findings = run.findings
+    findings = [f for f in run.findings if f.code in codes]
 
     if options.fix and not reading_stdin:
         findings = _apply_fixes(findings, options.unsafe_fixes)
-
     if options.confirm:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            return _error("--confirm imports your models and needs torch: pip install 'dpcheck[confirm]'")
-        from dpcheck.confirm import confirm_findings
-        dynamic = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore,
-                                                include_dynamic=True) if r.kind == "dynamic"}
-        findings = [f for f in confirm_findings(findings + run.suppressed, files, settings, options)
-                    if not f.suppressed and (not f.code.startswith("DP8") or f.code in dynamic)]
+        findings = _confirm(findings + run.suppressed, files, settings, options)
 
-    out = sys.stdout
-    fmt = settings.output_format
-    if options.statistics:
-        report.write_statistics(findings, out, as_json=fmt in ("json", "json-lines"))
-    elif fmt == "json":
-        report.write_json(findings, out)
-    elif fmt == "json-lines":
-        report.write_json_lines(findings, out)
-    elif fmt == "sarif":
-        report.write_sarif(findings, out, _repo_root(settings.root), codes)
-    elif fmt == "github":
-        report.write_github(findings, out)
-    elif fmt == "concise":
-        report.write_concise(findings, out)
-        if not options.quiet:
-            report.write_summary(findings, out, _fixable(findings))
-    else:
-        report.write_full(findings, out)
-        if not options.quiet:
-            report.write_summary(findings, out, _fixable(findings))
+    from dpcheck import report as reporting
+    from dpcheck.registry import rule_infos
+    document = Report(findings, rule_infos(), _repo_root(settings.root), codes)
+    reporting.write(document, settings.output_format, sys.stdout, options.statistics, options.quiet)
 
     if run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
         return EXIT_ERROR
@@ -170,14 +128,50 @@ def run_check(options: CheckOptions) -> int:
     return EXIT_CLEAN
 
 
+def _torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def _analyze(options: CheckOptions, settings: Settings, codes: list[str], paths: list[Path],
+             reading_stdin: bool):
+    """(file results, the files checked, the cache or None): from stdin or from disk."""
+    from dpcheck import engine
+
+    if reading_stdin:
+        display = options.stdin_filename or "-"
+        if settings.force_exclude and options.stdin_filename and _excluded(Path(display), settings):
+            return [], [], None
+        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
+        return [engine.check_stdin(text, display, codes)], [], None
+    from dpcheck.discovery import discover
+
+    files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
+                          settings.respect_gitignore))
+    cache = None
+    if not options.no_cache and not options.fix:
+        from dpcheck.cache import Cache
+        cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
+    results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
+    return results, files, cache
+
+
+def _confirm(findings: list[Finding], files: list[Path], settings: Settings, options: CheckOptions) -> list[Finding]:
+    """Run the models; keep selected dynamic findings and drop the noqa-suppressed ones."""
+    from dpcheck.confirm import confirm_findings
+
+    dynamic = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore,
+                                            include_dynamic=True) if r.kind == "dynamic"}
+    static = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore)}
+    return [f for f in confirm_findings(findings, files, settings, options)
+            if not f.suppressed and (f.code in static or f.code in dynamic)]
+
+
 def _excluded(path: Path, settings: Settings) -> bool:
     from dpcheck.discovery import discover
 
     return not list(discover([path], settings.root, settings.all_excludes, True, settings.respect_gitignore))
-
-
-def _fixable(findings: list[Finding]) -> int:
-    return sum(1 for f in findings if f.fix is not None)
 
 
 def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import under_lazy_guard
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class AttributeAssignedInForward(Rule):

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 # Methods that exist only on containers (lists, deques): safe to flag even when we
 # could not see how the attribute was created.

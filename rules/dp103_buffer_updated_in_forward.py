@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import parameters_of, under_lazy_guard
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import parameters_of, under_lazy_guard
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _IN_PLACE = lambda name: name.endswith("_") and not name.startswith("_") and name not in ("requires_grad_",)
 
@@ -104,7 +105,7 @@ def _root_call_receiver(node):
 
 def _input_names(fn) -> set[str]:
     """Forward's inputs and the locals computed from them."""
-    from dpcheck.model import batch_derived
+    from dpcheck.analysis.dataflow import batch_derived
     return set(batch_derived(fn)) | set(parameters_of(fn))
 
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault", "__setitem__"})
 
@@ -65,7 +66,7 @@ class HookWritesSharedState(Rule):
 
     def check_file(self, ctx):
         """Hooks registered outside nn.Module classes (feature extraction in scripts and helpers)."""
-        from dpcheck.model import FunctionInfo
+        from dpcheck.analysis.tree import FunctionInfo
 
         if "hook" not in ctx.source.text:
             return

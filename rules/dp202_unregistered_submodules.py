@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import is_torch_nn_class
-from dpcheck.outputs import parameter_free
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.outputs import parameter_free
+from dpcheck.analysis.torch_api import is_torch_nn_class
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class UnregisteredSubmodules(Rule):

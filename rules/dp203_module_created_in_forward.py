@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import under_lazy_guard
-from dpcheck.outputs import parameter_free
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.analysis.outputs import parameter_free
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class ModuleCreatedInForward(Rule):

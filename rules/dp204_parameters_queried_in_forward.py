@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _QUERIES = frozenset({"parameters", "named_parameters"})
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.devices import is_int_constant, pinned_device, placement_arguments
-from dpcheck.rule import Edit, Fix, Rule, Severity
+from dpcheck.analysis.devices import is_int_constant, pinned_device, placement_arguments
+from dpcheck.findings import Edit, Fix, Severity
+from dpcheck.rule import Rule
 
 
 class HardCodedDeviceIndex(Rule):

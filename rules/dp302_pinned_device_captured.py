@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.devices import parameter_device, pinned_device, placement_arguments
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.devices import (
+    parameter_device,
+    pinned_device,
+    placement_arguments,
+)
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class PinnedDeviceCaptured(Rule):

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 FACTORIES = frozenset({"tensor", "as_tensor", "zeros", "ones", "empty", "full", "rand", "randn",
                        "randint", "randperm", "arange", "linspace", "logspace", "eye", "tril_indices",
@@ -57,7 +58,7 @@ class TensorCreatedWithoutDevice(Rule):
     """
 
     def check_class(self, model):
-        from dpcheck.outputs import gathered_class, returned_leaves
+        from dpcheck.analysis.outputs import gathered_class, returned_leaves
 
         resolve = model.ctx.resolve
         returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model) else set()
@@ -152,7 +153,7 @@ def _climb(node, fn):
 
 def _model_tensor(node, fn, model, depth=0) -> bool:
     """An input of forward, the output of one of the model's layers, or a parameter/buffer."""
-    from dpcheck.model import parameters_of
+    from dpcheck.analysis.dataflow import parameters_of
 
     if depth > 8:
         return False

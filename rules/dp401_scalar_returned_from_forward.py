@@ -22,8 +22,9 @@ gathered vector in the training loop (`loss = loss.mean()`).
 
 from __future__ import annotations
 
-from dpcheck.outputs import gathered_class, returned_leaves, scalar_reason
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.outputs import gathered_class, returned_leaves, scalar_reason
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class ScalarReturnedFromForward(Rule):

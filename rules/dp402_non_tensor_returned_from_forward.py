@@ -17,8 +17,9 @@ numbers after the forward pass.
 
 from __future__ import annotations
 
-from dpcheck.outputs import gathered_class, non_tensor_reason, returned_leaves
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.outputs import gathered_class, non_tensor_reason, returned_leaves
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class NonTensorReturnedFromForward(Rule):

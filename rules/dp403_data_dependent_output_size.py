@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.outputs import gathered_class, returned_leaves
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _OPS = frozenset({"unique", "unique_consecutive", "nonzero", "masked_select", "argwhere"})
 _PASS_THROUGH = frozenset({"float", "long", "int", "view", "reshape", "flatten", "squeeze", "unsqueeze",

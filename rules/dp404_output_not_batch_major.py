@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import is_true, keyword, parameters_of, rnn_kind
-from dpcheck.outputs import gathered_class, returned_leaves
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind
+from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _RNNS = ("LSTM", "GRU", "RNN")
 

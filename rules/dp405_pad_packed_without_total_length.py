@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import keyword
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import keyword
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _FUNCTION = ("torch.nn.utils.rnn.pad_packed_sequence",)
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.outputs import gathered_class, returned_leaves
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _OFF_GPU = ("cpu", "numpy")
 

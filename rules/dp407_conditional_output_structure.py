@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 # Calls whose result depends on tensor values or on the chunk's size.
 _DATA_CALLS = frozenset({"any", "all", "item", "sum", "numel", "nonzero", "max", "min", "size", "count_nonzero"})

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import is_true, keyword, parameters_of
-from dpcheck.outputs import gathered_class
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import is_true, keyword, parameters_of
+from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 _SEQ_FIRST = frozenset({"LSTM", "GRU", "RNN", "Transformer", "TransformerEncoder", "TransformerDecoder",
                         "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention"})
@@ -151,8 +152,7 @@ def _is_namespace(node) -> bool:
 
 def _dim1_wrapping(ctx) -> bool:
     for node in ctx.dataparallel_calls:
-        if True:
-            dim = keyword(node, "dim")
-            if isinstance(dim, ast.Constant) and dim.value == 1:
-                return True
+        dim = keyword(node, "dim")
+        if isinstance(dim, ast.Constant) and dim.value == 1:
+            return True
     return False

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import parameters_of
-from dpcheck.outputs import gathered_class
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import parameters_of
+from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class PackedSequenceArgument(Rule):

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import is_batch_tensor, keyword
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import is_batch_tensor, keyword
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 # Statistics over the batch. Running sums and arg-reductions over dim 0 are mostly index
 # bookkeeping (cu_seqlens, level offsets, routing), not batch statistics: not included.

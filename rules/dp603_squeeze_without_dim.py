@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.model import is_batch_tensor
-from dpcheck.rule import Rule, Severity
+from dpcheck.analysis.dataflow import is_batch_tensor
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class SqueezeWithoutDim(Rule):

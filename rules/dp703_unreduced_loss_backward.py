@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.rule import Rule, Severity
-from dpcheck.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class UnreducedLossBackward(Rule):

@@ -15,8 +15,9 @@ Wrap once; check `isinstance(model, nn.DataParallel)` before wrapping in helpers
 
 from __future__ import annotations
 
-from dpcheck.rule import Rule, Severity
-from dpcheck.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class NestedDataParallel(Rule):

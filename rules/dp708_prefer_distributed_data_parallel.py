@@ -16,8 +16,9 @@ https://pytorch.org/tutorials/intermediate/ddp_tutorial.html.
 
 from __future__ import annotations
 
-from dpcheck.rule import Rule, Severity
-from dpcheck.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class PreferDistributedDataParallel(Rule):

@@ -17,7 +17,8 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
-from dpcheck.rule import Rule, Severity
+from dpcheck.findings import Severity
+from dpcheck.rule import Rule
 
 
 class NonTensorArgumentNotSplit(Rule):

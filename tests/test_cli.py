@@ -130,9 +130,8 @@ def test_fix_applies_unsafe_fixes_only_when_asked(project):
 
 
 def test_fix_never_writes_an_unparsable_file(tmp_path):
-    from dpcheck.analyze import Finding
+    from dpcheck.findings import Edit, Finding, Fix
     from dpcheck.fix import fix_file
-    from dpcheck.rule import Edit, Fix
 
     path = tmp_path / "m.py"
     path.write_text("x = torch.zeros(3).cuda(0)\n")

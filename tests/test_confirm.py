@@ -9,7 +9,6 @@ import re
 import textwrap
 
 import pytest
-
 from conftest import FIXTURES, ROOT, run_cli
 
 torch = pytest.importorskip("torch")

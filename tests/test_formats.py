@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-
 from conftest import HAZARD, ROOT, run_cli
 
 

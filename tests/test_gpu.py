@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from conftest import FIXTURES, ROOT, run_cli
 
 torch = pytest.importorskip("torch")

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from dpcheck.analyze import analyze_source
+from dpcheck.analysis.file import analyze_source
 from dpcheck.registry import all_rules
 
 PRELUDE = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"

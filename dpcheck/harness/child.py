@@ -20,13 +20,14 @@ import sys
 import traceback
 from pathlib import Path
 
-MARKER = "DPCHECK-RESULT "
+from dpcheck.constants import CHILD_RESULT_MARKER
+
 MAX_MODELS = 8
 
 
 def load_module(path: Path):
     """Import the file under its package name, so relative imports work."""
-    from dpcheck.names import module_name_for
+    from dpcheck.analysis.names import module_name_for
 
     dotted = module_name_for(path)
     root = Path(os.path.abspath(path)).parents[dotted.count(".")]
@@ -86,8 +87,13 @@ def main(argv=None) -> int:
     result: dict = {"file": args.file, "models": [], "error": None}
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            from dpcheck.harness.runner import (default_batch_sizes, install_tracer, make_backend,
-                                                run_model, trace_lines)
+            from dpcheck.harness.runner import (
+                default_batch_sizes,
+                install_tracer,
+                make_backend,
+                run_model,
+                trace_lines,
+            )
             backend = make_backend(args.backend, args.devices)
             result["backend"], result["devices"] = backend.name, backend.n
             tracer, executed = trace_lines(args.file)
@@ -109,7 +115,7 @@ def main(argv=None) -> int:
                       or f.filename == args.file]
             where = f" at line {frames[-1].lineno}" if frames else ""
             result["error"] = f"importing or running the model {kind}{where}"[:500]
-    out.write(MARKER + json.dumps(result, default=str) + "\n")
+    out.write(CHILD_RESULT_MARKER + json.dumps(result, default=str) + "\n")
     out.flush()
     return 0
 

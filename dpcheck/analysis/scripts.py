@@ -13,10 +13,9 @@ import ast
 from dataclasses import dataclass
 from functools import cached_property
 
-from dpcheck.model import FileContext
+from dpcheck.analysis.context import FileContext
+from dpcheck.constants import DATAPARALLEL_CLASSES
 
-DATAPARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
-                          "torch.nn.parallel.data_parallel.DataParallel"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 
 
@@ -40,7 +39,7 @@ class ScriptFacts:
         self.parents = ctx._index[1]
 
     def is_dp_call(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Call) and (self.ctx.resolve(node.func) or "") in DATAPARALLEL
+        return isinstance(node, ast.Call) and (self.ctx.resolve(node.func) or "") in DATAPARALLEL_CLASSES
 
     @property
     def dp_calls(self) -> list[ast.Call]:
@@ -51,10 +50,9 @@ class ScriptFacts:
         """Functions in this file that return a DataParallel wrapper."""
         found = set()
         for node in self.ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
-            if True:
-                for ret in ast.walk(node):
-                    if isinstance(ret, ast.Return) and ret.value is not None and self.dp_expression(ret.value, set()):
-                        found.add(node.name)
+            for ret in ast.walk(node):
+                if isinstance(ret, ast.Return) and ret.value is not None and self.dp_expression(ret.value, set()):
+                    found.add(node.name)
         return found
 
     def dp_expression(self, node: ast.AST, builders: set[str] | None = None) -> ast.Call | None:
@@ -154,10 +152,7 @@ def _target_text(node: ast.AST) -> str | None:
 
 
 def script_facts(ctx: FileContext) -> ScriptFacts:
-    cached = ctx.__dict__.get("_script_facts")
-    if cached is None:
-        cached = ctx.__dict__["_script_facts"] = ScriptFacts(ctx)
-    return cached
+    return ctx.fact(ScriptFacts)
 
 
 def mentions_dataparallel(ctx: FileContext) -> bool:

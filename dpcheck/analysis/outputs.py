@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from dpcheck.model import FileContext, FunctionInfo, ModelClass
+from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.tree import FunctionInfo
 
 _MAX_DEPTH = 6
 
@@ -56,18 +58,19 @@ def _owns_layers(model: ModelClass) -> bool:
 
 def child_classes(ctx: FileContext) -> frozenset[str]:
     """Classes of this file constructed inside another class of this file."""
-    cached = ctx.__dict__.get("_child_classes")
-    if cached is None:
-        found: set[str] = set()
-        for call in ctx.nodes(ast.Call):
-            if isinstance(call.func, ast.Name) and call.func.id in ctx.classes:
-                owner = ctx.parent(call)
-                while owner is not None and not isinstance(owner, ast.ClassDef):
-                    owner = ctx.parent(owner)
-                if owner is not None and owner.name != call.func.id:
-                    found.add(call.func.id)
-        cached = ctx.__dict__["_child_classes"] = frozenset(found)
-    return cached
+    return ctx.fact(_find_child_classes)
+
+
+def _find_child_classes(ctx: FileContext) -> frozenset[str]:
+    found: set[str] = set()
+    for call in ctx.nodes(ast.Call):
+        if isinstance(call.func, ast.Name) and call.func.id in ctx.classes:
+            owner = ctx.parent(call)
+            while owner is not None and not isinstance(owner, ast.ClassDef):
+                owner = ctx.parent(owner)
+            if owner is not None and owner.name != call.func.id:
+                found.add(call.func.id)
+    return frozenset(found)
 
 
 def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, ast.AST]]:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from dpcheck.analyze import FileResult, Finding
-from dpcheck.model import MODULE_BASES, is_torch_nn_class
+from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
+from dpcheck.findings import Finding
 
 
 class ClassIndex:

@@ -16,38 +16,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.model import FileContext, ModelClass, TreeIndex, collect_classes, module_status
-from dpcheck.names import ImportMap, module_name_for
-from dpcheck.rule import Edit, Fix, Rule, Severity, Violation
-from dpcheck.source import SourceFile, suppressed
+from dpcheck.analysis.classes import collect_classes, module_status
+from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.names import ImportMap, module_name_for
+from dpcheck.analysis.source import SourceFile, suppressed
+from dpcheck.analysis.tree import TreeIndex
+from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
+from dpcheck.findings import Edit, Finding, Fix, Severity
+from dpcheck.rule import Rule, Violation
 
 # A file that mentions none of these has no module code and no DataParallel script:
 # it is parsed (its classes may be bases elsewhere) but no rule runs on it.
 RELEVANT_TOKENS = ("torch", "nn.", "Module", "forward", "DataParallel")
 
-SYNTAX_ERROR = "DP001"
-INTERNAL_ERROR = "DP002"
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    message: str
-    severity: str
-    filename: str
-    row: int
-    col: int  # 1-based, like ruff's JSON
-    end_row: int
-    end_col: int
-    line_text: str  # the source line at `row`, for the `full` format
-    fix: Fix | None = None
-    noqa_row: int | None = None
-    # All must hold (each: any of these classes is an nn.Module) for the finding to stand.
-    requires: tuple[frozenset[str], ...] = ()
-    confirmation: dict | None = None
-    # Silenced by `# noqa`: never reported, but --confirm still uses it to explain what the
-    # run observed (so a known, suppressed hazard does not come back as a dynamic finding).
-    suppressed: bool = False
 
 
 @dataclass
@@ -65,6 +47,19 @@ class FileResult:
     # Names this module imports (for re-exports: `from .block import Block` in __init__).
     aliases: dict[str, str] = field(default_factory=dict)
     internal_error: bool = False
+
+    def to_dict(self) -> dict:
+        return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
+                "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
+                "findings": [f.to_dict() for f in self.findings]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FileResult":
+        """Raises on anything malformed (the cache treats that as a miss)."""
+        return cls(str(data["filename"]), str(data["module"]),
+                   [Finding.from_dict(f) for f in data["findings"]],
+                   [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]],
+                   {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]))
 
 
 def read_source(path: Path) -> str:
@@ -165,4 +160,4 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
                  source.char_column(e.end_row, e.end_col)) for e in fix.edits), fix.applicability)
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
-                   requires + tuple(v.requires))
+                   requires + tuple(v.requires), subject=v.subject)

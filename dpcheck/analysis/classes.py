@@ -1,0 +1,85 @@
+"""The classes of one file: their resolved bases, methods, and which are nn.Modules."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from dpcheck.analysis.names import ImportMap, dotted
+from dpcheck.analysis.torch_api import (
+    _NEVER_MODULE,
+    _NEVER_MODULE_ROOTS,
+    MODULE_BASES,
+    is_torch_nn_class,
+)
+
+
+@dataclass
+class ClassInfo:
+    node: ast.ClassDef
+    qualname: str
+    bases: tuple[str, ...]  # resolved dotted names
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    properties: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+
+def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
+                    class_nodes: list[ast.ClassDef] | None = None) -> dict[str, ClassInfo]:
+    classes: dict[str, ClassInfo] = {}
+    if class_nodes is None:
+        class_nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    for node in class_nodes:
+        bases = tuple(b for b in (imports.resolve(base.func if isinstance(base, ast.Call) else
+                                                  (base.value if isinstance(base, ast.Subscript) else base))
+                                  for base in node.bases) if b)
+        methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        properties: set[str] = set()
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods[stmt.name] = stmt
+                if any(dotted(d) in ("property", "functools.cached_property", "cached_property")
+                       for d in stmt.decorator_list):
+                    properties.add(stmt.name)
+        # Nested classes keep their simple name; a clash keeps the first (rare in model code).
+        classes.setdefault(node.name, ClassInfo(node, f"{module}.{node.name}", bases, methods,
+                                                frozenset(properties)))
+    return classes
+
+
+def module_status(classes: dict[str, ClassInfo], module: str) -> dict[str, tuple[bool, frozenset[str]]]:
+    """For each class: (is a module for sure, else the outside names that could make it one)."""
+    status: dict[str, tuple[bool, frozenset[str]]] = {}
+
+    def visit(name: str, trail: frozenset[str]) -> tuple[bool, frozenset[str]]:
+        if name in status:
+            return status[name]
+        if name in trail:
+            return False, frozenset()
+        unresolved: set[str] = set()
+        for base in classes[name].bases:
+            if base in MODULE_BASES or is_torch_nn_class(base):
+                status[name] = (True, frozenset())
+                return status[name]
+            local = base[len(module) + 1:] if base.startswith(module + ".") else None
+            if local is not None and local in classes:
+                sure, needs = visit(local, trail | {name})
+                if sure:
+                    status[name] = (True, frozenset())
+                    return status[name]
+                unresolved |= needs
+            elif not (base.startswith(_NEVER_MODULE_ROOTS) or base.rsplit(".", 1)[-1] in _NEVER_MODULE
+                      or base.startswith("torch.")):
+                unresolved.add(base)
+        status[name] = (False, frozenset(unresolved))
+        return status[name]
+
+    for name in classes:
+        visit(name, frozenset())
+    return status
+
+

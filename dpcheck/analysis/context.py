@@ -1,0 +1,84 @@
+"""One parsed file: source, tree, imports, classes, and the per-file facts rules share."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from dpcheck.analysis.classes import ClassInfo
+from dpcheck.analysis.names import ImportMap
+from dpcheck.analysis.source import SourceFile
+from dpcheck.analysis.torch_api import is_torch_nn_class
+from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed
+from dpcheck.constants import DATAPARALLEL_CLASSES
+
+
+@dataclass
+class FileContext(_Indexed):
+    """One parsed file: its tree, imports, source and module classes."""
+
+    source: SourceFile
+    tree: ast.Module
+    module: str
+    imports: ImportMap
+    classes: dict[str, ClassInfo] = field(default_factory=dict)  # by simple name, in-file
+    module_status: dict[str, tuple[bool, frozenset[str]]] = field(default_factory=dict)
+    tree_index: TreeIndex | None = None
+    _facts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def resolve(self, node: ast.AST) -> str | None:
+        return self.imports.resolve(node)
+
+    @cached_property
+    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+        """Nodes by type (in source order) and each node's parent, from the file's one walk."""
+        if self.tree_index is None:
+            self.tree_index = TreeIndex(self.tree)
+        return self.tree_index.by_type, self.tree_index.parents
+
+    @cached_property
+    def dataparallel_calls(self) -> list[ast.Call]:
+        """`nn.DataParallel(...)` constructions in this file."""
+        if "DataParallel" not in self.source.text:
+            return []
+        return [n for n in self.nodes(ast.Call) if (self.resolve(n.func) or "") in DATAPARALLEL_CLASSES]
+
+    @cached_property
+    def module_level_values(self) -> dict[str, list[ast.AST]]:
+        values: dict[str, list[ast.AST]] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.Assign):
+                for target in stmt.targets:
+                    _bind(target, stmt.value, values)
+            elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                _bind(stmt.target, stmt.value, values)
+        return values
+
+    @cached_property
+    def module_functions(self) -> list[FunctionInfo]:
+        self._index  # noqa: B018 - make sure the tree index exists
+        return [FunctionInfo(n, None, self.tree_index) for n in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
+
+    def class_is_module(self, name: str) -> tuple[bool, frozenset[str]]:
+        """(certainly a module, or else the unresolved names any one of which would make it one)."""
+        return self.module_status.get(name, (False, frozenset()))
+
+    def callee_module_status(self, call: ast.AST) -> tuple[bool, frozenset[str]]:
+        """Is ``call`` a construction of an nn.Module? (sure, or conditions on the index)."""
+        if not isinstance(call, ast.Call):
+            return False, frozenset()
+        name = self.resolve(call.func)
+        if is_torch_nn_class(name):
+            return True, frozenset()
+        if name and name.startswith(self.module + "."):
+            local = name[len(self.module) + 1:]
+            if local in self.classes:
+                return self.class_is_module(local)
+            return False, frozenset()
+        if name and name.rsplit(".", 1)[-1][:1].isupper() and not name.startswith(
+                ("torch.", "builtins.", "collections.", "typing.")):
+            return False, frozenset({name})
+        return False, frozenset()
+
+

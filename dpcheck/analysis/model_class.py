@@ -1,0 +1,319 @@
+"""Shared facts about a file and its nn.Module classes, computed once per file.
+
+Every rule reads these instead of walking the tree itself:
+
+* which classes are modules (directly, through in-file bases, or conditionally on a
+  base defined elsewhere in the scanned tree, see ``dpcheck.index``);
+* what each attribute on ``self`` is: Parameter, buffer, submodule, plain tensor,
+  container (and whether it holds modules), device;
+* which methods run during ``forward``: forward, the methods of ``self`` it uses,
+  transitively (calls, ``super()`` calls, properties, callbacks), and hooks the class
+  registers on itself or on its children.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterator
+
+from dpcheck.analysis.classes import ClassInfo
+from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.torch_api import (
+    _TENSOR_METHODS,
+    CONTAINER_CTORS,
+    PARAMETER_CTORS,
+    TENSOR_FACTORIES,
+    FunctionNode,
+)
+from dpcheck.analysis.tree import FunctionInfo
+
+
+@dataclass
+class AttrFacts:
+    """Everything the class does to ``self.<name>`` outside forward-reachable code."""
+
+    kinds: set[str] = field(default_factory=set)  # parameter/buffer/module/tensor/...
+    assignments: list[tuple[ast.AST, ast.AST, FunctionInfo]] = field(default_factory=list)
+    element_kinds: set[str] = field(default_factory=set)  # for containers: what they hold
+    requires: set[str] = field(default_factory=set)  # unresolved classes of module elements
+
+    @property
+    def registered(self) -> bool:
+        return bool(self.kinds & {"parameter", "buffer", "module"})
+
+
+
+class ModelClass:
+    """An nn.Module subclass seen with its in-file bases: attributes and forward-reachable code."""
+
+    def __init__(self, ctx: FileContext, info: ClassInfo, requires: frozenset[str]):
+        self.ctx = ctx
+        self.info = info
+        # Non-empty when module-ness depends on a base defined in another file.
+        self.requires = requires
+        self.mro = self._linearize(info)
+        self._functions: dict[int, FunctionInfo] = {}
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def _linearize(self, info: ClassInfo) -> list[ClassInfo]:
+        order: list[ClassInfo] = []
+        stack = [info]
+        while stack:
+            cur = stack.pop(0)
+            if cur in order:
+                continue
+            order.append(cur)
+            for base in cur.bases:
+                local = base[len(self.ctx.module) + 1:] if base.startswith(self.ctx.module + ".") else None
+                if local and local in self.ctx.classes:
+                    stack.append(self.ctx.classes[local])
+        return order
+
+    def function(self, node: FunctionNode, owner: ClassInfo | None) -> FunctionInfo:
+        info = self._functions.get(id(node))
+        if info is None:
+            info = self._functions[id(node)] = FunctionInfo(node, owner, self.ctx.tree_index)
+        return info
+
+    def find_method(self, name: str, after: ClassInfo | None = None) -> FunctionInfo | None:
+        mro = self.mro
+        if after is not None and after in mro:
+            mro = mro[mro.index(after) + 1:]
+        for cls in mro:
+            if name in cls.methods:
+                return self.function(cls.methods[name], cls)
+        return None
+
+    def has_property(self, name: str) -> bool:
+        return any(name in cls.properties for cls in self.mro)
+
+    @cached_property
+    def all_methods(self) -> list[FunctionInfo]:
+        seen: dict[str, FunctionInfo] = {}
+        for cls in self.mro:
+            for name, node in cls.methods.items():
+                seen.setdefault(name, self.function(node, cls))
+        return list(seen.values())
+
+    @cached_property
+    def forward(self) -> FunctionInfo | None:
+        return self.find_method("forward")
+
+    @cached_property
+    def reachable(self) -> list[FunctionInfo]:
+        """forward, what it reaches on self, and the hooks the class registers."""
+        roots: list[FunctionInfo] = []
+        if self.forward is not None:
+            roots.append(self.forward)
+        roots.extend(self.hooks)
+        seen: dict[int, FunctionInfo] = {}
+        work = list(roots)
+        while work:
+            fn = work.pop(0)
+            if id(fn.node) in seen:
+                continue
+            seen[id(fn.node)] = fn
+            for node in fn.nodes(ast.Attribute):
+                attr = fn.self_attr(node)
+                if attr is not None:
+                    target = self.find_method(attr)
+                    if target is not None and target.node is not fn.node:
+                        work.append(target)
+            for call in fn.nodes(ast.Call):
+                # super().name(...) resolves past the defining class in the MRO.
+                func = call.func
+                if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+                        and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"):
+                    target = self.find_method(func.attr, after=fn.owner)
+                    if target is not None:
+                        work.append(target)
+        return list(seen.values())
+
+    @cached_property
+    def in_forward(self) -> list[FunctionInfo]:
+        """Reachable code minus the hooks (DP104 owns what hooks write)."""
+        hooks = {id(h.node) for h in self.hooks}
+        return [fn for fn in self.reachable if id(fn.node) not in hooks]
+
+    def is_reachable(self, fn: FunctionInfo) -> bool:
+        return any(r.node is fn.node for r in self.reachable)
+
+    @cached_property
+    def hooks(self) -> list[FunctionInfo]:
+        """Hook functions the class registers on itself or its children (any method)."""
+        found: list[FunctionInfo] = []
+        for fn in self.all_methods:
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and func.attr.startswith("register_")
+                        and func.attr.endswith("hook") and call.args):
+                    continue
+                receiver = func.value
+                if not (fn.is_self(receiver) or _rooted_at_self(receiver, fn)):
+                    continue
+                target = call.args[0]
+                attr = fn.self_attr(target)
+                if attr is not None:
+                    method = self.find_method(attr)
+                    if method is not None:
+                        found.append(method)
+                elif isinstance(target, ast.Lambda):
+                    found.append(self.function(target, fn.owner))
+                elif isinstance(target, ast.Name):
+                    for nested in fn.nodes(ast.FunctionDef):
+                        if nested.name == target.id:
+                            found.append(self.function(nested, fn.owner))
+                elif isinstance(target, ast.Call) and isinstance(target.func, ast.Name):
+                    # A hook factory of this file: `register_forward_hook(grab("proj"))`.
+                    for factory in self.ctx.tree.body:
+                        if isinstance(factory, ast.FunctionDef) and factory.name == target.func.id:
+                            found.extend(self.function(inner, None) for inner in ast.walk(factory)
+                                         if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and inner is not factory)
+        return found
+
+    @cached_property
+    def attrs(self) -> dict[str, AttrFacts]:
+        """Facts about ``self.<name>`` gathered from code that does not run in forward."""
+        facts: dict[str, AttrFacts] = {}
+        reachable = {id(f.node) for f in self.reachable}
+        for fn in self.all_methods:
+            if id(fn.node) in reachable:
+                continue
+            for node in fn.nodes(ast.Assign, ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if node.value is None:
+                    continue
+                for target in targets:
+                    for name, value in _self_bindings(target, node.value, fn):
+                        fact = facts.setdefault(name, AttrFacts())
+                        kind, elements, requires = self.classify(value, fn)
+                        fact.kinds.add(kind)
+                        fact.element_kinds |= elements
+                        fact.requires |= requires
+                        fact.assignments.append((target, value, fn))
+            for call in fn.nodes(ast.Call):
+                self._record_call(call, fn, facts)
+        return facts
+
+    def _record_call(self, call: ast.Call, fn: FunctionInfo, facts: dict[str, AttrFacts]) -> None:
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            if isinstance(func, ast.Name) and func.id == "setattr" and len(call.args) == 3 \
+                    and fn.is_self(call.args[0]) and isinstance(call.args[1], ast.Constant) \
+                    and isinstance(call.args[1].value, str):
+                fact = facts.setdefault(call.args[1].value, AttrFacts())
+                kind, elements, requires = self.classify(call.args[2], fn)
+                fact.kinds.add(kind)
+                fact.element_kinds |= elements
+                fact.requires |= requires
+            return
+        registered = {"register_buffer": "buffer", "register_parameter": "parameter",
+                      "add_module": "module", "register_module": "module"}.get(func.attr)
+        if registered and fn.is_self(func.value) and call.args \
+                and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+            facts.setdefault(call.args[0].value, AttrFacts()).kinds.add(registered)
+            return
+        # self.layers.append(nn.Linear(...)) in __init__ fills a plain list with modules.
+        attr = fn.self_attr(func.value)
+        if attr is not None and func.attr in {"append", "extend", "insert", "add", "update",
+                                              "setdefault", "appendleft"} and call.args:
+            value = call.args[-1]
+            fact = facts.setdefault(attr, AttrFacts())
+            values = value.elts if func.attr == "extend" and isinstance(
+                value, (ast.List, ast.Tuple)) else [value]
+            for v in values:
+                kind, elements, requires = self.classify(v, fn)
+                if func.attr == "extend":
+                    fact.element_kinds |= elements
+                else:
+                    fact.element_kinds.add(kind)
+                fact.requires |= requires
+
+    def classify(self, value: ast.AST, fn: FunctionInfo | None = None) -> tuple[str, set[str], set[str]]:
+        """(kind, kinds of its elements if a container, unresolved module classes it needs)."""
+        ctx = self.ctx
+        if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+            elements, requires = set(), set()
+            for elt in value.elts:
+                kind, _, req = self.classify(elt, fn)
+                elements.add(kind)
+                requires |= req
+            return "container", elements, requires
+        if isinstance(value, ast.Dict):
+            elements, requires = set(), set()
+            for elt in value.values:
+                kind, _, req = self.classify(elt, fn)
+                elements.add(kind)
+                requires |= req
+            return "container", elements, requires
+        if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            kind, _, req = self.classify(value.elt, fn)
+            return "container", {kind}, req
+        if isinstance(value, ast.DictComp):
+            kind, _, req = self.classify(value.value, fn)
+            return "container", {kind}, req
+        if isinstance(value, ast.Constant):
+            if isinstance(value.value, str) and value.value.startswith(("cuda", "cpu")):
+                return "device", set(), set()
+            return "constant", set(), set()
+        if isinstance(value, ast.Attribute) and value.attr == "device":
+            return "device", set(), set()
+        if not isinstance(value, ast.Call):
+            return "other", set(), set()
+        name = ctx.resolve(value.func)
+        if name in PARAMETER_CTORS:
+            return "parameter", set(), set()
+        if name in ("torch.nn.Buffer", "torch.nn.parameter.Buffer"):
+            return "buffer", set(), set()
+        if name == "torch.device":
+            return "device", set(), set()
+        if name in CONTAINER_CTORS:
+            if value.args:
+                kind, elements, req = self.classify(value.args[0], fn)
+                return "container", elements, req
+            return "container", set(), set()
+        if name and name.startswith("torch.") and name.rsplit(".", 1)[-1] in TENSOR_FACTORIES \
+                and name.count(".") == 1:
+            if name.endswith((".tensor", ".as_tensor")) and value.args and _is_number(value.args[0]):
+                return "scalar_tensor", set(), set()
+            return "tensor", set(), set()
+        is_module, requires = ctx.callee_module_status(value)
+        if is_module:
+            return "module", set(), set()
+        if requires:
+            return "maybe_module", set(), set(requires)
+        if isinstance(value.func, ast.Attribute) and value.func.attr in _TENSOR_METHODS:
+            inner, elements, req = self.classify(value.func.value, fn)
+            if inner in ("tensor", "scalar_tensor", "module", "parameter"):
+                return ("tensor" if inner == "scalar_tensor" else inner), elements, req
+        return "other", set(), set()
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool))
+
+
+def _rooted_at_self(node: ast.AST, fn: FunctionInfo) -> bool:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return fn.is_self(node)
+
+
+def _self_bindings(target: ast.AST, value: ast.AST, fn: FunctionInfo) -> Iterator[tuple[str, ast.AST]]:
+    attr = fn.self_attr(target)
+    if attr is not None:
+        yield attr, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        elts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+        for i, elt in enumerate(target.elts):
+            sub = elts[i] if elts is not None and i < len(elts) else ast.Constant(None)
+            yield from _self_bindings(elt, sub, fn)
+
+

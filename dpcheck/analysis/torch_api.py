@@ -1,0 +1,52 @@
+"""What dpcheck knows about torch's own names: module bases, nn classes, tensor factories."""
+
+from __future__ import annotations
+
+import ast
+
+MODULE_BASES = frozenset({
+    "torch.nn.Module", "torch.nn.modules.module.Module", "torch.nn.modules.Module",
+    # Third-party bases that are nn.Modules even when their package is not scanned.
+    "transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel",
+    "pytorch_lightning.LightningModule", "lightning.pytorch.LightningModule",
+    "lightning.LightningModule", "timm.models.layers.Module",
+})
+# Base names that can never make a class a module: no need to wait for the index.
+_NEVER_MODULE_ROOTS = ("builtins.", "typing.", "enum.", "abc.", "collections.", "dataclasses.",
+                       "tensorflow.", "keras.", "flax.", "jax.", "numpy.", "tf.", "pydantic.",
+                       "unittest.", "argparse.", "json.", "threading.")
+_NEVER_MODULE = frozenset({"object", "Exception", "ValueError", "RuntimeError", "dict", "list",
+                           "tuple", "str", "int", "float", "set", "NamedTuple", "Protocol",
+                           "Generic", "ABC", "Enum", "TypedDict"})
+
+PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                             "torch.nn.UninitializedParameter", "torch.Parameter"})
+TENSOR_FACTORIES = frozenset({
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
+    "randint", "randperm", "arange", "range", "linspace", "logspace", "eye", "tril", "triu",
+    "stack", "cat", "load", "tril_indices", "triu_indices", "meshgrid", "Tensor", "FloatTensor",
+    "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor",
+    "polar", "complex", "bernoulli", "normal", "exp", "cos", "sin", "outer", "einsum",
+})
+_TENSOR_METHODS = frozenset({"cuda", "to", "float", "double", "half", "long", "int", "bool",
+                             "t", "T", "view", "reshape", "unsqueeze", "expand", "repeat",
+                             "contiguous", "detach", "clone", "bfloat16", "transpose", "permute",
+                             "flatten", "squeeze", "pin_memory", "type", "sqrt", "exp", "log"})
+CONTAINER_CTORS = frozenset({"list", "dict", "set", "collections.OrderedDict",
+                             "collections.defaultdict", "collections.deque",
+                             "collections.Counter", "typing.OrderedDict"})
+MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+                               "Sequential"})
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+
+
+def is_torch_nn_class(name: str | None) -> bool:
+    """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``… (a class, not a function)."""
+    if not name or not name.startswith("torch.nn."):
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return (last[:1].isupper() and not name.startswith("torch.nn.functional.")
+            and not name.startswith("torch.nn.init.") and name not in PARAMETER_CTORS
+            and not name.startswith("torch.nn.utils.") and last not in {"Buffer"})
+

@@ -1,0 +1,163 @@
+"""One walk per file: the node index, and per-function views of it that rules query."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+
+from dpcheck.analysis.names import self_attr
+from dpcheck.analysis.torch_api import FunctionNode
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.classes import ClassInfo
+
+T = TypeVar("T")
+
+_SINGLETONS = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+
+
+class TreeIndex:
+    """One preorder walk of a file: every node in order, each node's parent, and subtree spans.
+
+    A subtree is a contiguous slice of the preorder list, so a function's nodes are
+    found without walking it again.
+    """
+
+    def __init__(self, tree: ast.AST) -> None:
+        order: list[ast.AST] = []
+        parents: dict[int, ast.AST] = {}
+        stack: list[ast.AST] = [tree]
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            # Load/Store and operator nodes are shared singletons in CPython: leave them out.
+            children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
+            for child in children:
+                parents[id(child)] = node
+            stack.extend(reversed(children))
+        position = {id(node): i for i, node in enumerate(order)}
+        size = [1] * len(order)
+        for i in range(len(order) - 1, 0, -1):
+            size[position[id(parents[id(order[i])])]] += size[i]
+        self.order = order
+        self.parents = parents
+        self.position = position
+        self.size = size
+        by_type: dict[type, list[ast.AST]] = {}
+        for node in order:
+            by_type.setdefault(type(node), []).append(node)
+        self.by_type = by_type
+
+    def subtree(self, node: ast.AST) -> list[ast.AST]:
+        """``node`` and everything under it, in preorder."""
+        start = self.position[id(node)]
+        return self.order[start:start + self.size[start]]
+
+
+class _Indexed:
+    """`nodes(*types)` and `parent(node)` over an ``_index`` (nodes by type, parents) built once,
+    and `fact(compute)`: derived facts computed once per object, kept in its own ``_facts``."""
+
+    _facts: dict
+
+    def fact(self, compute: Callable[[Any], T]) -> T:
+        """``compute(self)``, computed once: the one memo for facts helpers derive from a
+        file or a function (keyed by the computing function)."""
+        facts = self._facts
+        if compute not in facts:
+            facts[compute] = compute(self)
+        return facts[compute]
+
+    def nodes(self, *types: type) -> Iterator[ast.AST]:
+        """All nodes of the given types, in source order per type."""
+        by_type = self._index[0]
+        for t in types:
+            yield from by_type.get(t, ())
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._index[1].get(id(node))
+
+
+@dataclass
+class FunctionInfo(_Indexed):
+    """One function body with indexes that rules query instead of re-walking it."""
+
+    node: FunctionNode
+    owner: "ClassInfo | None"
+    tree_index: "TreeIndex | None" = None
+    _facts: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.node, "name", "<lambda>")
+
+    @cached_property
+    def self_name(self) -> str:
+        args = self.node.args.posonlyargs + self.node.args.args
+        return args[0].arg if args else "self"
+
+    @cached_property
+    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+        # The body's statements (not the signature or decorators), from the file's one walk;
+        # a function met on its own gets a walk of its own.
+        index = self.tree_index
+        if index is None or id(self.node) not in index.position:
+            index = TreeIndex(self.node)
+        by_type: dict[type, list[ast.AST]] = {}
+        body = self.node.body if isinstance(self.node.body, list) else [self.node.body]
+        for stmt in body:
+            for node in index.subtree(stmt):
+                by_type.setdefault(type(node), []).append(node)
+        return by_type, index.parents
+
+    def is_self(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id == self.self_name
+
+    def self_attr(self, node: ast.AST) -> str | None:
+        return self_attr(node, self.self_name)
+
+    @cached_property
+    def local_values(self) -> dict[str, list[ast.AST]]:
+        """Local name -> every expression assigned to it in this body (augmented ones too)."""
+        values: dict[str, list[ast.AST]] = {}
+        for node in self.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    _bind(target, node.value, values)
+            elif node.value is not None:
+                if isinstance(node, ast.AugAssign):
+                    _bind(node.target, ast.BinOp(node.target, node.op, node.value), values)
+                else:
+                    _bind(node.target, node.value, values)
+        return values
+
+    def returns(self) -> Iterator[ast.AST]:
+        """Values this function itself returns (not those of nested functions)."""
+        for node in self.nodes(ast.Return):
+            if node.value is not None and self._enclosing_function(node) is self.node:
+                yield node.value
+        if isinstance(self.node, ast.Lambda):
+            yield self.node.body
+
+    def _enclosing_function(self, node: ast.AST) -> ast.AST | None:
+        cur = self.parent(node)
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                        ast.Lambda)):
+            cur = self.parent(cur)
+        return cur
+
+
+def _bind(target: ast.AST, value: ast.AST, values: dict[str, list[ast.AST]]) -> None:
+    if isinstance(target, ast.Name):
+        values.setdefault(target.id, []).append(value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        elts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+        for i, elt in enumerate(target.elts):
+            if elts is not None and i < len(elts) and not isinstance(elt, ast.Starred):
+                _bind(elt, elts[i], values)
+            elif isinstance(elt, ast.Name):
+                values.setdefault(elt.id, []).append(ast.Subscript(value, ast.Constant(i)))
+
+

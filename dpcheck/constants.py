@@ -1,0 +1,20 @@
+"""Constants shared by more than one part of dpcheck, each defined once."""
+
+from __future__ import annotations
+
+# Exit codes, as in ruff: clean, findings at or above the fail level, usage/config/internal error.
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+# The engine's own codes (every other code belongs to a rule module).
+SYNTAX_ERROR = "DP001"
+INTERNAL_ERROR = "DP002"
+
+OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
+BACKENDS = ("auto", "cuda", "emulated")
+
+# The --confirm child prints its result on one stdout line starting with this marker.
+CHILD_RESULT_MARKER = "DPCHECK-RESULT "
+
+# Every dotted name under which torch exposes the DataParallel class.
+DATAPARALLEL_CLASSES = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                                  "torch.nn.parallel.data_parallel.DataParallel"})

@@ -1,0 +1,259 @@
+"""The findings contract: what the analysis produces and everything downstream reads.
+
+One module holds every type that crosses a boundary (the cache, the reporters, the
+``--confirm`` child protocol and the Python API), each with exactly one serialiser
+(``to_dict``) and one deserialiser (``from_dict``). Reporters import only this module:
+they receive a :class:`Report`, which carries the findings and the metadata of the rules
+that produced them, so they never need the registry.
+
+Deserialisers raise ``ValueError``/``KeyError``/``TypeError`` on malformed input; callers
+that read data written elsewhere (the cache, a child process) treat that as "no result".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def sarif_level(self) -> str:
+        return {"error": "error", "warning": "warning", "info": "note"}[self.value]
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe: ``finding.severity.rank >= fail_level.rank`` fails a run."""
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+class Applicability(str, enum.Enum):
+    """Ruff's words for how safe a fix is to apply without review."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+def _location(row: int, column: int) -> dict:
+    return {"row": row, "column": column}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace ``row:col``..``end_row:end_col`` (1-based rows, 0-based character columns)."""
+
+    content: str
+    row: int
+    col: int
+    end_row: int
+    end_col: int
+
+    def to_dict(self) -> dict:
+        # Ruff's JSON: 1-based columns.
+        return {"content": self.content, "location": _location(self.row, self.col + 1),
+                "end_location": _location(self.end_row, self.end_col + 1)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Edit":
+        return cls(str(data["content"]), int(data["location"]["row"]), int(data["location"]["column"]) - 1,
+                   int(data["end_location"]["row"]), int(data["end_location"]["column"]) - 1)
+
+
+@dataclass(frozen=True)
+class Fix:
+    message: str
+    edits: tuple[Edit, ...]
+    applicability: str = Applicability.UNSAFE.value
+
+    def to_dict(self) -> dict:
+        return {"applicability": self.applicability, "message": self.message,
+                "edits": [e.to_dict() for e in self.edits]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping | None) -> "Fix | None":
+        if data is None:
+            return None
+        return cls(str(data["message"]), tuple(Edit.from_dict(e) for e in data["edits"]),
+                   Applicability(str(data["applicability"])).value)
+
+
+class ConfirmationStatus(str, enum.Enum):
+    CONFIRMED = "confirmed"
+    NOT_REPRODUCED = "not-reproduced"
+    NOT_RUN = "not-run"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What ``--confirm`` concluded about one finding, and the run that supports it."""
+
+    status: str
+    backend: str
+    evidence: str
+    batch: int | None = None  # the batch size the evidence was observed at
+    devices: int | None = None
+
+    def to_dict(self) -> dict:
+        data: dict[str, Any] = {"status": self.status, "backend": self.backend, "evidence": self.evidence}
+        if self.batch is not None:
+            data["batch"] = self.batch
+        if self.devices is not None:
+            data["devices"] = self.devices
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping | None) -> "Confirmation | None":
+        if data is None:
+            return None
+        batch, devices = data.get("batch"), data.get("devices")
+        return cls(ConfirmationStatus(str(data["status"])).value, str(data["backend"]), str(data["evidence"]),
+                   None if batch is None else int(batch), None if devices is None else int(devices))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a finding is about, as data: the harness matches observations against this,
+    never against message text. Every field is optional; a rule fills what it knows."""
+
+    attr: str | None = None  # `self.<attr>` the finding names
+    output_path: str | None = None  # e.g. "output['loss']"
+    argument: str | None = None  # a forward parameter name
+    device: str | None = None  # the device expression's source text
+    class_name: str | None = None  # the nn.Module class the finding is in
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping | None) -> "Subject":
+        data = data or {}
+        known = {k: (None if data.get(k) is None else str(data[k])) for k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    severity: str
+    filename: str
+    row: int
+    col: int  # 1-based characters, like ruff's JSON
+    end_row: int
+    end_col: int
+    line_text: str  # the source line at `row`, for the `full` format
+    fix: Fix | None = None
+    noqa_row: int | None = None
+    # All must hold (each: any of these classes is an nn.Module) for the finding to stand.
+    requires: tuple[frozenset[str], ...] = ()
+    confirmation: Confirmation | None = None
+    # Silenced by `# noqa`: never reported, but --confirm still uses it to explain what the
+    # run observed (so a known, suppressed hazard does not come back as a dynamic finding).
+    suppressed: bool = False
+    subject: Subject = field(default_factory=Subject)
+
+    def with_confirmation(self, confirmation: Confirmation) -> "Finding":
+        return replace(self, confirmation=confirmation)
+
+    def to_dict(self) -> dict:
+        """Every field (the cache and the child protocol); reporters shape their own output."""
+        return {
+            "code": self.code, "message": self.message, "severity": self.severity, "filename": self.filename,
+            "span": [self.row, self.col, self.end_row, self.end_col], "line_text": self.line_text,
+            "fix": None if self.fix is None else self.fix.to_dict(), "noqa_row": self.noqa_row,
+            "requires": [sorted(r) for r in self.requires],
+            "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
+            "suppressed": self.suppressed, "subject": self.subject.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Finding":
+        row, col, end_row, end_col = (int(v) for v in data["span"])
+        noqa = data["noqa_row"]
+        return cls(str(data["code"]), str(data["message"]), Severity(str(data["severity"])).value,
+                   str(data["filename"]), row, col, end_row, end_col, str(data["line_text"]),
+                   Fix.from_dict(data["fix"]), None if noqa is None else int(noqa),
+                   tuple(frozenset(str(n) for n in r) for r in data["requires"]),
+                   Confirmation.from_dict(data["confirmation"]), bool(data["suppressed"]),
+                   Subject.from_dict(data.get("subject")))
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One thing the harness saw differ between the single-device and DataParallel runs.
+
+    ``kind`` names the mechanism (see :class:`ObservationKind`); the other fields say
+    where and about what, as data, so that rules match observations to their findings
+    without reading the evidence text.
+    """
+
+    kind: str
+    evidence: str
+    line: int | None = None  # a line of the model file, when the observation has one
+    attr: str | None = None  # `<submodule path>.<attr>` for state observations: the attribute's name
+    output_path: str | None = None
+    argument: str | None = None
+    batch: int | None = None
+    model: str | None = None  # the example's label (a class name or dpcheck_example)
+    class_name: str | None = None  # the class whose code the observation is about, when known
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        data = {k: v for k, v in self.__dict__.items() if v is not None and k != "details"}
+        if self.details:
+            data["details"] = dict(self.details)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Observation":
+        def opt(key: str, kind=str):
+            value = data.get(key)
+            return None if value is None else kind(value)
+        return cls(str(data["kind"]), str(data["evidence"]), opt("line", int), opt("attr"), opt("output_path"),
+                   opt("argument"), opt("batch", int), opt("model"), opt("class_name"),
+                   dict(data.get("details") or {}))
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What a reporter needs to know about a code: its name, one-line summary, help, docs."""
+
+    code: str
+    name: str
+    severity: str
+    summary: str
+    help: str
+    url: str
+    explanation: str = ""
+    markdown: str = ""
+
+
+@dataclass
+class Report:
+    """Everything a writer renders: the findings, the metadata of every code they use, and
+    the settings that shape output (the SARIF root, which codes were selected)."""
+
+    findings: Sequence[Finding]
+    rules: Mapping[str, RuleInfo]
+    root: Path = Path(".")
+    selected: Sequence[str] = ()
+    fail_level: Severity = Severity.WARNING
+    # Files the run could not compare or check (path -> reason); reported, never "clean".
+    file_messages: Mapping[str, str] = field(default_factory=dict)
+
+    def rule(self, code: str) -> RuleInfo:
+        info = self.rules.get(code)
+        if info is None:
+            return RuleInfo(code, code.lower(), "error", code, "", "")
+        return info
+
+    @property
+    def fixable(self) -> int:
+        return sum(1 for f in self.findings if f.fix is not None)

@@ -1,0 +1,81 @@
+"""Formats for people and CI logs: full (with source and carets), concise, github, the summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TextIO
+
+from dpcheck.findings import Report
+
+
+def write_full(report: Report, out: TextIO) -> None:
+    for f in report.findings:
+        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code} [{f.severity}] {f.message}\n")
+        if not f.line_text:
+            continue
+        gutter = len(str(f.row))
+        pad = " " * gutter
+        line = f.line_text.expandtabs(4) if "\t" in f.line_text else f.line_text
+        start = max(f.col - 1, 0)
+        end = f.end_col - 1 if f.end_row == f.row else len(line)
+        width = max(1, end - start)
+        out.write(f"{pad} |\n{f.row} | {line}\n{pad} | {' ' * start}{'^' * width} {f.code}\n{pad} |\n")
+        hint = report.rule(f.code).help
+        if hint:
+            out.write(f"{pad} = help: {hint}\n")
+        if f.fix is not None:
+            out.write(f"{pad} = fix ({f.fix.applicability}): {f.fix.message}\n")
+        if f.confirmation is not None:
+            c = f.confirmation
+            out.write(f"{pad} = {c.status} ({c.backend}): {c.evidence}\n")
+        out.write("\n")
+
+
+def write_concise(report: Report, out: TextIO) -> None:
+    for f in report.findings:
+        status = f" [{f.confirmation.status}]" if f.confirmation is not None else ""
+        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code} [{f.severity}] {f.message}{status}\n")
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def write_github(report: Report, out: TextIO) -> None:
+    command = {"error": "error", "warning": "warning", "info": "notice"}
+    for f in report.findings:
+        props = (f"file={_escape_property(f.filename)},line={f.row},col={f.col},"
+                 f"endLine={f.end_row},endColumn={f.end_col},title={f.code}")
+        out.write(f"::{command.get(f.severity, 'error')} {props}::"
+                  f"{_escape_data(f'{f.code} {f.message}')}\n")
+
+
+def write_summary(report: Report, out: TextIO) -> None:
+    findings = report.findings
+    if not findings:
+        out.write("All checks passed!\n")
+        return
+    counts = Counter(f.severity for f in findings)
+    parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info")
+             if counts[s]]
+    out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({', '.join(parts)}).\n")
+    if report.fixable:
+        out.write(f"[*] {report.fixable} fixable with `--fix --unsafe-fixes`.\n")
+
+
+def write_statistics(report: Report, out: TextIO, as_json: bool = False) -> None:
+    import json
+
+    counts = Counter(f.code for f in report.findings)
+    rows = [(code, counts[code], report.rule(code).name) for code in sorted(counts, key=lambda c: (-counts[c], c))]
+    if as_json:
+        json.dump([{"code": c, "name": n, "count": k} for c, k, n in rows], out, indent=2)
+        out.write("\n")
+        return
+    width = max((len(str(k)) for _, k, _ in rows), default=1)
+    for code, count, name in rows:
+        out.write(f"{count:>{width}}\t{code}\t{name}\n")
