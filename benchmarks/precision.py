@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     unjudged: list[str] = []
     engine: Counter = Counter()
     per_corpus_rows = []
+    real_errors: Counter = Counter()
     reported: dict[str, set[tuple[str, int, str]]] = {}
     for name in wanted:
         root = roots().get(name)
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                 counts[(sev, code)][v["verdict"]] += 1
                 c[f"{sev}-judged"] += 1
                 c[f"{sev}-real"] += v["verdict"] == "real"
+                if sev == "error" and v["verdict"] == "real":
+                    real_errors[name] += 1
             elif sev == "error":
                 unjudged.append(f"{name}\t{f['file']}\t{f['line']}\t{code}\t{f['message']}")
         per_corpus_rows.append([name, str(files), str(c["error"]), str(c["error-judged"]),
@@ -168,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
                      pct(sum(found.values()), sum(listed.values()))])
         print("\n## Recall on listed misses (hazards dpcheck did not report when judged)\n")
         print(table(rows, ["code", "listed", "now found", "recall"], args.markdown))
-        judged_real = sum(c["real"] for (s, _), c in counts.items() if s == "error")
-        print(f"\nRecall estimate for errors on judged corpora: real errors found {judged_real} / "
-              f"({judged_real} + {sum(listed.values()) - sum(found.values())} still missed)")
+        with_misses = sorted({m["corpus"] for m in relevant})
+        judged_real = sum(real_errors[n] for n in with_misses)
+        missed = sum(listed.values()) - sum(found.values())
+        total = judged_real + missed
+        print(f"\nRecall estimate on {', '.join(with_misses)}: {judged_real} real errors reported, "
+              f"{missed} listed hazards still missed: {pct(judged_real, total)}")
     return 0
 
 
