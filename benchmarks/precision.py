@@ -1,0 +1,184 @@
+"""Precision (and recall) of dpcheck on real code: the project corpus and the library zoos.
+
+    python benchmarks/zoos.py                      # once: fetch the pinned zoos (see zoos.py)
+    python benchmarks/precision.py                 # every corpus that is available
+    python benchmarks/precision.py --corpus projects --markdown
+    python benchmarks/precision.py --list-unjudged
+
+The project corpus (benchmarks/corpus/projects, listed in benchmarks/corpus/manifest.tsv) is
+unmodified files from public repositories that use nn.DataParallel. The zoos are the wheels
+zoos.py unpacks under benchmarks/corpora/. dpcheck runs on each with its default rule selection
+and no configuration (--isolated, so this repository's own excludes do not apply), and every
+finding is joined with benchmarks/corpus/verdicts.tsv on (corpus, file, line, code).
+
+- Error precision: real / judged, over error-severity findings (borderline counts as not real).
+- Warning precision: the same over the judged sample of warnings.
+- Recall: benchmarks/corpus/misses.tsv lists real hazards dpcheck did not report when the
+  verdicts were written; a miss counts as found once a finding with its code (or any code,
+  for `NEW` entries) is reported on its line.
+Engine codes (DP001 parse errors, DP002 rule crashes) are counted apart, not judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS_DIR = HERE / "corpus"
+PROJECTS = CORPUS_DIR / "projects"
+VERDICTS = CORPUS_DIR / "verdicts.tsv"
+MISSES = CORPUS_DIR / "misses.tsv"
+
+sys.path.insert(0, str(HERE))
+from zoos import ZOOS, available  # noqa: E402
+
+
+def roots() -> dict[str, Path | None]:
+    out: dict[str, Path | None] = {"projects": PROJECTS}
+    for zoo in ZOOS:
+        out[zoo] = available(zoo)
+    return out
+
+
+def run_dpcheck(root: Path) -> list[dict]:
+    cmd = [sys.executable, "-m", "dpcheck", "check", "--isolated", "--output-format", "json",
+           "--exit-zero", "--no-cache", str(root)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode not in (0,):
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"dpcheck exited {proc.returncode} on {root}")
+    findings = json.loads(proc.stdout or "[]")
+    for f in findings:
+        f["file"] = Path(f["filename"]).resolve().relative_to(root.resolve()).as_posix()
+        f["line"] = f["location"]["row"]
+    return findings
+
+
+def read_tsv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return [row for row in csv.DictReader(fh, delimiter="\t") if row.get("corpus")]
+
+
+def pct(num: int, den: int) -> str:
+    return f"{100 * num / den:.0f}%" if den else "-"
+
+
+def table(rows: list[list[str]], header: list[str], markdown: bool) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", action="append", help="restrict to this corpus (projects, timm, ...); repeatable")
+    ap.add_argument("--markdown", action="store_true", help="print tables as markdown")
+    ap.add_argument("--list-unjudged", action="store_true", help="list error findings with no verdict")
+    args = ap.parse_args(argv)
+
+    verdicts = {(v["corpus"], v["file"], int(v["line"]), v["code"]): v for v in read_tsv(VERDICTS)}
+    misses = read_tsv(MISSES)
+    wanted = args.corpus or list(roots())
+
+    # per (severity, code): [real, false, borderline]
+    counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    unjudged: list[str] = []
+    engine: Counter = Counter()
+    per_corpus_rows = []
+    real_errors: Counter = Counter()
+    reported: dict[str, set[tuple[str, int, str]]] = {}
+    for name in wanted:
+        root = roots().get(name)
+        if root is None:
+            print(f"# {name}: not available (run benchmarks/zoos.py {name})", file=sys.stderr)
+            continue
+        findings = run_dpcheck(root)
+        reported[name] = {(f["file"], f["line"], f["code"]) for f in findings}
+        files = sum(1 for _ in root.rglob("*.py"))
+        c = Counter()
+        for f in findings:
+            sev, code = f["severity"], f["code"]
+            if code.startswith("DP0"):
+                engine[(name, code)] += 1
+                continue
+            v = verdicts.get((name, f["file"], f["line"], code))
+            c[sev] += 1
+            if v:
+                counts[(sev, code)][v["verdict"]] += 1
+                c[f"{sev}-judged"] += 1
+                c[f"{sev}-real"] += v["verdict"] == "real"
+                if sev == "error" and v["verdict"] == "real":
+                    real_errors[name] += 1
+            elif sev == "error":
+                unjudged.append(f"{name}\t{f['file']}\t{f['line']}\t{code}\t{f['message']}")
+        per_corpus_rows.append([name, str(files), str(c["error"]), str(c["error-judged"]),
+                                pct(c["error-real"], c["error-judged"]), str(c["warning"]),
+                                str(c["warning-judged"]), pct(c["warning-real"], c["warning-judged"]),
+                                str(c["info"])])
+
+    print("## Corpora\n")
+    print(table(per_corpus_rows, ["corpus", "files", "errors", "judged", "precision", "warnings",
+                                  "judged", "precision", "info"], args.markdown))
+    for sev in ("error", "warning"):
+        rows = []
+        tot = Counter()
+        for (s, code), c in sorted(counts.items()):
+            if s != sev:
+                continue
+            judged = c["real"] + c["false"] + c["borderline"]
+            tot.update(c)
+            rows.append([code, str(judged), str(c["real"]), str(c["borderline"]), str(c["false"]),
+                         pct(c["real"], judged)])
+        judged = tot["real"] + tot["false"] + tot["borderline"]
+        rows.append(["all", str(judged), str(tot["real"]), str(tot["borderline"]), str(tot["false"]),
+                     pct(tot["real"], judged)])
+        label = "Errors (all judged)" if sev == "error" else "Warnings (judged sample)"
+        print(f"\n## {label}: precision = real / judged, borderline counted as not real\n")
+        print(table(rows, ["code", "judged", "real", "borderline", "false", "precision"], args.markdown))
+
+    print(f"\nUnjudged error findings: {len(unjudged)}")
+    if args.list_unjudged:
+        for line in unjudged:
+            print("  " + line)
+    if engine:
+        print("Engine findings (not judged): " + ", ".join(f"{n} {c}: {k}" for (n, c), k in sorted(engine.items())))
+
+    relevant = [m for m in misses if m["corpus"] in reported]
+    if relevant:
+        found = Counter()
+        listed = Counter()
+        for m in relevant:
+            code = m["code"]
+            key = code if code != "NEW" else "NEW"
+            listed[key] += 1
+            hits = {c for (f, l, c) in reported[m["corpus"]] if f == m["file"] and l == int(m["line"])}
+            if (code == "NEW" and hits) or code in hits:
+                found[key] += 1
+        rows = [[k, str(listed[k]), str(found[k]), pct(found[k], listed[k])] for k in sorted(listed)]
+        rows.append(["all", str(sum(listed.values())), str(sum(found.values())),
+                     pct(sum(found.values()), sum(listed.values()))])
+        print("\n## Recall on listed misses (hazards dpcheck did not report when judged)\n")
+        print(table(rows, ["code", "listed", "now found", "recall"], args.markdown))
+        with_misses = sorted({m["corpus"] for m in relevant})
+        judged_real = sum(real_errors[n] for n in with_misses)
+        missed = sum(listed.values()) - sum(found.values())
+        total = judged_real + missed
+        print(f"\nRecall estimate on {', '.join(with_misses)}: {judged_real} real errors reported, "
+              f"{missed} listed hazards still missed: {pct(judged_real, total)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
