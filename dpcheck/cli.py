@@ -58,8 +58,13 @@ def main() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Cache folder (default .dpcheck_cache).")
-@click.option("--fix", is_flag=True, help="Apply fixes (all dpcheck fixes are unsafe: add --unsafe-fixes).")
-@click.option("--unsafe-fixes", is_flag=True, help="Allow fixes that may change behaviour.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes (add --unsafe-fixes for the others).")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply, and count as fixable, fixes that may change behaviour.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 if any).")
+@click.option("--fix-only", is_flag=True, help="Apply fixes and report nothing that remains.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied, per file.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if nothing remains.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 @click.option("--confirm", is_flag=True, help="Import each model and run it under a DataParallel harness.")
 @click.option("--backend", type=click.Choice(BACKENDS), default=None,
               help="Harness backend for --confirm (default auto: cuda with >=2 GPUs, else emulated).")
@@ -68,8 +73,8 @@ def main() -> None:
               help="Seconds per file for --confirm (default 60).")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude,
           respect_gitignore, output_format, config_path, isolated, stdin_filename, exit_zero,
-          statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, confirm, backend,
-          devices, timeout):
+          statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, diff, fix_only, show_fixes,
+          exit_non_zero_on_fix, add_noqa, confirm, backend, devices, timeout):
     """Check PATHS (default: the current folder) for DataParallel hazards."""
     from dpcheck.run import CheckOptions, run_check
 
@@ -79,7 +84,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         force_exclude=force_exclude, respect_gitignore=respect_gitignore, output_format=output_format,
         config_path=config_path, isolated=isolated, stdin_filename=stdin_filename, exit_zero=exit_zero,
         statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
-        fix=fix, unsafe_fixes=unsafe_fixes, confirm=confirm, backend=backend, devices=devices,
+        fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only, show_fixes=show_fixes,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, add_noqa=add_noqa, confirm=confirm, backend=backend, devices=devices,
         timeout=timeout)
     sys.exit(run_check(options))
 

@@ -13,7 +13,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex
@@ -34,6 +34,23 @@ class RunResult:
     files: int = 0
     internal_error: bool = False
     cache_hits: int = 0
+    index: ClassIndex | None = None
+    per_file_ignores: Callable[[str], list[str]] | None = None
+
+    def settle_file(self, filename: str, findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+        """(reported, noqa-suppressed) findings of one file: cross-file conditions settled
+        against the run's class index, per-file ignores applied. Also used to re-check a
+        file's text after fixes."""
+        ignored = self.per_file_ignores(filename) if self.per_file_ignores else []
+        kept: list[Finding] = []
+        suppressed: list[Finding] = []
+        for finding in findings:
+            if finding.requires and (self.index is None or not self.index.holds(finding)):
+                continue
+            if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
+                continue
+            (suppressed if finding.suppressed else kept).append(replace(finding, requires=()))
+        return kept, suppressed
 
 
 def _instantiate(codes: Sequence[str]) -> list[Rule]:
@@ -123,21 +140,18 @@ def module_loader(results: Sequence[FileResult], cache=None):
 def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> RunResult:
     """Keep the findings whose cross-file conditions hold; apply per-file ignores."""
     index = ClassIndex(results, module_loader(results, cache))
-    run = RunResult(files=len(results))
+    run = RunResult(files=len(results), index=index, per_file_ignores=per_file_ignores)
     for result in results:
-        ignored = per_file_ignores(result.filename) if per_file_ignores else []
         run.internal_error |= result.internal_error
-        for finding in result.findings:
-            if finding.requires and not index.holds(finding):
-                continue
-            if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
-                continue
-            (run.suppressed if finding.suppressed else run.findings).append(replace(finding, requires=()))
+        kept, suppressed = run.settle_file(result.filename, result.findings)
+        run.findings.extend(kept)
+        run.suppressed.extend(suppressed)
     run.findings.sort(key=lambda f: (f.filename, f.row, f.col, f.code))
     return run
 
 
 def check_stdin(text: str, display: str, codes: Sequence[str]) -> FileResult:
+    """Check ``text`` as the file ``display`` (stdin, or a file's fixed text)."""
     module = module_name_for(Path(display)) if display != "-" else "stdin"
     return analyze_source(text, display, _instantiate(codes), module,
                           is_package=Path(display).name == "__init__.py")

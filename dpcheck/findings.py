@@ -254,6 +254,19 @@ class Report:
             return RuleInfo(code, code.lower(), "error", code, "", "")
         return info
 
+    # --unsafe-fixes: unsafe fixes count as fixable (and are marked) like safe ones.
+    unsafe_fixes: bool = False
+
+    def fixable(self, finding: Finding) -> bool:
+        """Would `--fix` (with this run's --unsafe-fixes) apply this finding's fix?"""
+        fix = finding.fix
+        return fix is not None and (fix.applicability == Applicability.SAFE.value or (
+            self.unsafe_fixes and fix.applicability == Applicability.UNSAFE.value))
+
     @property
-    def fixable(self) -> int:
-        return sum(1 for f in self.findings if f.fix is not None)
+    def fix_counts(self) -> tuple[int, int]:
+        """(fixable now, hidden unsafe fixes that --unsafe-fixes would enable)."""
+        now = sum(1 for f in self.findings if self.fixable(f))
+        hidden = sum(1 for f in self.findings if f.fix is not None and not self.fixable(f)
+                     and f.fix.applicability == Applicability.UNSAFE.value)
+        return now, hidden

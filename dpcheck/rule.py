@@ -13,11 +13,12 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
-from dpcheck.findings import Fix, RuleInfo, Severity, Subject
+from dpcheck.findings import Applicability, Finding, Fix, RuleInfo, Severity, Subject
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
     from dpcheck.analysis.model_class import ModelClass
+    from dpcheck.fixes.cst import FixEditor
 
 REPO_URL = "https://github.com/dpcheck/dpcheck"
 # Each rule's documentation is its module's docstring; the link points at that file.
@@ -58,6 +59,17 @@ class Rule:
     def check_file(self, ctx: "FileContext") -> Iterable[Violation]:
         """Findings that are about the file as a whole (training scripts)."""
         return ()
+
+    def fix(self, finding: Finding, editor: "FixEditor") -> None:
+        """Rewrite the flagged code with libcst, for a finding whose violation offered a
+        fix (see :meth:`offer_fix`). ``editor.node`` is the CST node at the finding's span;
+        make the change through ``editor``. Making no change withdraws the fix. Runs only
+        for files with a fix to apply, so it may cost what a CST costs."""
+
+    @staticmethod
+    def offer_fix(message: str, applicability: Applicability = Applicability.UNSAFE) -> Fix:
+        """A fix this finding can have: the edits are made by :meth:`fix` when needed."""
+        return Fix(message, (), applicability.value)
 
     # Helpers shared by every rule.
     def violation(self, node: ast.AST, message: str, **kwargs) -> Violation:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import click
@@ -36,6 +36,11 @@ class CheckOptions:
     cache_dir: Path | None = None
     fix: bool = False
     unsafe_fixes: bool = False
+    diff: bool = False  # show the fixes as a unified diff, write nothing (implies fix-only)
+    fix_only: bool = False  # apply fixes, report nothing that remains
+    show_fixes: bool = False
+    exit_non_zero_on_fix: bool = False
+    add_noqa: bool = False
     confirm: bool = False
     backend: str | None = None
     devices: int | None = None
@@ -111,19 +116,31 @@ def run_check(options: CheckOptions) -> int:
         cache.save()
     findings = [f for f in run.findings if f.code in codes]
 
-    if options.fix and not reading_stdin:
-        findings = _apply_fixes(findings, options.unsafe_fixes)
+    if options.add_noqa and not reading_stdin:
+        return _add_noqa(findings)
+    fixing = options.fix or options.fix_only or options.diff
+    outcome = None
+    if fixing and not reading_stdin:
+        outcome = _apply_fixes(findings, options, codes, run)
+        findings = outcome.findings
+        if options.diff or options.fix_only:
+            return _fix_only_exit(outcome, options)
+    elif settings.output_format in _FORMATS_WITH_EDITS:
+        findings = _materialise_fixes(findings, codes)
     if options.confirm:
         findings = _confirm(findings + run.suppressed, files, settings, options)
 
     from dpcheck import report as reporting
     from dpcheck.registry import rule_infos
-    document = Report(findings, rule_infos(), _repo_root(settings.root), codes)
+    document = Report(findings, rule_infos(), _repo_root(settings.root), codes,
+                      unsafe_fixes=options.unsafe_fixes)
     reporting.write(document, settings.output_format, sys.stdout, options.statistics, options.quiet)
 
     if run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
         return EXIT_ERROR
     if findings and not options.exit_zero:
+        return EXIT_FINDINGS
+    if outcome is not None and outcome.fixed_count and options.exit_non_zero_on_fix:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -150,7 +167,7 @@ def _analyze(options: CheckOptions, settings: Settings, codes: list[str], paths:
     files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
                           settings.respect_gitignore))
     cache = None
-    if not options.no_cache and not options.fix:
+    if not options.no_cache and not (options.fix or options.fix_only or options.diff or options.add_noqa):
         from dpcheck.cache import Cache
         cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
     results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
@@ -174,20 +191,94 @@ def _excluded(path: Path, settings: Settings) -> bool:
     return not list(discover([path], settings.root, settings.all_excludes, True, settings.respect_gitignore))
 
 
-def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
-    from dpcheck.fix import applicable, fix_file
+# Formats that print each fix's edits: only these make offered fixes concrete (libcst).
+_FORMATS_WITH_EDITS = frozenset({"json", "json-lines", "sarif"})
 
+
+def _rule_instances(codes: list[str]) -> dict:
+    from dpcheck.registry import rules_by_code
+
+    table = rules_by_code()
+    return {code: table[code]() for code in codes if code in table}
+
+
+def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Finding]:
+    """Turn offered fixes into edits, parsing with libcst only the files that have one."""
+    from dpcheck.fixes import cst as cstfix
+    from dpcheck.fixes import writer
+
+    rules = _rule_instances(codes)
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
-        if applicable(f, unsafe):
-            by_file.setdefault(f.filename, []).append(f)
-    fixed: set[int] = set()
+        by_file.setdefault(f.filename, []).append(f)
+    out: list[Finding] = []
     for filename, group in by_file.items():
-        for applied in fix_file(Path(filename), group):
-            fixed.add(id(applied))
-    if fixed:
-        click.echo(f"Fixed {len(fixed)} finding{'s' if len(fixed) != 1 else ''}.", err=True)
-    return [f for f in findings if id(f) not in fixed]
+        if not any(f.fix is not None and not f.fix.edits for f in group) or filename == "-":
+            out.extend(group)
+            continue
+        try:
+            source = writer.read(Path(filename)).text
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+            out.extend(replace(f, fix=None) if f.fix is not None and not f.fix.edits else f for f in group)
+            continue
+        out.extend(cstfix.materialise(source, group, rules))
+    return out
+
+
+def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str], run):
+    from dpcheck import engine
+    from dpcheck.fixes import fix_files
+
+    def reanalyse(filename: str, text: str) -> list[Finding]:
+        kept, _ = run.settle_file(filename, engine.check_stdin(text, filename, codes).findings)
+        return [f for f in kept if f.code in codes]
+
+    outcome = fix_files(findings, _rule_instances(codes), options.unsafe_fixes, not options.diff, reanalyse)
+    for filename, reason in sorted(outcome.problems.items()):
+        click.echo(f"warning: {filename}: not fixed: {reason}", err=True)
+    if options.diff:
+        for filename in sorted(outcome.diffs):
+            sys.stdout.write(outcome.diffs[filename])
+    if options.show_fixes and not options.diff:
+        _show_fixes(outcome)
+    count = outcome.fixed_count
+    if count:
+        verb = "Would fix" if options.diff else "Fixed"
+        click.echo(f"{verb} {count} finding{'s' if count != 1 else ''}.", err=True)
+    return outcome
+
+
+def _show_fixes(outcome) -> None:
+    """Like ruff's --show-fixes: each file with the fixes applied, counted per code."""
+    from collections import Counter
+
+    if not outcome.fixed:
+        return
+    sys.stdout.write(f"Fixed {outcome.fixed_count} finding{'s' if outcome.fixed_count != 1 else ''}:\n")
+    for filename in sorted(outcome.fixed):
+        sys.stdout.write(f"- {filename}:\n")
+        counts = Counter((f.code, f.fix.message) for f in outcome.fixed[filename])
+        for (code, message), n in sorted(counts.items()):
+            sys.stdout.write(f"    {n} \u00d7 {code} ({message})\n")
+    sys.stdout.write("\n")
+
+
+def _fix_only_exit(outcome, options: CheckOptions) -> int:
+    if options.diff:
+        return EXIT_FINDINGS if outcome.diffs and not options.exit_zero else EXIT_CLEAN
+    if outcome.fixed_count and options.exit_non_zero_on_fix:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _add_noqa(findings: list[Finding]) -> int:
+    from dpcheck.fixes.noqa import add_noqa
+
+    added, problems = add_noqa(findings)
+    for filename, reason in sorted(problems.items()):
+        click.echo(f"warning: {filename}: no noqa added: {reason}", err=True)
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+    return EXIT_CLEAN
 
 
 def _repo_root(start: Path) -> Path:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.devices import is_int_constant, pinned_device, placement_arguments
-from dpcheck.findings import Edit, Fix, Severity
+from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
 
@@ -69,7 +69,7 @@ class HardCodedDeviceIndex(Rule):
             method = call.func.attr if isinstance(call.func, ast.Attribute) else None
             fix = None
             if method == "cuda" and call.args and call.args[0] is arg and len(call.args) == 1:
-                fix = _replace(arg, "", "Drop the index so `.cuda()` follows the replica's device")
+                fix = self.offer_fix("Drop the index so `.cuda()` follows the replica's device")
             yield self.violation(arg, f"Device index `{arg.value}` in forward pins one GPU: "
                                  "DataParallel replicas on other GPUs get tensors on the wrong device",
                                  fix=fix)
@@ -77,8 +77,8 @@ class HardCodedDeviceIndex(Rule):
         if pinned_device(arg, ctx.resolve) and isinstance(arg, ast.Constant):
             yield self.violation(arg, f"`{arg.value!r}` in forward pins one GPU: DataParallel "
                                  "replicas on other GPUs get tensors on the wrong device",
-                                 fix=_replace(arg, '"cuda"', "Use \"cuda\", which follows the "
-                                              "replica's current device"))
+                                 fix=self.offer_fix("Use the input's device (or \"cuda\", the replica's "
+                                                    "current device)"))
             return
         if isinstance(arg, ast.Name):
             for value in fn.local_values.get(arg.id, ()):
@@ -86,7 +86,14 @@ class HardCodedDeviceIndex(Rule):
                     yield self.violation(value, f"`{value.value!r}` is used for placement in forward "
                                          f"(through `{arg.id}`) and pins one GPU for every replica")
 
+    def fix(self, finding, editor):
+        import libcst as cst  # only files with a fix to apply pay for libcst
 
-def _replace(node, content, message):
-    return Fix(message, (Edit(content, node.lineno, node.col_offset, node.end_lineno,
-                              node.end_col_offset),), "unsafe")
+        node = editor.node
+        if isinstance(node, cst.Integer):  # `.cuda(0)` -> `.cuda()`
+            call = editor.enclosing(node, cst.Call)
+            if call is not None and len(call.args) == 1:
+                editor.replace(call, call.with_changes(args=()))
+        elif isinstance(node, cst.SimpleString):  # "cuda:0" -> x.device, or "cuda"
+            source = editor.first_input(node)
+            editor.replace_with_code(node, f"{source}.device" if source else '"cuda"')

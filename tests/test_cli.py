@@ -130,12 +130,16 @@ def test_fix_applies_unsafe_fixes_only_when_asked(project):
 
 
 def test_fix_never_writes_an_unparsable_file(tmp_path):
-    from dpcheck.findings import Edit, Finding, Fix
-    from dpcheck.fix import fix_file
+    from dpcheck.fixes import writer
 
     path = tmp_path / "m.py"
     path.write_text("x = torch.zeros(3).cuda(0)\n")
-    broken = Finding("DP301", "m", "error", str(path), 1, 1, 1, 1, "", Fix("break it", (Edit("(((", 1, 4, 1, 5),)))
-    assert fix_file(path, [broken]) == []
+    snapshot = writer.read(path)
+    try:
+        writer.write(snapshot, "x = (((\n")
+    except writer.FixWriteError as exc:
+        assert "would not parse" in str(exc)
+    else:
+        raise AssertionError("an unparsable result was written")
     assert path.read_text() == "x = torch.zeros(3).cuda(0)\n"
     assert [p.name for p in tmp_path.iterdir()] == ["m.py"]  # no temporary file left behind

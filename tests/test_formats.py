@@ -30,7 +30,8 @@ def test_json_uses_ruff_field_names(project):
     assert f["url"].startswith("https://")
     fix = next(f for f in findings if f["code"] == "DP301")["fix"]
     assert fix["applicability"] == "unsafe"
-    assert fix["edits"] == [{"content": '"cuda"', "location": {"row": 13, "column": 30},
+    # The pinned device becomes the input's (forward's first argument), made concrete by libcst.
+    assert fix["edits"] == [{"content": "x.device", "location": {"row": 13, "column": 30},
                              "end_location": {"row": 13, "column": 38}}]
 
 

@@ -10,7 +10,7 @@ from dpcheck.findings import Report
 
 def write_full(report: Report, out: TextIO) -> None:
     for f in report.findings:
-        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code} [{f.severity}] {f.message}\n")
+        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}\n")
         if not f.line_text:
             continue
         gutter = len(str(f.row))
@@ -34,7 +34,12 @@ def write_full(report: Report, out: TextIO) -> None:
 def write_concise(report: Report, out: TextIO) -> None:
     for f in report.findings:
         status = f" [{f.confirmation.status}]" if f.confirmation is not None else ""
-        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code} [{f.severity}] {f.message}{status}\n")
+        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}{status}\n")
+
+
+def _marker(report: Report, finding) -> str:
+    """` [*]` after the code of a finding that `--fix` would fix, as ruff marks them."""
+    return " [*]" if report.fixable(finding) else ""
 
 
 def _escape_data(text: str) -> str:
@@ -63,8 +68,15 @@ def write_summary(report: Report, out: TextIO) -> None:
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info")
              if counts[s]]
     out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({', '.join(parts)}).\n")
-    if report.fixable:
-        out.write(f"[*] {report.fixable} fixable with `--fix --unsafe-fixes`.\n")
+    now, hidden = report.fix_counts
+    if now:
+        option = "`--fix --unsafe-fixes`" if report.unsafe_fixes else "the `--fix` option"
+        extra = f" ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the " \
+                "`--unsafe-fixes` option)" if hidden else ""
+        out.write(f"[*] {now} fixable with {option}{extra}.\n")
+    elif hidden:
+        out.write(f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with "
+                  "the `--unsafe-fixes` option).\n")
 
 
 def write_statistics(report: Report, out: TextIO, as_json: bool = False) -> None:
