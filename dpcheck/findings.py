@@ -71,17 +71,28 @@ class Fix:
     message: str
     edits: tuple[Edit, ...]
     applicability: str = Applicability.UNSAFE.value
+    # What the static check learned for the rule's own fixer (names, the input to follow):
+    # (key, value) pairs, kept with cached findings, never shown in reports.
+    data: tuple[tuple[str, str], ...] = ()
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.data).get(key, default)
 
     def to_dict(self) -> dict:
-        return {"applicability": self.applicability, "message": self.message,
-                "edits": [e.to_dict() for e in self.edits]}
+        """Ruff's JSON shape (plus ``data`` when the rule left some for its fixer)."""
+        out = {"applicability": self.applicability, "message": self.message,
+               "edits": [e.to_dict() for e in self.edits]}
+        if self.data:
+            out["data"] = dict(self.data)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping | None) -> "Fix | None":
         if data is None:
             return None
         return cls(str(data["message"]), tuple(Edit.from_dict(e) for e in data["edits"]),
-                   Applicability(str(data["applicability"])).value)
+                   Applicability(str(data["applicability"])).value,
+                   tuple((str(k), str(v)) for k, v in dict(data.get("data") or {}).items()))
 
 
 class ConfirmationStatus(str, enum.Enum):

@@ -67,9 +67,10 @@ class Rule:
         for files with a fix to apply, so it may cost what a CST costs."""
 
     @staticmethod
-    def offer_fix(message: str, applicability: Applicability = Applicability.UNSAFE) -> Fix:
-        """A fix this finding can have: the edits are made by :meth:`fix` when needed."""
-        return Fix(message, (), applicability.value)
+    def offer_fix(message: str, applicability: Applicability = Applicability.UNSAFE, **data: str) -> Fix:
+        """A fix this finding can have: the edits are made by :meth:`fix` when needed;
+        ``data`` carries what the static check knows that the fixer needs."""
+        return Fix(message, (), applicability.value, tuple(sorted(data.items())))
 
     # Helpers shared by every rule.
     def violation(self, node: ast.AST, message: str, **kwargs) -> Violation:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.findings import Severity
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 
@@ -71,7 +71,27 @@ class PlainTensorAttribute(Rule):
             for target, value, fn in candidates[name].assignments:
                 kind, _, _ = model.classify(value, fn)
                 if kind == "tensor":
+                    fix = None
+                    if isinstance(fn.parent(target), ast.Assign) and len(fn.parent(target).targets) == 1:
+                        # Never reassigned: the buffer is exactly the attribute, moved and replicated.
+                        safe = len(candidates[name].assignments) == 1
+                        fix = self.offer_fix("Register it as a non-persistent buffer (moved by `.to()`, "
+                                             "replicated, not saved)",
+                                             Applicability.SAFE if safe else Applicability.UNSAFE)
                     yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
                                          "forward: `.to()` does not move it and DataParallel "
-                                         "replicas share the original's copy on one device")
+                                         "replicas share the original's copy on one device", fix=fix)
                     break
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        target = editor.node  # `self.<name>` in `self.<name> = value`
+        assign = editor.enclosing(target, cst.Assign)
+        if not isinstance(target, cst.Attribute) or assign is None or len(assign.targets) != 1:
+            return
+        owner, name = editor.code(target.value), target.attr.value
+        call = cst.parse_expression(f'{owner}.register_buffer("{name}", None, persistent=False)')
+        args = list(call.args)
+        args[1] = args[1].with_changes(value=assign.value)  # the value keeps its own formatting
+        editor.replace(assign, cst.Expr(call.with_changes(args=args)))

@@ -25,7 +25,7 @@ import ast
 
 from dpcheck.analysis.outputs import parameter_free
 from dpcheck.analysis.torch_api import is_torch_nn_class
-from dpcheck.findings import Severity
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 
@@ -80,7 +80,21 @@ class UnregisteredSubmodules(Rule):
             yield self.violation(target, f"`self.{name}` holds {what} in a plain Python container: "
                                  "they are not registered, so `.to()`, `parameters()`, `state_dict()` "
                                  f"and DataParallel replication all miss them (use {container})",
-                                 requires=requires)
+                                 requires=requires, fix=_registering_fix(model, fn, target, value, what))
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        target = editor.node  # `self.<name>` in `self.<name> = [...]`
+        assign = editor.enclosing(target, cst.Assign)
+        wrapper = finding.fix.get("container")
+        if assign is None or len(assign.targets) != 1 or not wrapper:
+            return
+        call = cst.parse_expression(f"{wrapper}(None)")
+        call = call.with_changes(args=[call.args[0].with_changes(value=assign.value)])
+        editor.replace(assign.value, call)
+        if finding.fix.get("import"):
+            editor.add_import(finding.fix.get("import"))
 
 
 def _registered_afterwards(fn, name) -> bool:
@@ -96,3 +110,28 @@ def _only_weightless(model, value) -> bool:
     modules = [n for n in names if is_torch_nn_class(n) or n.endswith("Loss")]
     return bool(modules) and len(modules) == len([n for n in names if n[:1] != "" and n.rsplit(".", 1)[-1][:1].isupper()]) \
         and all(parameter_free(n) for n in modules)
+
+
+def _registering_fix(model, fn, target, value, what):
+    """Wrap the container in nn.ModuleList/ModuleDict/ParameterList/ParameterDict: safe when
+    it is built in one assignment (a list literal or comprehension, or a dict with string
+    keys); `nn` is spelled as the file spells it, or imported."""
+    if not isinstance(fn.parent(target), ast.Assign) or len(fn.parent(target).targets) != 1:
+        return None
+    if isinstance(value, (ast.List, ast.ListComp, ast.Tuple)):
+        kind = "List"
+    elif isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                             for k in value.keys):
+        kind = "Dict"
+    else:
+        return None
+    wrapper = ("Parameter" if what == "Parameters" else "Module") + kind
+    aliases = model.ctx.imports.aliases
+    local = next((n for n, target_name in aliases.items() if target_name == "torch.nn"), None)
+    extra = {}
+    if local is None:
+        local = "torch.nn" if aliases.get("torch") == "torch" else "nn"
+        if local == "nn" and "nn" not in aliases:
+            extra["import"] = "from torch import nn"
+    return Rule.offer_fix(f"Register them: `{local}.{wrapper}(...)`", Applicability.SAFE,
+                          container=f"{local}.{wrapper}", **extra)

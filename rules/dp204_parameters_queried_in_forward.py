@@ -72,5 +72,19 @@ class ParametersQueriedInForward(Rule):
                 else:
                     consequence = "yields nothing on a replica, so this silently computes over no parameters"
                 text = ast.unparse(node)
+                outer = fn.parent(parent) if consequence.startswith("raises") else None
+                fix = None
+                if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype"):
+                    fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
                 yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
-                                     "replicas hold their weights as plain tensors, not Parameters")
+                                     "replicas hold their weights as plain tensors, not Parameters", fix=fix)
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node  # `self.parameters()` inside `next(...).device`
+        wrapper = editor.parent(editor.parent(call))  # Arg -> Call next(...)
+        outer = editor.parent(wrapper) if wrapper is not None else None
+        source = editor.first_input(call)
+        if isinstance(outer, cst.Attribute) and outer.value is wrapper and source:
+            editor.replace_with_code(outer, f"{source}.{outer.attr.value}")

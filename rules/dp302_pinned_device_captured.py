@@ -81,12 +81,20 @@ class PinnedDeviceCaptured(Rule):
                     if attr in captured_attrs:
                         yield self.violation(arg, f"`self.{attr}` is {captured_attrs[attr]} captured "
                                              "outside forward: every DataParallel replica places "
-                                             "tensors on that one device")
+                                             "tensors on that one device", fix=_FOLLOW_INPUT)
                     elif isinstance(arg, ast.Name) and arg.id in captured_globals \
                             and arg.id not in fn.local_values:
                         yield self.violation(arg, f"`{arg.id}` is {captured_globals[arg.id]} "
                                              "defined at module level: every DataParallel replica "
-                                             "places tensors on that one device")
+                                             "places tensors on that one device", fix=_FOLLOW_INPUT)
+
+    def fix(self, finding, editor):
+        source = editor.first_input(editor.node)
+        if source:
+            editor.replace_with_code(editor.node, f"{source}.device")
+
+
+_FOLLOW_INPUT = Rule.offer_fix("Use the input's device (forward's first tensor argument)")
 
 
 def _pinned(value, is_self, ctx) -> str | None:

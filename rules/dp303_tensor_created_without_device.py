@@ -77,7 +77,25 @@ class TensorCreatedWithoutDevice(Rule):
                 if not _meets_model_tensor(call, fn, model):
                     continue
                 yield self.violation(call, f"`{ast.unparse(call.func)}(...)` in forward has no device=: it "
-                                     "creates a CPU tensor, which fails against the replica's GPU inputs")
+                                     "creates a CPU tensor, which fails against the replica's GPU inputs",
+                                     fix=self.offer_fix("Create it on the input's device "
+                                                        "(forward's first tensor argument)"))
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node
+        source = editor.first_input(call)
+        if not isinstance(call, cst.Call) or not source or any(
+                a.keyword is not None and a.keyword.value == "device" for a in call.args):
+            return
+        device = cst.parse_expression(f"f(device={source}.device)").args[0]
+        args = list(call.args)
+        if args:  # keep the last argument's own trailing comma/spacing on the new one
+            last = args[-1]
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            device = device.with_changes(comma=last.comma)
+        editor.replace(call, call.with_changes(args=[*args, device]))
 
 
 def _zero_dim(call, name) -> bool:

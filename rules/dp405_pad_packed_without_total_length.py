@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import keyword
-from dpcheck.findings import Severity
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 _FUNCTION = ("torch.nn.utils.rnn.pad_packed_sequence",)
@@ -71,8 +71,39 @@ class PadPackedWithoutTotalLength(Rule):
                     continue
                 total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)
                 if total is None:
+                    padded = _padded_input(fn, resolve)
+                    fix = None if padded is None else self.offer_fix(
+                        f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
                     yield self.violation(call, "`pad_packed_sequence` without `total_length`: each "
-                                         "DataParallel replica pads to its own chunk's longest sequence")
+                                         "DataParallel replica pads to its own chunk's longest sequence", fix=fix)
                 elif "len" in ast.unparse(total).lower():
                     yield self.violation(total, f"`total_length={ast.unparse(total)}` comes from the chunk's "
                                          "lengths, so it still differs between DataParallel replicas")
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call, total = editor.node, finding.fix.get("total")
+        if not isinstance(call, cst.Call) or not total:
+            return
+        extra = cst.parse_expression(f"f(total_length={total})").args[0]
+        args = list(call.args)
+        if args:
+            last = args[-1]
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            extra = extra.with_changes(comma=last.comma)
+        editor.replace(call, call.with_changes(args=[*args, extra]))
+
+
+def _padded_input(fn, resolve) -> str | None:
+    """`x.size(1)` (batch_first) or `x.size(0)` for the padded tensor `x` this function packs
+    with pack_padded_sequence; None when it is not a plain name in scope."""
+    for call in fn.nodes(ast.Call):
+        name = resolve(call.func) or ""
+        if name.endswith("pack_padded_sequence") and call.args and isinstance(call.args[0], ast.Name):
+            batch_first = keyword(call, "batch_first")
+            if batch_first is None and len(call.args) > 2:
+                batch_first = call.args[2]
+            dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
+            return f"{call.args[0].id}.size({dim})"
+    return None

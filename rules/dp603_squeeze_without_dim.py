@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_batch_tensor
-from dpcheck.findings import Severity
+from dpcheck.analysis.dataflow import is_batch_tensor, keyword
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 
@@ -61,8 +61,18 @@ class SqueezeWithoutDim(Rule):
                 else:
                     continue
                 if _batch_rooted(receiver, fn):
+                    fix = None
+                    if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
+                        fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
                     yield self.violation(call, "`squeeze()` without a dim in forward: a DataParallel replica "
-                                         "that gets one sample loses its batch dimension")
+                                         "that gets one sample loses its batch dimension", fix=fix)
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node
+        if isinstance(call, cst.Call) and not call.args:
+            editor.replace(call, call.with_changes(args=[cst.Arg(cst.parse_expression("-1"))]))
 
 
 def _batch_rooted(node, fn) -> bool:
@@ -72,3 +82,18 @@ def _batch_rooted(node, fn) -> bool:
     if isinstance(node, ast.Call):
         return any(_batch_rooted(arg, fn) for arg in node.args[:1])
     return False
+
+
+def _single_output(receiver, fn, model) -> bool:
+    """`self.fc(x)` where `self.fc = nn.Linear(n, 1)`: the last dim is the one of size 1."""
+    if not isinstance(receiver, ast.Call):
+        return False
+    attr = fn.self_attr(receiver.func)
+    facts = model.attrs.get(attr) if attr else None
+    if facts is None or len(facts.assignments) != 1:
+        return False
+    value = facts.assignments[0][1]
+    if not (isinstance(value, ast.Call) and (model.ctx.resolve(value.func) or "").endswith("nn.Linear")):
+        return False
+    out = value.args[1] if len(value.args) > 1 else keyword(value, "out_features")
+    return isinstance(out, ast.Constant) and out.value == 1

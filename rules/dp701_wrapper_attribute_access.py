@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
-from dpcheck.findings import Severity
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 # The public API of nn.DataParallel and nn.Module: fine to reach through the wrapper.
@@ -70,9 +70,14 @@ class WrapperAttributeAccess(Rule):
             base = node.value
             wrap = facts.wrap_for(base)
             if wrap is not None:
+                called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
+                fix = self.offer_fix(
+                    f"Use `{wrap.name}.module.{node.attr}`" + (" (a call then runs on one GPU, outside "
+                                                               "DataParallel)" if called else ""),
+                    Applicability.UNSAFE if called else Applicability.SAFE)
                 yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper, which has no "
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
-                                     f"{node.attr}`)")
+                                     f"{node.attr}`)", fix=fix)
                 continue
             # model.module.method(...): only forward is parallelised.
             if isinstance(base, ast.Attribute) and base.attr == "module" and facts.wrap_for(base.value) \
@@ -80,3 +85,11 @@ class WrapperAttributeAccess(Rule):
                 yield self.violation(node, f"`{ast.unparse(node)}(...)` bypasses DataParallel: only forward is "
                                      "parallelised, so this runs on device_ids[0] with the whole batch",
                                      severity=Severity.WARNING)
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        node = editor.node  # `<wrapper>.<attr>`
+        if isinstance(node, cst.Attribute):
+            inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
+            editor.replace(node, node.with_changes(value=inner))

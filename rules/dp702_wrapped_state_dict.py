@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
-from dpcheck.findings import Severity
+from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule
 
 
@@ -56,7 +56,17 @@ class WrappedStateDict(Rule):
                                      f"`{wrap.name}.module` instead")
             elif attr == "state_dict" and _saved(node, facts, ctx):
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper "
-                                     "writes `module.`-prefixed keys that the bare model will not load")
+                                     "writes `module.`-prefixed keys that the bare model will not load",
+                                     fix=self.offer_fix(f"Save `{wrap.name}.module.state_dict()`",
+                                                        Applicability.SAFE))
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node  # `<wrapper>.state_dict()`
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            inner = cst.Attribute(value=call.func.value, attr=cst.Name("module"))
+            editor.replace(call, call.with_changes(func=call.func.with_changes(value=inner)))
 
 
 def _saved(node, facts, ctx) -> bool:

@@ -53,7 +53,18 @@ class UnreducedLossBackward(Rule):
             if source is not None:
                 yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
                                      f"DataParallel-wrapped `{source}`: a loss comes back with one value "
-                                     "per GPU and backward needs a scalar")
+                                     "per GPU and backward needs a scalar",
+                                     fix=self.offer_fix(f"Average the per-GPU losses: "
+                                                        f"`{ast.unparse(target)}.mean().backward()`"))
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node  # `<loss>.backward()`
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            loss = call.func.value
+            mean = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name("mean")))
+            editor.replace(call, call.with_changes(func=call.func.with_changes(value=mean)))
 
 
 def _output_of(node, facts, line):

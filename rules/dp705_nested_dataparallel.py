@@ -47,4 +47,21 @@ class NestedDataParallel(Rule):
             if facts.dp_expression(inner) is not None or facts.wrap_for(inner) is not None:
                 yield self.violation(call, "This DataParallel wraps a model that is already wrapped in "
                                      "DataParallel: every step replicates twice, and state dict keys get "
-                                     "`module.module.`")
+                                     "`module.module.`",
+                                     fix=self.offer_fix("Remove the second DataParallel wrapper"))
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        call = editor.node  # the outer DataParallel(...)
+        if not isinstance(call, cst.Call) or not call.args or call.args[0].keyword is not None:
+            return
+        inner = call.args[0].value
+        parent = editor.parent(call)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and \
+                parent.targets[0].target.deep_equals(inner):
+            line = editor.enclosing(parent, cst.SimpleStatementLine)
+            if line is not None and len(line.body) == 1:  # `model = DataParallel(model)`: drop it
+                editor.replace(line, cst.RemovalSentinel.REMOVE)
+                return
+        editor.replace(call, inner.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else inner)

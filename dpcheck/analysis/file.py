@@ -23,7 +23,7 @@ from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
-from dpcheck.findings import Edit, Finding, Fix, Severity
+from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.rule import Rule, Violation
 
 # A file that mentions none of these has no module code and no DataParallel script:
@@ -155,9 +155,9 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
     severity = (v.severity or rule.severity)
     fix = v.fix
     if fix is not None:  # rules write ast byte offsets; reports and --fix use characters
-        fix = Fix(fix.message, tuple(
+        fix = replace(fix, edits=tuple(
             Edit(e.content, e.row, source.char_column(e.row, e.col), e.end_row,
-                 source.char_column(e.end_row, e.end_col)) for e in fix.edits), fix.applicability)
+                 source.char_column(e.end_row, e.end_col)) for e in fix.edits))
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
                    requires + tuple(v.requires), subject=v.subject)

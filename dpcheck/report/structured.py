@@ -27,7 +27,7 @@ def finding_json(f: Finding, report: Report) -> dict:
         "filename": os.path.abspath(f.filename) if f.filename != "-" else f.filename,
         "location": _location(f.row, f.col),
         "end_location": _location(f.end_row, f.end_col),
-        "fix": None if f.fix is None else f.fix.to_dict(),
+        "fix": None if f.fix is None else {k: v for k, v in f.fix.to_dict().items() if k != "data"},
         "url": report.rule(f.code).url,
         "noqa_row": f.noqa_row,
         "confirmation": None if f.confirmation is None else f.confirmation.to_dict(),
