@@ -85,6 +85,8 @@ class ParametersQueriedInForward(Rule):
         call = editor.node  # `self.parameters()` inside `next(...).device`
         wrapper = editor.parent(editor.parent(call))  # Arg -> Call next(...)
         outer = editor.parent(wrapper) if wrapper is not None else None
-        source = editor.first_input(call)
-        if isinstance(outer, cst.Attribute) and outer.value is wrapper and source:
+        if not isinstance(outer, cst.Attribute) or outer.value is not wrapper:
+            return
+        source = editor.first_input(call, floating=outer.attr.value == "dtype")
+        if source:
             editor.replace_with_code(outer, f"{source}.{outer.attr.value}")

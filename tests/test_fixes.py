@@ -204,3 +204,23 @@ def test_add_noqa_merges_and_skips_strings(project):
     assert run_cli("m.py", "--no-cache", cwd=project).returncode == 0
     again = run_cli("m.py", "--add-noqa", "--no-cache", cwd=project)
     assert "Added 0 noqa directives" in again.stderr and path.read_text() == text
+
+
+def test_dtype_follows_an_activation_not_token_ids(project):
+    path = project / "m.py"
+    path.write_text(MODEL.replace("def forward(self, x):", "def forward(self, input_ids, hidden):").replace(
+        "return self.fc(x).cuda(0)  # keep this comment",
+        "return self.fc(hidden.to(next(self.parameters()).dtype))"))
+    proc = fix(path)
+    assert "hidden.to(hidden.dtype)" in path.read_text(), proc.stdout + proc.stderr
+
+
+def test_sarif_carries_fixes(model):
+    proc = run_cli("m.py", "--output-format", "sarif", "--no-cache", cwd=model.parent)
+    (result,) = json.loads(proc.stdout)["runs"][0]["results"]
+    (fix,) = result["fixes"]
+    (change,) = fix["artifactChanges"]
+    (replacement,) = change["replacements"]
+    assert change["artifactLocation"]["uri"] == "m.py"
+    assert replacement["deletedRegion"] == {"startLine": 11, "startColumn": 32, "endLine": 11, "endColumn": 33}
+    assert replacement["insertedContent"] == {"text": ""}

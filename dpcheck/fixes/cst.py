@@ -20,6 +20,10 @@ from dpcheck.findings import Finding, Fix
 from dpcheck.fixes import text as textedits
 
 
+# Argument names that hold integer or boolean tensors: never a source of the activations' dtype.
+_INTEGER_NAMES = ("ids", "mask", "label", "index", "idx", "token", "length", "position", "step")
+
+
 class FixEditor:
     """What a rule's ``fix`` may do: look around the flagged node and replace nodes."""
 
@@ -50,21 +54,25 @@ class FixEditor:
     def line_of(self, node: cst.CSTNode) -> int:
         return self._positions[node].start.line
 
-    def first_input(self, node: cst.CSTNode) -> str | None:
+    def first_input(self, node: cst.CSTNode, floating: bool = False) -> str | None:
         """The first argument of the enclosing ``forward`` (after ``self``): the input
-        tensor whose device and dtype a replica's code should follow; None elsewhere or
-        when it is annotated as something other than a tensor."""
+        tensor whose device a replica's code should follow; None elsewhere or when it is
+        annotated as something other than a tensor. With ``floating``, the first one whose
+        name does not say it holds integers (ids, masks, labels, lengths): its dtype is the
+        activations' dtype."""
         function = self.enclosing(node, cst.FunctionDef)
         if function is None or function.name.value != "forward":
             return None
         params = list(function.params.posonly_params) + list(function.params.params)
-        if len(params) < 2:
-            return None
-        first = params[1]
-        annotation = self.code(first.annotation.annotation) if first.annotation else ""
-        if annotation and "Tensor" not in annotation:
-            return None
-        return first.name.value
+        for param in params[1:] if params else ():
+            annotation = self.code(param.annotation.annotation) if param.annotation else ""
+            if annotation and "Tensor" not in annotation:
+                return None
+            name = param.name.value
+            if floating and any(word in name.lower() for word in _INTEGER_NAMES):
+                continue
+            return name
+        return None
 
     # --- changing --------------------------------------------------------------------
     def replace(self, old: cst.CSTNode, new: cst.CSTNode | cst.RemovalSentinel) -> None:

@@ -52,6 +52,15 @@ def _relative_uri(filename: str, root: Path) -> str:
         return path.as_posix()
 
 
+def _sarif_fix(fix, uri: str) -> dict:
+    """SARIF's fix object: one artifact change of replacements (1-based columns)."""
+    return {"description": {"text": f"{fix.message} ({fix.applicability})"},
+            "artifactChanges": [{"artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"}, "replacements": [
+                {"deletedRegion": {"startLine": e.row, "startColumn": e.col + 1, "endLine": e.end_row,
+                                   "endColumn": e.end_col + 1},
+                 "insertedContent": {"text": e.content}} for e in fix.edits]}]}
+
+
 def sarif_log(report: Report) -> dict:
     codes = list(dict.fromkeys([*report.selected, *(f.code for f in report.findings)]))
     rules_json, index = [], {}
@@ -87,6 +96,7 @@ def sarif_log(report: Report) -> dict:
                            "endLine": f.end_row, "endColumn": f.end_col},
             }}],
             "partialFingerprints": {"dpcheck/v1": fingerprint},
+            **({"fixes": [_sarif_fix(f.fix, uri)]} if f.fix is not None and f.fix.edits else {}),
             **({"properties": {"confirmation": f.confirmation.to_dict()}} if f.confirmation is not None else {}),
         })
     return {
