@@ -10,6 +10,17 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--snapshot-update", action="store_true", default=False,
+                     help="rewrite the fixture snapshots (fixtures/*/snapshot.snap) instead of comparing")
+
+
+@pytest.fixture
+def snapshot_update(request):
+    """True under `--snapshot-update`: snapshot tests write what they see instead of comparing."""
+    return request.config.getoption("--snapshot-update")
+
+
 def run_cli(*args, cwd=None, stdin=None, env=None, timeout=300):
     """Run the real `dpcheck` command in a child process; returns CompletedProcess."""
     full_env = {**os.environ, **(env or {})}

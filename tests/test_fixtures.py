@@ -1,8 +1,12 @@
 """The real CLI over fixtures/ reports exactly the findings marked `# expect: DPxxx`."""
 
+import difflib
 import re
 from collections import Counter
+from pathlib import Path
 
+import pytest
+import snapshots
 from conftest import FIXTURES, ROOT, run_json
 
 from dpcheck.registry import all_rules
@@ -65,3 +69,50 @@ def test_safe_fixtures_are_clean():
     findings, _ = run_json(*sorted(FIXTURES.rglob("safe_*.py")), "--select", "ALL",
                            "--ignore", ",".join(sorted(OFF_BY_DEFAULT)))
     assert findings == []
+
+
+# Snapshots: every finding of a rule over its folder, pinned with message, span and fix
+# (tests/snapshots.py writes them; `--snapshot-update` rewrites them).
+
+STATIC_CODES = [r.code for r in all_rules() if r.kind == "static"]
+
+
+def _compare_or_update(path, actual, update):
+    if update:
+        if not path.exists() or path.read_text(encoding="utf-8") != actual:
+            path.write_text(actual, encoding="utf-8")
+        return
+    rel = path.relative_to(ROOT).as_posix()
+    assert path.exists(), f"{rel} is missing; write it with `{snapshots.UPDATE_COMMAND}` and review it"
+    expected = path.read_text(encoding="utf-8")
+    if expected != actual:
+        diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True), actual.splitlines(keepends=True),
+                                            f"{rel} (stored)", f"{rel} (now)"))
+        pytest.fail(f"snapshot {rel} differs (if the change is intended: `{snapshots.UPDATE_COMMAND}`):\n{diff}",
+                    pytrace=False)
+
+
+@pytest.mark.parametrize("code", STATIC_CODES)
+def test_fixture_snapshot(code, snapshot_update):
+    path, actual, files, findings = snapshots.rule_snapshot(code)
+    on_safe = [f for f in findings if Path(f.filename).name.startswith("safe_") and not f.suppressed]
+    assert not on_safe, f"{code} reports safe look-alikes: {on_safe}"
+    flagged = {Path(f.filename).name for f in findings}
+    for path_ in files:
+        if path_.name.startswith("flagged_"):
+            assert path_.name in flagged, f"{code} reports nothing in {path_.relative_to(ROOT)}"
+    _compare_or_update(path, actual, snapshot_update)
+
+
+@pytest.mark.parametrize("name", snapshots.ENGINE_FOLDERS)
+def test_engine_fixture_snapshot(name, snapshot_update):
+    path, actual, _, findings = snapshots.engine_snapshot(name)
+    assert findings, f"fixtures/{name} produced no findings at all"
+    _compare_or_update(path, actual, snapshot_update)
+
+
+def test_every_snapshot_belongs_to_a_checked_folder():
+    # A snapshot left behind by a renamed or removed rule would otherwise never be compared.
+    checked = {c.lower() for c in STATIC_CODES} | set(snapshots.ENGINE_FOLDERS)
+    stray = sorted(p.parent.name for p in FIXTURES.rglob(snapshots.SNAPSHOT_NAME) if p.parent.name not in checked)
+    assert not stray, f"snapshots without a test: {stray}"
