@@ -23,7 +23,9 @@ from typing import Iterable, Sequence
 
 from dpcheck import engine
 from dpcheck.findings import Finding
-from dpcheck.fix import apply_edits
+from dpcheck.fixes import cst as cstfix
+from dpcheck.fixes import text as textedits
+from dpcheck.registry import rules_by_code
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -40,7 +42,8 @@ def snapshot_path(folder: Path) -> Path:
 
 
 def fixture_files(folder: Path) -> list[Path]:
-    return sorted(folder.rglob("*.py"))
+    # `*.fixed.py` are the expected results of --fix (tests/test_fix_fixtures.py), not inputs.
+    return sorted(p for p in folder.rglob("*.py") if not p.name.endswith(".fixed.py"))
 
 
 def codes_named_in(folder: Path) -> list[str]:
@@ -58,9 +61,22 @@ def analyse(folder: Path, codes: Sequence[str]) -> tuple[list[Path], list[Findin
     files = fixture_files(folder)
     results, _ = engine.analyze_files(files, list(codes), jobs=1)
     run = engine.settle(results)
-    findings = [f for f in run.findings + run.suppressed if f.code in codes]
+    findings = _materialise([f for f in run.findings + run.suppressed if f.code in codes], codes)
     findings.sort(key=lambda f: (_relative(f.filename), f.row, f.col, f.end_row, f.end_col, f.code, f.message))
     return files, findings
+
+
+def _materialise(findings: list[Finding], codes: Sequence[str]) -> list[Finding]:
+    """Offered fixes made concrete (edits), as the JSON output shows them."""
+    table = rules_by_code()
+    rules = {code: table[code]() for code in codes if code in table}
+    by_file: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_file.setdefault(f.filename, []).append(f)
+    out: list[Finding] = []
+    for filename, group in by_file.items():
+        out.extend(cstfix.materialise(Path(filename).read_text(encoding="utf-8"), group, rules))
+    return out
 
 
 def _relative(filename: str) -> str:
@@ -127,7 +143,7 @@ def _render_finding(name: str, text: str, f: Finding) -> Iterable[str]:
     for e in f.fix.edits:
         yield f"    edit {e.row}:{e.col + 1}-{e.end_row}:{e.end_col + 1} -> {e.content!r}"
     if text:
-        fixed, applied = apply_edits(text, [f])
+        fixed, applied = textedits.apply(text, [f.fix.edits])
         diff = difflib.unified_diff(text.splitlines(), fixed.splitlines(), "before", "after", n=1, lineterm="")
         body = list(diff)[2:]  # the ---/+++ header says nothing here
         if not applied or not body:
