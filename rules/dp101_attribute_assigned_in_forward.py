@@ -74,10 +74,28 @@ class AttributeAssignedInForward(Rule):
                     if kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
                                              "lost: DataParallel runs forward on a replica whose "
-                                             "attributes are discarded after the call")
+                                             "attributes are discarded after the call",
+                                             fix=_counter_fix(model, fn, node, name))
                     else:
                         yield self.violation(target, _WARNINGS[kind].format(name=name, where=where),
                                              severity=Severity.WARNING)
+
+    def fix(self, finding, editor):
+        import libcst as cst
+
+        step = editor.enclosing(editor.node, cst.AugAssign)  # `self.<name> += k` in forward
+        init = editor.node_at(*(int(v) for v in finding.fix.get("init", "").split(":"))) \
+            if finding.fix.get("init") else None
+        assign = editor.enclosing(init, cst.Assign) if init is not None else None
+        if step is None or assign is None or len(assign.targets) != 1:
+            return
+        owner, name = editor.code(init.value), init.attr.value
+        torch = finding.fix.get("torch", "torch")
+        buffer = cst.parse_expression(
+            f'{owner}.register_buffer("{name}", {torch}.tensor({editor.code(assign.value)}), persistent=False)')
+        editor.replace(assign, cst.Expr(buffer))
+        update = cst.parse_expression(f"{editor.code(step.target)}.add_({editor.code(step.value)})")
+        editor.replace(step, cst.Expr(update))
 
 
 _WARNINGS = {
@@ -177,3 +195,29 @@ def _read_elsewhere(functions, name: str, node) -> bool:
 
 def _contains(function, node) -> bool:
     return function.lineno <= node.lineno <= getattr(function, "end_lineno", function.lineno)
+
+
+def _counter_fix(model, fn, node, name):
+    """A counter (`self.n += 1` in forward, `self.n = 0` once in __init__) becomes a buffer
+    updated in place: replica 0's buffers are the model's own, so the update sticks (once
+    per call, as on one device). Offered only for that mechanical pattern (unsafe: the
+    attribute becomes a 0-dim tensor)."""
+    if not (isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub))
+            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, (int, float))):
+        return None
+    facts = model.attrs.get(name)
+    torch = next((local for local, target in model.ctx.imports.aliases.items() if target == "torch"), None)
+    if facts is None or len(facts.assignments) != 1 or torch is None:
+        return None
+    target, value, owner = facts.assignments[0]
+    if owner.name != "__init__" or not (isinstance(value, ast.Constant) and type(value.value) in (int, float)) \
+            or not isinstance(owner.parent(target), ast.Assign):
+        return None
+    writes = [n for f in model.in_forward for n in f.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign)
+              if any(f.self_attr(t) == name for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+    if len(writes) != 1:
+        return None
+    source = model.ctx.source
+    row, col, end_row, end_col = source.span(target)
+    return Rule.offer_fix(f"Keep `{name}` in a buffer updated in place (`.add_()`), which replica 0 shares "
+                          "with the model", init=f"{row}:{col}:{end_row}:{end_col}", torch=torch)

@@ -21,6 +21,12 @@ def snapshot_update(request):
     return request.config.getoption("--snapshot-update")
 
 
+def fixture_files(pattern="*.py", folder=FIXTURES):
+    """Fixture model files, without the expected results of --fix (`*.fixed.py`, see
+    tests/test_fix_fixtures.py), which are not fixtures of their own."""
+    return [p for p in sorted(folder.rglob(pattern)) if not p.name.endswith(".fixed.py")]
+
+
 def run_cli(*args, cwd=None, stdin=None, env=None, timeout=300):
     """Run the real `dpcheck` command in a child process; returns CompletedProcess."""
     full_env = {**os.environ, **(env or {})}

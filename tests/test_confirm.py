@@ -9,7 +9,7 @@ import re
 import textwrap
 
 import pytest
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import ROOT, fixture_files, run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -55,7 +55,7 @@ def test_every_finding_carries_a_confirmation(fixture_results):
 
 def test_every_hazard_fixture_with_an_example_is_confirmed(fixture_results):
     grouped = by_file(fixture_results)
-    for path in sorted(FIXTURES.rglob("flagged_*.py")):
+    for path in fixture_files("flagged_*.py"):
         text = path.read_text()
         if "def dpcheck_example" not in text or "confirm-expect-cuda" in text or "confirm-skip" in text:
             continue
@@ -66,14 +66,14 @@ def test_every_hazard_fixture_with_an_example_is_confirmed(fixture_results):
 
 def test_safe_fixtures_stay_clean_under_confirm(fixture_results):
     grouped = by_file(fixture_results)
-    for path in sorted(FIXTURES.rglob("safe_*.py")):
+    for path in fixture_files("safe_*.py"):
         rel = path.relative_to(ROOT).as_posix()
         assert grouped.get(rel, []) == [], f"{rel}: {grouped.get(rel)}"
 
 
 def test_dynamic_findings_are_exactly_the_expected_ones(fixture_results):
     grouped = by_file(fixture_results)
-    for path in sorted(FIXTURES.rglob("*.py")):
+    for path in fixture_files():
         rel = path.relative_to(ROOT).as_posix()
         dynamic = {f["code"] for f in grouped.get(rel, []) if f["code"].startswith("DP8")}
         assert dynamic == expected_dynamic(path), rel

@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import ROOT, fixture_files, run_cli
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
@@ -19,7 +19,7 @@ CUDA_ONLY = {"DP808"}  # peak memory per device: the emulation has none to measu
 
 
 def confirm(backend, devices):
-    example_files = [p for p in sorted(FIXTURES.rglob("*.py")) if "def dpcheck_example" in p.read_text()]
+    example_files = [p for p in fixture_files() if "def dpcheck_example" in p.read_text()]
     proc = run_cli(*example_files, "--confirm", "--backend", backend, "--devices", devices, "--output-format",
                    "json", "--no-cache", "--select", "ALL", "--ignore", "DP708", timeout=900)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]

@@ -27,8 +27,10 @@ _INTEGER_NAMES = ("ids", "mask", "label", "index", "idx", "token", "length", "po
 class FixEditor:
     """What a rule's ``fix`` may do: look around the flagged node and replace nodes."""
 
-    def __init__(self, module: cst.Module, node: cst.CSTNode, parents: Mapping, positions: Mapping):
+    def __init__(self, module: cst.Module, node: cst.CSTNode, parents: Mapping, positions: Mapping,
+                 by_span: Mapping | None = None):
         self.module = module
+        self._by_span = by_span or {}
         self.node = node
         self._parents = parents
         self._positions = positions
@@ -47,6 +49,10 @@ class FixEditor:
 
     def enclosing(self, node: cst.CSTNode, kind: type) -> cst.CSTNode | None:
         return next((a for a in self.ancestors(node) if isinstance(a, kind)), None)
+
+    def node_at(self, row: int, col: int, end_row: int, end_col: int) -> cst.CSTNode | None:
+        """The innermost node spanning exactly (row, col)-(end_row, end_col) (0-based columns)."""
+        return self._by_span.get((row, col, end_row, end_col))
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -178,7 +184,7 @@ def materialise(source: str, findings: Sequence[Finding], rules: Mapping) -> lis
         rule = rules.get(finding.code)
         edits: tuple = ()
         if node is not None and rule is not None:
-            editor = FixEditor(module, node, parents, positions)
+            editor = FixEditor(module, node, parents, positions, by_span)
             try:
                 rule.fix(finding, editor)
                 if editor.changed:
