@@ -41,6 +41,13 @@ class Applicability(str, enum.Enum):
     DISPLAY_ONLY = "display-only"
 
 
+def _list(value) -> list:
+    """A JSON array, or TypeError (a string is not a list of names)."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"expected a list, not {type(value).__name__}")
+    return list(value)
+
+
 def _location(row: int, column: int) -> dict:
     return {"row": row, "column": column}
 
@@ -145,6 +152,8 @@ class Subject:
     @classmethod
     def from_dict(cls, data: Mapping | None) -> "Subject":
         data = data or {}
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a subject must be a mapping, not {type(data).__name__}")
         known = {k: (None if data.get(k) is None else str(data[k])) for k in cls.__dataclass_fields__}
         return cls(**known)
 
@@ -191,7 +200,7 @@ class Finding:
         return cls(str(data["code"]), str(data["message"]), Severity(str(data["severity"])).value,
                    str(data["filename"]), row, col, end_row, end_col, str(data["line_text"]),
                    Fix.from_dict(data["fix"]), None if noqa is None else int(noqa),
-                   tuple(frozenset(str(n) for n in r) for r in data["requires"]),
+                   tuple(frozenset(str(n) for n in _list(r)) for r in _list(data["requires"])),
                    Confirmation.from_dict(data["confirmation"]), bool(data["suppressed"]),
                    Subject.from_dict(data.get("subject")))
 

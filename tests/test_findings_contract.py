@@ -106,12 +106,14 @@ def test_from_dict_rejects_malformed_input(cls, data):
         cls.from_dict(data)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="known: a non-mapping subject raises AttributeError, outside the documented "
-                          "KeyError/TypeError/ValueError that the cache catches")
 def test_from_dict_rejects_a_subject_that_is_not_a_mapping():
     with pytest.raises((KeyError, TypeError, ValueError)):
         Finding.from_dict(_broken(FINDING, ["subject"], "steps"))
+
+
+def test_from_dict_rejects_requires_that_are_not_lists_of_names():
+    with pytest.raises(TypeError):
+        Finding.from_dict(_broken(FINDING, ["requires"], ["abc"]))
 
 
 def test_finding_with_confirmation_keeps_everything_else():
