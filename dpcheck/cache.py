@@ -22,7 +22,7 @@ from dpcheck import __version__
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 3
+_FORMAT = 4
 
 
 def _digest(data: bytes) -> str:

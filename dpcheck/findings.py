@@ -178,6 +178,9 @@ class Finding:
     # run observed (so a known, suppressed hazard does not come back as a dynamic finding).
     suppressed: bool = False
     subject: Subject = field(default_factory=Subject)
+    # The 1-based code cell of a notebook the rows and columns count in (ruff's `cell`);
+    # None for a Python file. Fix edits of a notebook finding count in the same cell.
+    cell: int | None = None
 
     def with_confirmation(self, confirmation: Confirmation) -> "Finding":
         return replace(self, confirmation=confirmation)
@@ -190,19 +193,19 @@ class Finding:
             "fix": None if self.fix is None else self.fix.to_dict(), "noqa_row": self.noqa_row,
             "requires": [sorted(r) for r in self.requires],
             "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
-            "suppressed": self.suppressed, "subject": self.subject.to_dict(),
+            "suppressed": self.suppressed, "subject": self.subject.to_dict(), "cell": self.cell,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Finding":
         row, col, end_row, end_col = (int(v) for v in data["span"])
-        noqa = data["noqa_row"]
+        noqa, cell = data["noqa_row"], data.get("cell")
         return cls(str(data["code"]), str(data["message"]), Severity(str(data["severity"])).value,
                    str(data["filename"]), row, col, end_row, end_col, str(data["line_text"]),
                    Fix.from_dict(data["fix"]), None if noqa is None else int(noqa),
                    tuple(frozenset(str(n) for n in _list(r)) for r in _list(data["requires"])),
                    Confirmation.from_dict(data["confirmation"]), bool(data["suppressed"]),
-                   Subject.from_dict(data.get("subject")))
+                   Subject.from_dict(data.get("subject")), None if cell is None else int(cell))
 
 
 @dataclass(frozen=True)

@@ -296,10 +296,10 @@ def test_noqa_codes(line, expected):
     assert codes == (None if expected is None else frozenset(expected))
 
 
-def test_noqa_inside_a_string_counts_as_noqa():
-    # Current behaviour (pinned): the comment is found by text, not by token, so a string that
-    # contains `# noqa` silences the line too.
-    assert SourceFile("f.py", 's = "# noqa"\n').noqa_codes(1) == frozenset({ALL_CODES})
+def test_noqa_inside_a_string_is_not_a_comment():
+    # Comments are found by token: a string that contains `# noqa` silences nothing.
+    assert SourceFile("f.py", 's = "# noqa"\n').noqa_codes(1) is None
+    assert SourceFile("f.py", 's = "# noqa"  # noqa: DP101\n').noqa_codes(1) == frozenset({"DP101"})
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -308,11 +308,12 @@ def test_noqa_inside_a_string_counts_as_noqa():
     ("#dpcheck:noqa:dp101\n", {"DP101"}),
     ("# dpcheck: noqa: DP101\n# dpcheck: noqa: DP203\n", {"DP101", "DP203"}),
     ("import torch  # dpcheck: noqa\n", set()),  # only on a line of its own
+    ('s = """\n# dpcheck: noqa\n"""\n', set()),  # only in a comment
     ("# dpcheck is great\n", set()),
     ("import torch\n", set()),
 ])
 def test_file_level_noqa(text, expected):
-    assert SourceFile("f.py", text).file_noqa_codes() == frozenset(expected)
+    assert SourceFile("f.py", text).file_noqa == frozenset(expected)
 
 
 def test_suppressed():

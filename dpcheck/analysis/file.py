@@ -100,6 +100,10 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     except (SyntaxError, ValueError) as exc:
         row = getattr(exc, "lineno", None) or 1
         col = getattr(exc, "offset", None) or 1
+        if "\0" in text and getattr(exc, "lineno", None) is None:
+            # The parser names no position for a NUL byte: find it like the tokenizer would.
+            row, col = source.position(text.index("\0"))
+            col += 1
         msg = getattr(exc, "msg", None) or str(exc)
         result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
@@ -119,7 +123,6 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
 
-    file_noqa = source.file_noqa_codes()
     seen: set[tuple] = set()
     for rule in rules:
         try:
@@ -144,7 +147,7 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
             if key in seen:
                 continue
             seen.add(key)
-            if suppressed(finding.code, file_noqa) or suppressed(finding.code, source.noqa_codes(finding.row)):
+            if suppressed(finding.code, source.file_noqa) or suppressed(finding.code, source.noqa_codes(finding.row)):
                 finding = replace(finding, suppressed=True)
             result.findings.append(finding)
     return result

@@ -19,7 +19,7 @@ def _location(row: int, column: int) -> dict:
 
 def finding_json(f: Finding, report: Report) -> dict:
     return {
-        "cell": None,
+        "cell": f.cell,
         "code": f.code,
         "name": report.rule(f.code).name,
         "message": f.message,
@@ -61,6 +61,17 @@ def _sarif_fix(fix, uri: str) -> dict:
                  "insertedContent": {"text": e.content}} for e in fix.edits]}]}
 
 
+def _sarif_properties(f: Finding) -> dict:
+    """Extra facts on a SARIF result: the confirmation, and for a notebook the cell its
+    region's rows count in (SARIF has no notion of cells)."""
+    properties: dict = {}
+    if f.confirmation is not None:
+        properties["confirmation"] = f.confirmation.to_dict()
+    if f.cell is not None:
+        properties["cell"] = f.cell
+    return {"properties": properties} if properties else {}
+
+
 def sarif_log(report: Report) -> dict:
     codes = list(dict.fromkeys([*report.selected, *(f.code for f in report.findings)]))
     rules_json, index = [], {}
@@ -97,7 +108,7 @@ def sarif_log(report: Report) -> dict:
             }}],
             "partialFingerprints": {"dpcheck/v1": fingerprint},
             **({"fixes": [_sarif_fix(f.fix, uri)]} if f.fix is not None and f.fix.edits else {}),
-            **({"properties": {"confirmation": f.confirmation.to_dict()}} if f.confirmation is not None else {}),
+            **_sarif_properties(f),
         })
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

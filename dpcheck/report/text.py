@@ -2,22 +2,65 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from typing import TextIO
 
-from dpcheck.findings import Report
+from dpcheck.findings import Finding, Report
+
+TAB_SIZE = 4
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def display_line(text: str) -> tuple[str, list[int]]:
+    """``text`` as a terminal shows it, and the display column where each character starts
+    (one entry per character, plus one for the end), so carets can be placed under it.
+
+    Tabs go to the next multiple of TAB_SIZE; control characters and line/paragraph
+    separators (a form feed, U+2028 inside a string) become one space, so that the snippet
+    stays on one line and the columns stay countable; wide characters take two columns.
+    """
+    if text.isascii() and text.isprintable():
+        return text, list(range(len(text) + 1))
+    shown, starts, column = [], [], 0
+    for char in text:
+        starts.append(column)
+        if char == "\t":
+            width = TAB_SIZE - column % TAB_SIZE
+            shown.append(" " * width)
+        elif not char.isprintable() and char != " ":
+            width = 1
+            shown.append(" ")
+        else:
+            width = _char_width(char)
+            shown.append(char)
+        column += width
+    starts.append(column)
+    return "".join(shown), starts
+
+
+def location(f: Finding) -> str:
+    """``path:row:col`` for a file, ``path:cell N:row:col`` for a notebook cell (ruff's form)."""
+    cell = f"cell {f.cell}:" if f.cell is not None else ""
+    return f"{f.filename}:{cell}{f.row}:{f.col}"
 
 
 def write_full(report: Report, out: TextIO) -> None:
     for f in report.findings:
-        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}\n")
+        out.write(f"{location(f)}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}\n")
         if not f.line_text:
             continue
         gutter = len(str(f.row))
         pad = " " * gutter
-        line = f.line_text.expandtabs(4) if "\t" in f.line_text else f.line_text
-        start = max(f.col - 1, 0)
-        end = f.end_col - 1 if f.end_row == f.row else len(line)
+        line, starts = display_line(f.line_text)
+        last = len(starts) - 1
+        start = starts[min(max(f.col - 1, 0), last)]
+        end = starts[min(max(f.end_col - 1, 0), last)] if f.end_row == f.row else len(line)
         width = max(1, end - start)
         out.write(f"{pad} |\n{f.row} | {line}\n{pad} | {' ' * start}{'^' * width} {f.code}\n{pad} |\n")
         hint = report.rule(f.code).help
@@ -34,7 +77,7 @@ def write_full(report: Report, out: TextIO) -> None:
 def write_concise(report: Report, out: TextIO) -> None:
     for f in report.findings:
         status = f" [{f.confirmation.status}]" if f.confirmation is not None else ""
-        out.write(f"{f.filename}:{f.row}:{f.col}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}{status}\n")
+        out.write(f"{location(f)}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}{status}\n")
 
 
 def _marker(report: Report, finding) -> str:
@@ -53,10 +96,14 @@ def _escape_property(text: str) -> str:
 def write_github(report: Report, out: TextIO) -> None:
     command = {"error": "error", "warning": "warning", "info": "notice"}
     for f in report.findings:
-        props = (f"file={_escape_property(f.filename)},line={f.row},col={f.col},"
-                 f"endLine={f.end_row},endColumn={f.end_col},title={f.code}")
+        # Rows of a notebook cell are no rows of the .ipynb file: like ruff, annotate the
+        # file's first line and name the cell in the message.
+        row, col, end_row, end_col = (f.row, f.col, f.end_row, f.end_col) if f.cell is None else (1, 1, 1, 1)
+        where = f"{location(f)}: " if f.cell is not None else ""
+        props = (f"file={_escape_property(f.filename)},line={row},col={col},"
+                 f"endLine={end_row},endColumn={end_col},title={f.code}")
         out.write(f"::{command.get(f.severity, 'error')} {props}::"
-                  f"{_escape_data(f'{f.code} {f.message}')}\n")
+                  f"{_escape_data(f'{where}{f.code} {f.message}')}\n")
 
 
 def write_summary(report: Report, out: TextIO) -> None:
