@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind
+from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim
 from dpcheck.analysis.outputs import gathered_class, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -74,10 +74,8 @@ def _why(leaf, fn, model) -> str | None:
     resolve = model.ctx.resolve
     if isinstance(leaf, ast.Call):
         name = resolve(leaf.func) or ""
-        if name == "torch.stack" and leaf.args:
-            dim = keyword(leaf, "dim") or (leaf.args[1] if len(leaf.args) > 1 else None)
-            if (dim is None or (isinstance(dim, ast.Constant) and dim.value == 0)) and _is_list(leaf.args[0], fn):
-                return "`torch.stack(...)` of a list on dim 0 (layers or steps first)"
+        if name == "torch.stack" and stacks_new_leading_dim(leaf, fn):
+            return "`torch.stack(...)` of a list on dim 0 (layers or steps first)"
         func = leaf.func
         if isinstance(func, ast.Attribute) and func.attr in ("transpose", "permute", "t", "swapaxes") \
                 and isinstance(func.value, ast.Name) and func.value.id in parameters_of(fn):
@@ -97,40 +95,6 @@ def _why(leaf, fn, model) -> str | None:
         if _rnn_call(leaf.value, fn, model) and isinstance(leaf.slice, ast.Constant) and leaf.slice.value == 1:
             return "an RNN's final hidden state `h_n` (layers, B, H)"
     return _hidden_state_name(leaf, fn, model)
-
-
-def _is_list(node, fn) -> bool:
-    """A list built per layer or per step (not one item per sample of the batch)."""
-    if isinstance(node, ast.ListComp):
-        return not _over_batch(node.generators[0].iter, fn)
-    if isinstance(node, ast.List):
-        return True
-    if isinstance(node, ast.Name):
-        values = fn.local_values.get(node.id, ())
-        if any(isinstance(v, ast.ListComp) and _over_batch(v.generators[0].iter, fn) for v in values):
-            return False
-        if any(isinstance(v, (ast.List, ast.ListComp)) for v in values):
-            return not _appended_per_sample(node.id, fn)
-    return False
-
-
-def _over_batch(iterable, fn) -> bool:
-    """`for item in x`, `zip(x, y)`, `enumerate(x)`, `x.unbind(0)`, `range(len(x))`, `range(x.shape[0])`."""
-    params = set(parameters_of(fn))
-    for sub in ast.walk(iterable):
-        if isinstance(sub, ast.Name) and sub.id in params:
-            text = ast.unparse(iterable)
-            return not any(t in text for t in (".shape[1]", ".size(1)", ".shape[-", ".size(-"))
-    return False
-
-
-def _appended_per_sample(name, fn) -> bool:
-    for loop in fn.nodes(ast.For):
-        if _over_batch(loop.iter, fn) and any(
-                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "append"
-                and isinstance(c.func.value, ast.Name) and c.func.value.id == name for c in ast.walk(loop)):
-            return True
-    return False
 
 
 def _rnn_call(call, fn, model) -> bool:

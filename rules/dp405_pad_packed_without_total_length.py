@@ -76,7 +76,7 @@ class PadPackedWithoutTotalLength(Rule):
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
                     yield self.violation(call, "`pad_packed_sequence` without `total_length`: each "
                                          "DataParallel replica pads to its own chunk's longest sequence", fix=fix)
-                elif "len" in ast.unparse(total).lower():
+                elif _from_lengths(total, fn, 0):
                     yield self.violation(total, f"`total_length={ast.unparse(total)}` comes from the chunk's "
                                          "lengths, so it still differs between DataParallel replicas")
 
@@ -107,3 +107,24 @@ def _padded_input(fn, resolve) -> str | None:
             dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
             return f"{call.args[0].id}.size({dim})"
     return None
+
+
+def _from_lengths(node, fn, depth) -> bool:
+    """Is the value computed from a lengths tensor (`lengths[0]`, `lengths.max()`, `max(lens)`)?
+
+    Local names are followed to what they are bound to, so `total_length = x.size(1)` is the
+    padded size it is (the same on every replica), whatever the local is called.
+    """
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id)
+        if values:
+            return any(_from_lengths(v, fn, depth + 1) for v in values)
+        return "len" in node.id.lower()  # a parameter or global named like a lengths tensor
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("size", "dim"):
+        return False  # a padded tensor's size
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        return False
+    return any(_from_lengths(child, fn, depth) for child in ast.iter_child_nodes(node)
+               if isinstance(child, ast.expr))

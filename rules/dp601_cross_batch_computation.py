@@ -70,17 +70,27 @@ class CrossBatchComputation(Rule):
                 if isinstance(node, ast.BinOp):
                     if isinstance(node.op, ast.MatMult) and _batch_outer(node.left, node.right, fn):
                         yield self._similarity(node)
+                    elif isinstance(node.op, (ast.Sub, ast.Mult, ast.Add)) and _pairwise_broadcast(node, fn):
+                        yield self._similarity(node)
                     continue
                 func = node.func
                 name = resolve(func) or ""
                 last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
                 if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
                         and _dim_zero(node, first_positional=0) and is_batch_tensor(func.value, fn):
-                    yield self._reduction(node, f"`.{func.attr}` over dim 0")
+                    found = self._reduction(node, f"`.{func.attr}` over dim 0", fn)
+                    if found:
+                        yield found
                 elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
                         and is_batch_tensor(node.args[0], fn):
-                    yield self._reduction(node, f"`{ast.unparse(func)}` over dim 0")
+                    found = self._reduction(node, f"`{ast.unparse(func)}` over dim 0", fn)
+                    if found:
+                        yield found
                 elif last in ("mm", "matmul", "bmm") and len(node.args) == 2 and _batch_outer(*node.args, fn):
+                    yield self._similarity(node)
+                elif last in ("cosine_similarity", "pairwise_distance", "cdist") and len(node.args) >= 2 and (
+                        last == "cdist" and is_batch_tensor(node.args[0], fn) and is_batch_tensor(node.args[1], fn)
+                        or _pairwise_broadcast(ast.BinOp(node.args[0], ast.Sub(), node.args[1]), fn)):
                     yield self._similarity(node)
                 elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
                         and _used_as_targets(node, fn, model):
@@ -88,13 +98,78 @@ class CrossBatchComputation(Rule):
                                          "replica numbers only its own slice, so in-batch labels and "
                                          "negatives come from B/N samples")
 
-    def _reduction(self, node, what):
+    def _reduction(self, node, what, fn):
+        use = _reduction_use(node, fn)
+        if use == "unused":
+            return None
+        if use == "bookkeeping":
+            return self.violation(node, f"{what} of a batch tensor in forward, used only as {_BOOKKEEPING}: "
+                                  "each DataParallel replica counts over its own slice, which changes "
+                                  "results only where a capacity or fallback depends on the whole batch",
+                                  severity=Severity.WARNING)
         return self.violation(node, f"{what} of a batch tensor in forward: each DataParallel replica "
                               "computes it over its own slice of the batch")
 
     def _similarity(self, node):
         return self.violation(node, "An in-batch similarity matrix in forward: each DataParallel replica "
                               "compares only its own B/N samples (fewer negatives)")
+
+
+_BOOKKEEPING = "a count, a comparison or a fallback value"
+_TO_PYTHON = frozenset({"tolist", "item", "numpy", "cpu"})
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "less", "greater", "where"})
+
+
+def _reduction_use(node, fn, depth=0) -> str:
+    """Where a batch reduction's value goes: 'unused' (discarded, or only turned into Python
+    numbers for routing), 'bookkeeping' (compared with, or the fallback of `torch.where`), or
+    'value' (anything else: it reaches the output, a loss or state)."""
+    if depth > 8:
+        return "value"
+    parent = fn.parent(node)
+    while isinstance(parent, ast.Attribute) and isinstance(fn.parent(parent), ast.Call) \
+            and fn.parent(parent).func is parent and parent.attr not in _TO_PYTHON:
+        node = fn.parent(parent)  # `.sum(0).float()`: follow the chain
+        parent = fn.parent(node)
+    if isinstance(parent, ast.Expr):
+        return "unused"
+    if isinstance(parent, ast.Attribute) and parent.attr in _TO_PYTHON:
+        return "unused"
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("int", "float", "len"):
+        return "unused"
+    if isinstance(parent, ast.Compare):
+        return "bookkeeping"
+    if isinstance(parent, ast.Call) and node in parent.args:
+        name = parent.func.attr if isinstance(parent.func, ast.Attribute) else getattr(parent.func, "id", "")
+        if name in _COMPARISONS and not (name == "where" and parent.args.index(node) == 1):
+            return "bookkeeping"
+        if name in ("clamp", "squeeze", "unsqueeze", "clamp_min"):
+            return _reduction_use(parent, fn, depth + 1)
+    if isinstance(parent, ast.BinOp):
+        return _reduction_use(parent, fn, depth + 1)
+    targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target] if isinstance(
+        parent, ast.AugAssign) else []
+    if len(targets) == 1 and isinstance(targets[0], ast.Name):
+        uses = _uses_until_rebound(targets[0].id, parent, fn)
+        kinds = {_reduction_use(u, fn, depth + 1) for u in uses}
+        if not kinds or kinds == {"unused"}:
+            return "unused"
+        return "bookkeeping" if "value" not in kinds else "value"
+    return "value"
+
+
+def _uses_until_rebound(name, assign, fn) -> list[ast.Name]:
+    """Loads of ``name`` after ``assign`` and up to the next plain rebinding of it (whose own
+    value may still read it: `n = n.tolist()`)."""
+    after = (assign.lineno, assign.col_offset)
+    # Only a rebinding that reads the old value is surely after it on every path (another may
+    # sit in the other arm of an if).
+    rebinds = [a.lineno for a in fn.nodes(ast.Assign) if a is not assign and (a.lineno, a.col_offset) > after
+               and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)
+               and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(a.value))]
+    cutoff = min(rebinds, default=None)
+    return [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)
+            and (n.lineno, n.col_offset) > after and (cutoff is None or n.lineno <= cutoff)]
 
 
 def _dim_zero(call, first_positional) -> bool:
@@ -104,7 +179,11 @@ def _dim_zero(call, first_positional) -> bool:
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 
-def _transposed(node) -> ast.AST | None:
+def _transposed(node, fn=None) -> ast.AST | None:
+    if isinstance(node, ast.Name) and fn is not None:
+        # `kt = k.t()` on an earlier line
+        values = fn.local_values.get(node.id, ())
+        return _transposed(values[0]) if len(values) == 1 else None
     if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
         return node.value
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -116,8 +195,44 @@ def _transposed(node) -> ast.AST | None:
 
 
 def _batch_outer(left, right, fn) -> bool:
-    inner = _transposed(right)
-    return inner is not None and is_batch_tensor(left, fn) and is_batch_tensor(inner, fn)
+    inner = _transposed(right, fn)
+    return inner is not None and is_batch_tensor(left, fn) and is_batch_tensor(inner, fn) \
+        and not _per_sample_matrices(left, fn)
+
+
+_BATCHED_MATRIX = frozenset({"diag_embed", "unsqueeze", "bmm", "baddbmm"})
+
+
+def _per_sample_matrices(node, fn, depth=0) -> bool:
+    """`torch.diag_embed(x)` or `x.unsqueeze(1)`: a stack of per-sample matrices, so `@ w.T`
+    multiplies each sample on its own instead of comparing samples."""
+    if depth > 3:
+        return False
+    if isinstance(node, ast.Name):
+        return any(_per_sample_matrices(v, fn, depth + 1) for v in fn.local_values.get(node.id, ()))
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name in _BATCHED_MATRIX
+    return False
+
+
+def _pairwise_broadcast(node, fn) -> bool:
+    """`a.unsqueeze(1) - b.unsqueeze(0)` (or dims 0 and 1 swapped): every sample against every other."""
+    dims = [_unsqueezed_batch(side, fn) for side in (node.left, node.right)]
+    return sorted(d for d in dims if d is not None) == [0, 1]
+
+
+def _unsqueezed_batch(node, fn) -> int | None:
+    """The dim of `x.unsqueeze(d)` (d in 0, 1) for a batch tensor x, through one local name."""
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id, ())
+        return _unsqueezed_batch(values[0], fn) if len(values) == 1 and not isinstance(values[0], ast.Name) else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze" \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, 1) \
+            and not isinstance(node.args[0].value, bool) and is_batch_tensor(node.func.value, fn):
+        return node.args[0].value
+    return None
 
 
 def _batch_size(node, fn) -> bool:

@@ -46,7 +46,8 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         if not sources:
             continue
         batch_major = all(sources) and not any(
-            (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value))
+            (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value)) \
+            and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived))
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             for t in ast.walk(target):
@@ -109,4 +110,81 @@ def under_lazy_guard(fn, node) -> bool:
                         and test.operand.func.id == "hasattr")):
                     return True
         cur = fn.parent(cur)
+    return False
+
+
+def stacks_new_leading_dim(call: ast.Call, fn: FunctionInfo, derived: dict[str, bool] | None = None) -> bool:
+    """`torch.stack(items)` on dim 0 of a list built per layer, step or stream (not per sample).
+
+    The new dim 0 indexes the list: it is the batch only when the list holds one entry per
+    sample (`[f(s) for s in x]`, a loop over the batch appending `h[i]`).
+    """
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if name != "stack" or not call.args or not (isinstance(func, ast.Name) or (
+            isinstance(func.value, ast.Name) and func.value.id == "torch")):
+        return False
+    dim = keyword(call, "dim") or (call.args[1] if len(call.args) > 1 else None)
+    if dim is not None and not (isinstance(dim, ast.Constant) and dim.value == 0):
+        return False
+    return _per_step_list(call.args[0], fn, batch_derived(fn) if derived is None else derived)
+
+
+def _per_step_list(node: ast.AST, fn: FunctionInfo, derived: dict[str, bool]) -> bool:
+    if isinstance(node, ast.ListComp):
+        return not _over_batch(node.generators[0].iter, fn)
+    if isinstance(node, ast.List):
+        return True
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id, ())
+        if any(isinstance(v, ast.ListComp) and _over_batch(v.generators[0].iter, fn) for v in values):
+            return False
+        if any(isinstance(v, (ast.List, ast.ListComp)) for v in values):
+            return not _appended_per_sample(node.id, fn, derived)
+    return False
+
+
+def _over_batch(iterable: ast.AST, fn: FunctionInfo) -> bool:
+    """`for item in x`, `zip(x, y)`, `enumerate(x)`, `x.unbind(0)`, `range(len(x))`, `range(x.shape[0])`."""
+    params = set(parameters_of(fn))
+    for sub in ast.walk(iterable):
+        if isinstance(sub, ast.Name) and sub.id in params:
+            text = ast.unparse(iterable)
+            return not any(t in text for t in (".shape[1]", ".size(1)", ".shape[-", ".size(-"))
+    return False
+
+
+def _appended_per_sample(name: str, fn: FunctionInfo, derived: dict[str, bool]) -> bool:
+    """Appended to in a loop over the batch, or with `h[i]` where `i` is the loop's index."""
+    for loop in fn.nodes(ast.For):
+        appends = [c for c in ast.walk(loop) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                   and c.func.attr == "append" and isinstance(c.func.value, ast.Name) and c.func.value.id == name]
+        if not appends:
+            continue
+        if _over_batch(loop.iter, fn):
+            return True
+        index = _loop_index(loop)
+        if index and any(_indexes_with(c.args[0], index, derived) for c in appends if c.args):
+            return True
+    return False
+
+
+def _loop_index(loop: ast.For) -> str | None:
+    """`i` in `for i in range(...)` or `for i, ... in enumerate(...)`."""
+    target = loop.target
+    if isinstance(target, ast.Tuple) and target.elts and isinstance(loop.iter, ast.Call) \
+            and isinstance(loop.iter.func, ast.Name) and loop.iter.func.id == "enumerate":
+        target = target.elts[0]
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _indexes_with(node: ast.AST, index: str, derived: dict[str, bool]) -> bool:
+    """The appended value starts from `batch_tensor[i]`: one entry per sample."""
+    while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Subscript):
+            first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+            if isinstance(first, ast.Name) and first.id == index and isinstance(node.value, ast.Name) \
+                    and node.value.id in derived:
+                return True
+        node = node.func if isinstance(node, ast.Call) else node.value
     return False

@@ -10,6 +10,7 @@ expressions, following local variables, locally built dicts/lists, and
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
@@ -22,14 +23,19 @@ _MAX_DEPTH = 6
 def gathered_class(model: ModelClass) -> bool:
     """Could this class's forward output be what DataParallel gathers?
 
-    Loss modules (named *Loss*, *CrossEntropy*, *Criterion*, *Metric*, owning no layers) and classes built as children of another module in the same file are
-    not wrapped themselves: their outputs are consumed inside a parent's forward.
+    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) and classes
+    built as children of another module in the same file are not wrapped themselves: their outputs
+    are consumed inside a parent's forward. A wrapper named for both (`ModelAndLoss`,
+    `NetWithLoss`) is a model.
     """
     name = model.name
-    if any(w in name for w in ("Loss", "CrossEntropy", "Criterion", "Metric")) and not _owns_layers(model):
+    if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
         return False  # a loss module; a model that owns layers and a loss is still checked
     return name not in child_classes(model.ctx)
 
+
+# `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion` (not `Lossless`).
+_LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)")
 
 _PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
@@ -82,9 +88,9 @@ def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, 
     forward = model.forward
     if forward is None:
         return
-    seen: set[int] = set()
     for value in forward.returns():
-        yield from _leaves(value, forward, model, 0, seen, None)
+        # Each return is its own path: a value returned by two of them is reported at both.
+        yield from _leaves(value, forward, model, 0, set(), None)
 
 
 def _leaves(node, fn, model, depth, seen, anchor):
@@ -118,30 +124,74 @@ def _leaves(node, fn, model, depth, seen, anchor):
         if values:
             for value in values:
                 yield from _leaves(value, fn, model, depth + 1, seen, anchor or node)
-            yield from _container_writes(node.id, fn, model, depth, seen)
+            # Writes into a local container are reported where they happen, unless the container
+            # came back from a helper: then at forward's return of the helper's result.
+            yield from _container_writes(node.id, fn, model, depth, seen, anchor)
             return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        attr = fn.self_attr(node.func)
-        helper = model.find_method(attr) if attr else None
-        if helper is not None and helper.name != "forward":
+        helper = _helper_method(node, fn, model)
+        if helper is not None:
             for value in helper.returns():
                 yield from _leaves(value, helper, model, depth + 1, seen, anchor or node)
             return
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, int) and isinstance(node.value, ast.Call):
+        # `loss, out = self.compute_loss(...)`: element k of what the helper returns.
+        helper = _helper_method(node.value, fn, model)
+        if helper is not None:
+            for value in helper.returns():
+                if isinstance(value, (ast.Tuple, ast.List)):
+                    elts = value.elts
+                    if -len(elts) <= node.slice.value < len(elts) and not any(
+                            isinstance(e, ast.Starred) for e in elts):
+                        yield from _leaves(elts[node.slice.value], helper, model, depth + 1, seen,
+                                           anchor or node)
+                elif not isinstance(value, ast.Constant):
+                    yield from _leaves(value, helper, model, depth + 1, seen, anchor or node)
+            return
+    if isinstance(node, ast.Call) and _output_record(node, model):
+        # `ModelOutput(loss=loss, logits=logits)`: gather rebuilds dict-like records field by field.
+        for kw in node.keywords:
+            if kw.arg is not None:
+                yield from _leaves(kw.value, fn, model, depth + 1, seen, anchor)
+        for arg in node.args:
+            yield from _leaves(arg, fn, model, depth + 1, seen, anchor)
+        return
     yield node, fn, anchor or node
 
 
-def _container_writes(name, fn, model, depth, seen):
+def _helper_method(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo | None:
+    """The method of this class that `self.helper(...)` calls (not forward itself)."""
+    attr = fn.self_attr(call.func) if isinstance(call.func, ast.Attribute) else None
+    helper = model.find_method(attr) if attr else None
+    return helper if helper is not None and helper.name != "forward" else None
+
+
+def _output_record(call: ast.Call, model: ModelClass) -> bool:
+    """A call building a dict-like output record (`CausalLMOutput(...)`, `BaseOutput(...)`).
+
+    Plain dataclasses are left as leaves: gather cannot take them at all (DP402).
+    """
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if not name.endswith(("Output", "Outputs")) or not name[:1].isupper():
+        return False
+    local = model.ctx.classes.get(name)
+    return local is None or not _plain_dataclass(model.ctx, local, 0)
+
+
+def _container_writes(name, fn, model, depth, seen, anchor):
     """Values put into a local dict/list after creation: `out["loss"] = loss`, `outs.append(y)`."""
     for node in fn.nodes(ast.Assign):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                     and target.value.id == name:
-                yield from _leaves(node.value, fn, model, depth + 1, seen, None)
+                yield from _leaves(node.value, fn, model, depth + 1, seen, anchor)
     for call in fn.nodes(ast.Call):
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr in ("append", "insert") \
                 and isinstance(func.value, ast.Name) and func.value.id == name and call.args:
-            yield from _leaves(call.args[-1], fn, model, depth + 1, seen, None)
+            yield from _leaves(call.args[-1], fn, model, depth + 1, seen, anchor)
 
 
 # --- what a leaf is -----------------------------------------------------------------
@@ -203,7 +253,30 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return f"`.{node.func.attr}()` with no dim"
     if _is_loss_module_call(node, fn, model):
         return f"a loss from `{ast.unparse(node.func)}`"
-    return None
+    return _passed_through(node, fn, model, depth)
+
+
+def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int) -> str | None:
+    """`self.loss_filter(loss_a, loss_b)`: a plain callable (no module with weights) given only
+    0-dim values and numbers returns 0-dim values or containers of them."""
+    if not call.args or call.keywords:
+        return None
+    attr = fn.self_attr(call.func)
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        if facts is not None and facts.kinds & {"module", "maybe_module", "parameter", "buffer"}:
+            return None
+    elif not isinstance(call.func, ast.Name) or call.func.id in ("dict", "tuple", "list"):
+        return None
+    found = None
+    for arg in call.args:
+        if isinstance(arg, ast.Constant):
+            continue
+        reason = scalar_reason(arg, fn, model, depth + 1)
+        if reason is None:
+            return None
+        found = found or reason
+    return f"{found}, passed through `{ast.unparse(call.func)}`" if found else None
 
 
 def _is_loss_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> bool:
@@ -217,12 +290,42 @@ def _is_loss_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) ->
             constructions = [v for _, v, _ in facts.assignments]
     elif isinstance(func, ast.Name):
         constructions = list(fn.local_values.get(func.id, ()))
+    if attr is not None:
+        constructions = [default for value in constructions for default in _parameter_defaults(value, model)]
+    known = False
     for value in constructions:
         if isinstance(value, ast.Call):
-            name = model.ctx.resolve(value.func) or ""
-            if name.startswith("torch.nn.") and name.endswith("Loss") and not _reduction_none(value):
-                return True
-    return False
+            name = model.ctx.resolve(value.func) or (value.func.id if isinstance(value.func, ast.Name) else "")
+            last = name.rsplit(".", 1)[-1]
+            if _reduction_none(value):
+                return False
+            if last.endswith("Loss") or (last and "Criterion" in last):
+                return True  # torch.nn.*Loss, or a project's loss class (`networks.GANLoss(...)`)
+            known = known or last[:1].isupper()  # a class we can name, and it is not a loss
+    # `self.criterion = criterion` / `self.loss = args.loss_class(...)`: a callable stored under a
+    # loss's name whose class cannot be seen.
+    lowered = (attr or "").lower()
+    return attr in model.attrs and not known and (
+        "criterion" in lowered or lowered in _LOSS_ATTRS)
+
+
+_LOSS_ATTRS = frozenset({"loss", "loss_fn", "loss_func", "loss_fct", "lossfn", "loss_function", "loss_module"})
+
+
+def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
+    """`self.criterion = criterion` in __init__: the parameter's default, if it has one."""
+    if not isinstance(value, ast.Name):
+        return [value]
+    init = model.find_method("__init__")
+    if init is None:
+        return [value]
+    args = init.node.args
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    if value.id in defaults:
+        return [defaults[value.id]]
+    return [] if value.id in {a.arg for a in positional + args.kwonlyargs} else [value]
 
 
 _PY_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round", "repr", "format"})
