@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_batch_tensor, keyword
+from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -67,11 +67,11 @@ class CrossBatchComputation(Rule):
         resolve = model.ctx.resolve
         for fn in model.in_forward:
             for node in fn.nodes(ast.Call, ast.BinOp):
+                if pairwise_over_batch(node, fn, resolve):
+                    if not _only_returned(node, fn, 0):  # else DP408 reports the returned matrix
+                        yield self._similarity(node)
+                    continue
                 if isinstance(node, ast.BinOp):
-                    if isinstance(node.op, ast.MatMult) and _batch_outer(node.left, node.right, fn):
-                        yield self._similarity(node)
-                    elif isinstance(node.op, (ast.Sub, ast.Mult, ast.Add)) and _pairwise_broadcast(node, fn):
-                        yield self._similarity(node)
                     continue
                 func = node.func
                 name = resolve(func) or ""
@@ -86,12 +86,6 @@ class CrossBatchComputation(Rule):
                     found = self._reduction(node, f"`{ast.unparse(func)}` over dim 0", fn)
                     if found:
                         yield found
-                elif last in ("mm", "matmul", "bmm") and len(node.args) == 2 and _batch_outer(*node.args, fn):
-                    yield self._similarity(node)
-                elif last in ("cosine_similarity", "pairwise_distance", "cdist") and len(node.args) >= 2 and (
-                        last == "cdist" and is_batch_tensor(node.args[0], fn) and is_batch_tensor(node.args[1], fn)
-                        or _pairwise_broadcast(ast.BinOp(node.args[0], ast.Sub(), node.args[1]), fn)):
-                    yield self._similarity(node)
                 elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
                         and _used_as_targets(node, fn, model):
                     yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
@@ -158,6 +152,40 @@ def _reduction_use(node, fn, depth=0) -> str:
     return "value"
 
 
+_OUTPUT_STEPS = frozenset({"t", "T", "mT", "float", "exp", "contiguous", "detach", "to", "clone"})
+
+
+def _only_returned(node, fn, depth) -> bool:
+    """Does the value only reach `return` (through names, scaling, `.t()`, tuples, dicts and
+    output records)? Then it is an output, not an in-forward objective."""
+    if depth > 8:
+        return False
+    parent = fn.parent(node)
+    if isinstance(parent, ast.Return):
+        return True
+    if isinstance(parent, (ast.Tuple, ast.List, ast.Dict, ast.BinOp)) or (
+            isinstance(parent, ast.Attribute) and parent.attr in _OUTPUT_STEPS):
+        return _only_returned(parent, fn, depth + 1)
+    if isinstance(parent, ast.Call) and parent.func is not node and (
+            node in parent.args or any(k.value is node for k in parent.keywords)):
+        return _only_returned(parent, fn, depth + 1) if _record_call(parent) else False
+    if isinstance(parent, ast.keyword):
+        call = fn.parent(parent)
+        return _record_call(call) and _only_returned(call, fn, depth + 1)
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return _only_returned(parent, fn, depth + 1)  # `x.t()`: the Attribute was checked above
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        uses = _uses_until_rebound(parent.targets[0].id, parent, fn)
+        return bool(uses) and all(_only_returned(u, fn, depth + 1) for u in uses)
+    return False
+
+
+def _record_call(call) -> bool:
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name in ("dict", "tuple", "list") or name.endswith(("Output", "Outputs"))
+
+
 def _uses_until_rebound(name, assign, fn) -> list[ast.Name]:
     """Loads of ``name`` after ``assign`` and up to the next plain rebinding of it (whose own
     value may still read it: `n = n.tolist()`)."""
@@ -177,62 +205,6 @@ def _dim_zero(call, first_positional) -> bool:
     if dim is None and len(call.args) > first_positional:
         dim = call.args[first_positional]
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
-
-
-def _transposed(node, fn=None) -> ast.AST | None:
-    if isinstance(node, ast.Name) and fn is not None:
-        # `kt = k.t()` on an earlier line
-        values = fn.local_values.get(node.id, ())
-        return _transposed(values[0]) if len(values) == 1 else None
-    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
-        return node.value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        if node.func.attr == "t" and not node.args:
-            return node.func.value
-        if node.func.attr == "transpose" and [getattr(a, "value", None) for a in node.args] in ([0, 1], [1, 0]):
-            return node.func.value
-    return None
-
-
-def _batch_outer(left, right, fn) -> bool:
-    inner = _transposed(right, fn)
-    return inner is not None and is_batch_tensor(left, fn) and is_batch_tensor(inner, fn) \
-        and not _per_sample_matrices(left, fn)
-
-
-_BATCHED_MATRIX = frozenset({"diag_embed", "unsqueeze", "bmm", "baddbmm"})
-
-
-def _per_sample_matrices(node, fn, depth=0) -> bool:
-    """`torch.diag_embed(x)` or `x.unsqueeze(1)`: a stack of per-sample matrices, so `@ w.T`
-    multiplies each sample on its own instead of comparing samples."""
-    if depth > 3:
-        return False
-    if isinstance(node, ast.Name):
-        return any(_per_sample_matrices(v, fn, depth + 1) for v in fn.local_values.get(node.id, ()))
-    if isinstance(node, ast.Call):
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        return name in _BATCHED_MATRIX
-    return False
-
-
-def _pairwise_broadcast(node, fn) -> bool:
-    """`a.unsqueeze(1) - b.unsqueeze(0)` (or dims 0 and 1 swapped): every sample against every other."""
-    dims = [_unsqueezed_batch(side, fn) for side in (node.left, node.right)]
-    return sorted(d for d in dims if d is not None) == [0, 1]
-
-
-def _unsqueezed_batch(node, fn) -> int | None:
-    """The dim of `x.unsqueeze(d)` (d in 0, 1) for a batch tensor x, through one local name."""
-    if isinstance(node, ast.Name):
-        values = fn.local_values.get(node.id, ())
-        return _unsqueezed_batch(values[0], fn) if len(values) == 1 and not isinstance(values[0], ast.Name) else None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze" \
-            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, 1) \
-            and not isinstance(node.args[0].value, bool) and is_batch_tensor(node.func.value, fn):
-        return node.args[0].value
-    return None
 
 
 def _batch_size(node, fn) -> bool:

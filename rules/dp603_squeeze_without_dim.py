@@ -60,7 +60,7 @@ class SqueezeWithoutDim(Rule):
                     receiver = call.args[0]
                 else:
                     continue
-                if _batch_rooted(receiver, fn):
+                if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -73,6 +73,34 @@ class SqueezeWithoutDim(Rule):
         call = editor.node
         if isinstance(call, cst.Call) and not call.args:
             editor.replace(call, call.with_changes(args=[cst.Arg(cst.parse_expression("-1"))]))
+
+
+_RESHAPED = frozenset({"reshape", "view", "item", "tolist"})
+
+
+def _bare_squeeze(node) -> bool:
+    if not isinstance(node, ast.Call) or node.args or node.keywords:
+        return False
+    func = node.func
+    return isinstance(func, ast.Attribute) and func.attr == "squeeze"
+
+
+def _shape_neutral(call, fn) -> bool:
+    """The lost dim cannot matter: both sides of a loss are squeezed alike
+    (`loss_fct(logits.squeeze(), labels.squeeze())`), or the chain goes on to
+    `.reshape(...)`/`.view(...)` (which restores the shape) or `.item()`/`.tolist()`."""
+    parent = fn.parent(call)
+    if isinstance(parent, ast.Call) and call in parent.args:
+        tensors = [a for a in parent.args if not isinstance(a, ast.Constant)]
+        return len(tensors) >= 2 and all(_bare_squeeze(a) for a in tensors)
+    node = call
+    while isinstance(parent, ast.Attribute) and isinstance(fn.parent(parent), ast.Call) \
+            and fn.parent(parent).func is parent:
+        if parent.attr in _RESHAPED:
+            return True
+        node = fn.parent(parent)
+        parent = fn.parent(node)
+    return False
 
 
 def _batch_rooted(node, fn) -> bool:

@@ -47,13 +47,48 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
             continue
         batch_major = all(sources) and not any(
             (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value)) \
-            and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived))
+            and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
+            and not _chain_drops_batch_dim(value)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             for t in ast.walk(target):
                 if isinstance(t, ast.Name):
                     derived[t.id] = batch_major
     return derived
+
+
+_DIM_REDUCTIONS = frozenset({"sum", "mean", "std", "var", "amax", "amin", "logsumexp", "prod", "median", "norm"})
+_INDEX_RESULTS = frozenset({"nonzero", "argwhere"})
+
+
+def _drops_batch_dim(call: ast.Call) -> bool:
+    """`x.sum(0)`, `torch.mean(x, dim=0)`, `m.nonzero()`: the result's dim 0 is not the batch."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return False
+    if func.attr in _INDEX_RESULTS:
+        return True
+    if func.attr not in _DIM_REDUCTIONS:
+        return False
+    module_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
+    dim = keyword(call, "dim")
+    if dim is None:
+        position = 1 if module_call else 0
+        dim = call.args[position] if len(call.args) > position else None
+    return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
+
+
+def _chain_drops_batch_dim(node: ast.AST) -> bool:
+    """`x.sum(0).float()`, `torch.mean(x, dim=0)`: the value itself is a batch reduction."""
+    while isinstance(node, (ast.Call, ast.Attribute)):
+        if isinstance(node, ast.Call) and _drops_batch_dim(node):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "F"):
+            node = node.args[0]  # `torch.clamp(x.sum(0), min=1)`: elementwise on the reduction
+            continue
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return False
 
 
 def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
@@ -68,6 +103,8 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
             return False  # transposed, or a layer's weights (a module passed in is not data)
         if isinstance(base, ast.Subscript):
             return False  # indexing may drop or move the batch dim
+        if isinstance(base, ast.Call) and _drops_batch_dim(base):
+            return False
         base = base.func if isinstance(base, ast.Call) else base.value
     return isinstance(base, ast.Name) and derived.get(base.id, False)
 
@@ -188,3 +225,88 @@ def _indexes_with(node: ast.AST, index: str, derived: dict[str, bool]) -> bool:
                 return True
         node = node.func if isinstance(node, ast.Call) else node.value
     return False
+
+
+# --- sample-against-sample matrices ---------------------------------------------------------
+
+def pairwise_over_batch(node: ast.AST, fn: FunctionInfo, resolve) -> bool:
+    """A (B, B) matrix comparing every sample of the batch with every other: `a @ b.T`,
+    `torch.mm(a, b.t())`, `a.unsqueeze(1) - b.unsqueeze(0)`, `F.cosine_similarity` of such
+    broadcast operands, `torch.cdist(a, b)`, where both operands are batch tensors."""
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.MatMult):
+            return _batch_outer(node.left, node.right, fn)
+        if isinstance(node.op, (ast.Sub, ast.Mult, ast.Add)):
+            return _pairwise_broadcast(node.left, node.right, fn)
+        return False
+    if not isinstance(node, ast.Call):
+        return False
+    name = resolve(node.func) or ""
+    if not name.startswith("torch."):
+        return False
+    last = name.rsplit(".", 1)[-1]
+    if last in ("mm", "matmul") and len(node.args) == 2:
+        return _batch_outer(*node.args, fn)
+    if last == "cdist" and len(node.args) >= 2:
+        return is_batch_tensor(node.args[0], fn) and is_batch_tensor(node.args[1], fn)
+    if last in ("cosine_similarity", "pairwise_distance") and len(node.args) >= 2:
+        return _pairwise_broadcast(node.args[0], node.args[1], fn)
+    return False
+
+
+def _transposed(node, fn=None) -> ast.AST | None:
+    if isinstance(node, ast.Name) and fn is not None:
+        # `kt = k.t()` on an earlier line
+        values = fn.local_values.get(node.id, ())
+        return _transposed(values[0]) if len(values) == 1 else None
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "t" and not node.args:
+            return node.func.value
+        if node.func.attr == "transpose" and [getattr(a, "value", None) for a in node.args] in ([0, 1], [1, 0]):
+            return node.func.value
+    return None
+
+
+def _batch_outer(left, right, fn) -> bool:
+    inner = _transposed(right, fn)
+    return inner is not None and is_batch_tensor(left, fn) and is_batch_tensor(inner, fn) \
+        and not _per_sample_matrices(left, fn)
+
+
+_BATCHED_MATRIX = frozenset({"diag_embed", "unsqueeze", "bmm", "baddbmm"})
+
+
+def _per_sample_matrices(node, fn, depth=0) -> bool:
+    """`torch.diag_embed(x)` or `x.unsqueeze(1)`: a stack of per-sample matrices, so `@ w.T`
+    multiplies each sample on its own instead of comparing samples."""
+    if depth > 3:
+        return False
+    if isinstance(node, ast.Name):
+        return any(_per_sample_matrices(v, fn, depth + 1) for v in fn.local_values.get(node.id, ()))
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name in _BATCHED_MATRIX
+    return False
+
+
+def _pairwise_broadcast(left, right, fn) -> bool:
+    """`a.unsqueeze(1) - b.unsqueeze(0)` (or dims 0 and 1 swapped): every sample against every other."""
+    dims = [_unsqueezed_batch(side, fn) for side in (left, right)]
+    return sorted(d for d in dims if d is not None) == [0, 1]
+
+
+def _unsqueezed_batch(node, fn) -> int | None:
+    """The dim of `x.unsqueeze(d)` (d in 0, 1) for a batch tensor x, through one local name."""
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id, ())
+        return _unsqueezed_batch(values[0], fn) if len(values) == 1 and not isinstance(values[0], ast.Name) else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze" \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, 1) \
+            and not isinstance(node.args[0].value, bool) and is_batch_tensor(node.func.value, fn):
+        return node.args[0].value
+    return None
+
+

@@ -68,14 +68,29 @@ def child_classes(ctx: FileContext) -> frozenset[str]:
 
 
 def _find_child_classes(ctx: FileContext) -> frozenset[str]:
+    """Also classes built by a module-level builder (`def build_encoder(): return Enc()`) that a
+    class of this file calls."""
     found: set[str] = set()
+    built_by: dict[str, set[str]] = {}  # module-level function -> classes it constructs
+    called_in_classes: set[str] = set()
     for call in ctx.nodes(ast.Call):
-        if isinstance(call.func, ast.Name) and call.func.id in ctx.classes:
-            owner = ctx.parent(call)
-            while owner is not None and not isinstance(owner, ast.ClassDef):
-                owner = ctx.parent(owner)
-            if owner is not None and owner.name != call.func.id:
+        if not isinstance(call.func, ast.Name):
+            continue
+        owner = ctx.parent(call)
+        function = None
+        while owner is not None and not isinstance(owner, ast.ClassDef):
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                function = owner  # ends as the outermost function
+            owner = ctx.parent(owner)
+        if owner is not None:
+            called_in_classes.add(call.func.id)
+            if call.func.id in ctx.classes and owner.name != call.func.id:
                 found.add(call.func.id)
+        elif function is not None and call.func.id in ctx.classes:
+            built_by.setdefault(function.name, set()).add(call.func.id)
+    for function, built in built_by.items():
+        if function in called_in_classes:
+            found |= built
     return frozenset(found)
 
 

@@ -388,7 +388,7 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
     gather = line is None and any(word in str(exc) for word in (
         "Gather", "gather", "not iterable", "same number of keys", "invalid shape", "number of dimensions",
         "zip()", "KeyError"))
-    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407", "DP603"] if gather else []
+    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407", "DP408", "DP603"] if gather else []
     if "PackedSequence" in str(exc) or "batch_sizes" in str(exc):
         codes.append("DP503")
     if "number of kwargs_tup" in str(exc) or "missing" in str(exc) and "positional argument" in str(exc):
@@ -475,7 +475,7 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
                     "output", f"{path} is a 0-dim tensor on one device but DataParallel on {backend.n} devices "
                     f"returned shape {tuple(d.shape)} (one value per replica)", ["DP401"], "DP802", batch=batch))
             elif r.shape != d.shape:
-                codes = ["DP401", "DP603"] if r.dim() == 0 else ["DP404", "DP403", "DP405", "DP501", "DP603"]
+                codes = ["DP401", "DP603"] if r.dim() == 0 else ["DP404", "DP403", "DP405", "DP408", "DP501", "DP603"]
                 report.observations.append(Observation(
                     "output", f"{path} has shape {tuple(r.shape)} on one device but {tuple(d.shape)} under "
                     f"DataParallel (batch {batch})", codes, "DP802", batch=batch))
