@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
+from dpcheck.analysis.outputs import gathered_class
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -65,10 +66,12 @@ class CrossBatchComputation(Rule):
 
     def check_class(self, model):
         resolve = model.ctx.resolve
+        # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
+        outputs_gathered = gathered_class(model)
         for fn in model.in_forward:
             for node in fn.nodes(ast.Call, ast.BinOp):
                 if pairwise_over_batch(node, fn, resolve):
-                    if not _only_returned(node, fn, 0):  # else DP408 reports the returned matrix
+                    if not (outputs_gathered and fn is model.forward and _only_returned(node, fn, 0)):
                         yield self._similarity(node)
                     continue
                 if isinstance(node, ast.BinOp):

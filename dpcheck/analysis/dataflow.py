@@ -48,7 +48,7 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         batch_major = all(sources) and not any(
             (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value)) \
             and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
-            and not _chain_drops_batch_dim(value)
+            and not _chain_drops_batch_dim(value) and not _sized_apart_from_batch(value)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             for t in ast.walk(target):
@@ -78,11 +78,36 @@ def _drops_batch_dim(call: ast.Call) -> bool:
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 
+_FACTORIES = frozenset({"arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "linspace", "eye"})
+
+
+def _sized_apart_from_batch(node: ast.AST) -> bool:
+    """`torch.arange(seq_len, device=x.device)`: a new tensor that mentions the input only for its
+    sizes or device; its dim 0 is the batch only when sized by one (`torch.zeros(x.size(0), d)`)."""
+    if isinstance(node, ast.BinOp):
+        return _sized_apart_from_batch(node.left)  # `torch.arange(n) // block`
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not (
+            isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        node = node.func.value  # `.to(...)`, `.float()` on the new tensor
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FACTORIES
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        return False
+    first = node.args[0] if node.args else None
+    if isinstance(first, (ast.List, ast.Tuple)) and first.elts:
+        first = first.elts[0]
+    if first is None:
+        return True
+    text = ast.unparse(first).lower()
+    return not any(t in text for t in (".size(0)", ".shape[0]", "batch", "bsz", "len("))
+
+
 def _chain_drops_batch_dim(node: ast.AST) -> bool:
     """`x.sum(0).float()`, `torch.mean(x, dim=0)`: the value itself is a batch reduction."""
     while isinstance(node, (ast.Call, ast.Attribute)):
         if isinstance(node, ast.Call) and _drops_batch_dim(node):
             return True
+        if isinstance(node, ast.Attribute) and node.attr in ("expand", "expand_as", "broadcast_to"):
+            return False  # `x.mean(0, keepdim=True).expand_as(x)`: back to the batch's shape
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "F"):
             node = node.args[0]  # `torch.clamp(x.sum(0), min=1)`: elementwise on the reduction
@@ -232,7 +257,8 @@ def _indexes_with(node: ast.AST, index: str, derived: dict[str, bool]) -> bool:
 def pairwise_over_batch(node: ast.AST, fn: FunctionInfo, resolve) -> bool:
     """A (B, B) matrix comparing every sample of the batch with every other: `a @ b.T`,
     `torch.mm(a, b.t())`, `a.unsqueeze(1) - b.unsqueeze(0)`, `F.cosine_similarity` of such
-    broadcast operands, `torch.cdist(a, b)`, where both operands are batch tensors."""
+    broadcast operands, where both operands are batch tensors. (`torch.cdist` is left out: on 3-D
+    operands it is per sample.)"""
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.MatMult):
             return _batch_outer(node.left, node.right, fn)
@@ -247,14 +273,15 @@ def pairwise_over_batch(node: ast.AST, fn: FunctionInfo, resolve) -> bool:
     last = name.rsplit(".", 1)[-1]
     if last in ("mm", "matmul") and len(node.args) == 2:
         return _batch_outer(*node.args, fn)
-    if last == "cdist" and len(node.args) >= 2:
-        return is_batch_tensor(node.args[0], fn) and is_batch_tensor(node.args[1], fn)
     if last in ("cosine_similarity", "pairwise_distance") and len(node.args) >= 2:
         return _pairwise_broadcast(node.args[0], node.args[1], fn)
     return False
 
 
 def _transposed(node, fn=None) -> ast.AST | None:
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("to", "float", "type_as", "contiguous", "detach"):
+        node = node.func.value  # `b.t().to(a.device)`
     if isinstance(node, ast.Name) and fn is not None:
         # `kt = k.t()` on an earlier line
         values = fn.local_values.get(node.id, ())

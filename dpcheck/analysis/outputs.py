@@ -136,12 +136,14 @@ def _leaves(node, fn, model, depth, seen, anchor):
         if values and len(values) > 1:
             # `x = 0` / `loss = None` then reassigned: the initial constant is not what returns.
             values = [v for v in values if not isinstance(v, ast.Constant)] or values
+            values = _not_rebuilt(node.id, values)
         if values:
             for value in values:
                 yield from _leaves(value, fn, model, depth + 1, seen, anchor or node)
             # Writes into a local container are reported where they happen, unless the container
             # came back from a helper: then at forward's return of the helper's result.
-            yield from _container_writes(node.id, fn, model, depth, seen, anchor)
+            if any(_is_container(v) for v in values):
+                yield from _container_writes(node.id, fn, model, depth, seen, anchor)
             return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         helper = _helper_method(node, fn, model)
@@ -193,6 +195,29 @@ def _output_record(call: ast.Call, model: ModelClass) -> bool:
         return False
     local = model.ctx.classes.get(name)
     return local is None or not _plain_dataclass(model.ctx, local, 0)
+
+
+def _not_rebuilt(name: str, values: list[ast.AST]) -> list[ast.AST]:
+    """Drop values that a later binding reads and rebuilds (`x = w; x = x.expand(b, -1)`): they
+    reach the return only through it."""
+    kept = []
+    for value in values:
+        line = getattr(value, "lineno", None)
+        rebuilt = line is not None and any(
+            getattr(later, "lineno", 0) > line and any(isinstance(n, ast.Name) and n.id == name
+                                                       for n in ast.walk(later))
+            for later in values)
+        if not rebuilt:
+            kept.append(value)
+    return kept or values
+
+
+def _is_container(value: ast.AST) -> bool:
+    """A dict or list built here (not a tensor written in place with `x[mask] = 0`)."""
+    if isinstance(value, (ast.Dict, ast.List, ast.ListComp, ast.DictComp)):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+        and value.func.id in ("dict", "list", "OrderedDict", "defaultdict")
 
 
 def _container_writes(name, fn, model, depth, seen, anchor):
