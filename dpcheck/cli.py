@@ -41,6 +41,11 @@ def main() -> None:
 @click.option("--select", multiple=True, help="Rule codes or prefixes to enable (DP1, DP101, ALL).")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
+@click.option("--extend-ignore", multiple=True, help="Codes or prefixes to disable on top of `ignore`.")
+@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES",
+              help="Disable codes for matching files, e.g. 'tests/*.py:DP1' (repeatable; replaces the config's).")
+@click.option("--extend-per-file-ignores", multiple=True, metavar="GLOB:CODES",
+              help="Like --per-file-ignores, added to the configuration's.")
 @click.option("--exclude", multiple=True, help="Patterns to exclude (replaces the defaults).")
 @click.option("--extend-exclude", multiple=True, help="Patterns to exclude on top of the defaults.")
 @click.option("--force-exclude/--no-force-exclude", default=None,
@@ -48,10 +53,17 @@ def main() -> None:
 @click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Honour .gitignore files.")
 @click.option("--output-format", type=click.Choice(OUTPUT_FORMATS),
               default=None, help="How to print findings (default: full).")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to this file instead of stdout.")
+@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
+              help="Colour full/concise output (auto: on a terminal unless NO_COLOR is set).")
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Use this pyproject.toml or dpcheck.toml instead of the nearest one.")
+              help="Use this pyproject.toml or dpcheck.toml for every file instead of each file's closest one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--stdin-filename", help="The path to report for code read from stdin (`dpcheck -`).")
+@click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first PATH, then exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit.")
+@click.option("--stdin-filename", help="Read the code from stdin and report it as this path "
+                                       "(its closest configuration applies).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
@@ -71,18 +83,23 @@ def main() -> None:
 @click.option("--devices", type=click.IntRange(min=2), default=None, help="Devices for --confirm (default: all, at least 2).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Seconds per file for --confirm (default 60).")
-def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude,
-          respect_gitignore, output_format, config_path, isolated, stdin_filename, exit_zero,
+def check(paths, select, extend_select, ignore, extend_ignore, per_file_ignores, extend_per_file_ignores,
+          exclude, extend_exclude, force_exclude, respect_gitignore, output_format, output_file, color,
+          config_path, isolated, show_settings, show_files, stdin_filename, exit_zero,
           statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, diff, fix_only, show_fixes,
           exit_non_zero_on_fix, add_noqa, confirm, backend, devices, timeout):
-    """Check PATHS (default: the current folder) for DataParallel hazards."""
+    """Check PATHS (default: the current folder; `-` or --stdin-filename alone: stdin) for
+    DataParallel hazards."""
     from dpcheck.run import CheckOptions, run_check
 
     options = CheckOptions(
         paths=list(paths), select=_split(select) if select else None, extend_select=_split(extend_select),
-        ignore=_split(ignore), exclude=list(exclude) or None, extend_exclude=list(extend_exclude),
+        ignore=_split(ignore), extend_ignore=_split(extend_ignore), per_file_ignores=list(per_file_ignores),
+        extend_per_file_ignores=list(extend_per_file_ignores),
+        exclude=list(exclude) or None, extend_exclude=list(extend_exclude),
         force_exclude=force_exclude, respect_gitignore=respect_gitignore, output_format=output_format,
-        config_path=config_path, isolated=isolated, stdin_filename=stdin_filename, exit_zero=exit_zero,
+        output_file=output_file, color=color, config_path=config_path, isolated=isolated,
+        show_settings=show_settings, show_files=show_files, stdin_filename=stdin_filename, exit_zero=exit_zero,
         statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only, show_fixes=show_fixes,
         exit_non_zero_on_fix=exit_non_zero_on_fix, add_noqa=add_noqa, confirm=confirm, backend=backend, devices=devices,

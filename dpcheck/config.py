@@ -1,40 +1,63 @@
-"""Settings from `[tool.dpcheck]` in the nearest pyproject.toml (or a dpcheck.toml), then the CLI.
+"""Settings per file, as ruff resolves them: the closest configuration file decides.
 
-As in ruff: a `dpcheck.toml` wins over a `pyproject.toml` in the same folder, a
-pyproject.toml without a `[tool.dpcheck]` table is skipped, and paths in the file are
-relative to the folder that holds it. An unknown key or rule code is an error.
+For each file, the closest folder (the file's own, then its parents) holding a
+`dpcheck.toml`, a `.dpcheck.toml` or a `pyproject.toml` with a `[tool.dpcheck]` table
+gives its settings, so a file gives the same results wherever dpcheck is started. In one
+folder `.dpcheck.toml` wins over `dpcheck.toml`, which wins over `pyproject.toml`, as in
+ruff. A file with no configuration above it gets the settings of the configuration
+closest to the working folder (or the defaults). `extend = "../base.toml"` inherits
+another file's settings (relative to the file that says it); the extending file's keys
+are applied on top. Patterns (`exclude`, `per-file-ignores`) are relative to the folder
+of the closest configuration file (the project root); `cache-dir` and `examples` to the
+file that names them. The command line applies on top of every file; `--config FILE`
+uses one file for everything and `--isolated` none. An unknown key or rule code is an
+error (exit 2).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 from dpcheck.constants import BACKENDS, OUTPUT_FORMATS
-from dpcheck.discovery import DEFAULT_EXCLUDE
-from dpcheck.registry import SelectionError, check_selector
+from dpcheck.discovery import DEFAULT_EXCLUDE, Excluder
+from dpcheck.registry import SelectionError, check_selector, select_rules
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-KNOWN_KEYS = frozenset(_LIST_KEYS + ("per-file-ignores", "output-format", "force-exclude",
-                                    "respect-gitignore", "cache-dir", "examples", "timeout",
-                                    "devices", "backend"))
+# The names a configuration file may have, strongest first within one folder.
+CONFIG_NAMES = (".dpcheck.toml", "dpcheck.toml", "pyproject.toml")
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "extend-ignore", "exclude", "extend-exclude")
+_MAPPING_KEYS = ("per-file-ignores", "extend-per-file-ignores")
+KNOWN_KEYS = frozenset(_LIST_KEYS + _MAPPING_KEYS + (
+    "extend", "output-format", "force-exclude", "respect-gitignore", "cache-dir", "examples",
+    "timeout", "devices", "backend"))
 
 
 class ConfigError(ValueError):
     pass
 
 
-@dataclass
+@dataclass(eq=False)
 class Settings:
+    """The resolved settings of one configuration file (plus the command line).
+
+    Files sharing a configuration file share one Settings object, so it is also the key
+    by which files are grouped for analysis."""
+
     root: Path
     config_file: Path | None = None
+    # Every file this one inherits from through `extend`, base first.
+    extended: list[Path] = field(default_factory=list)
     select: list[str] | None = None
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
@@ -56,6 +79,24 @@ class Settings:
     def all_excludes(self) -> list[str]:
         return [*self.exclude, *self.extend_exclude]
 
+    @cached_property
+    def excluder(self) -> Excluder:
+        return Excluder(self.root, self.all_excludes)
+
+    @cached_property
+    def codes(self) -> tuple[str, ...]:
+        """The static rules this selection runs, in code order."""
+        return tuple(r.code for r in select_rules(self.select, self.extend_select, self.ignore))
+
+    @cached_property
+    def dynamic_codes(self) -> frozenset[str]:
+        return frozenset(r.code for r in select_rules(self.select, self.extend_select, self.ignore,
+                                                      include_dynamic=True) if r.kind == "dynamic")
+
+    @property
+    def cache_folder(self) -> Path:
+        return self.cache_dir or self.root / ".dpcheck_cache"
+
     def ignored_for(self, path: Path) -> list[str]:
         """Codes `per-file-ignores` turns off for ``path``."""
         if not self.per_file_ignores:
@@ -72,68 +113,162 @@ class Settings:
                 codes.extend(selectors)
         return codes
 
+    def describe(self) -> str:
+        """What `--show-settings` prints: every resolved value, one per line."""
+        def show(value) -> str:
+            if value is None:
+                return "none"
+            if isinstance(value, bool):
+                return str(value).lower()
+            if isinstance(value, (list, tuple)):
+                return "[" + ", ".join(str(v) for v in value) + "]"
+            return str(value)
+
+        lines = [f"config file: {self.config_file or 'none (defaults)'}"]
+        if self.extended:
+            lines.append(f"extends: {show(self.extended)}")
+        lines += [
+            f"project root: {self.root}",
+            f"rules ({len(self.codes)}): {show(self.codes)}",
+            f"select: {show(self.select if self.select is not None else '(default)')}",
+            f"extend-select: {show(self.extend_select)}",
+            f"ignore: {show(self.ignore)}",
+            "per-file-ignores:" + ("" if self.per_file_ignores else " none"),
+            *(f"  {glob}: {show(codes)}" for glob, codes in self.per_file_ignores.items()),
+            f"exclude: {show(self.exclude)}",
+            f"extend-exclude: {show(self.extend_exclude)}",
+            f"force-exclude: {show(self.force_exclude)}",
+            f"respect-gitignore: {show(self.respect_gitignore)}",
+            f"output-format: {self.output_format}",
+            f"cache-dir: {self.cache_folder}",
+            f"examples: {show(self.examples)}",
+            f"timeout: {self.timeout:g}",
+            f"devices: {show(self.devices)}",
+            f"backend: {self.backend}",
+        ]
+        return "\n".join(lines)
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot parse: {exc}") from None
+
+
+def dpcheck_table(path: Path, data: dict) -> dict | None:
+    """The dpcheck settings in a parsed file, or None when a pyproject.toml has none.
+
+    dpcheck.toml may be flat or nest everything under [tool.dpcheck]."""
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("dpcheck") if isinstance(data.get("tool"), dict) else None
+    elif isinstance(data.get("tool"), dict) and "dpcheck" in data["tool"]:
+        table = data["tool"]["dpcheck"]
+    else:
+        table = data
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.dpcheck] must be a table")
+    return table
+
+
+def config_in(folder: Path) -> Path | None:
+    """The configuration file that decides for ``folder`` itself, if any."""
+    for name in CONFIG_NAMES:
+        candidate = folder / name
+        if candidate.is_file():
+            if name != "pyproject.toml" or dpcheck_table(candidate, read_toml(candidate)) is not None:
+                return candidate
+    return None
+
 
 def find_config(start: Path) -> Path | None:
     start = start.resolve()
     folder = start if start.is_dir() else start.parent
     for candidate in [folder, *folder.parents]:
-        own = candidate / "dpcheck.toml"
-        if own.is_file():
-            return own
-        pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"{pyproject}: cannot parse: {exc}") from None
-            if "dpcheck" in data.get("tool", {}):
-                return pyproject
+        found = config_in(candidate)
+        if found is not None:
+            return found
     return None
 
 
 def load_settings(config_file: Path | None, cwd: Path) -> Settings:
+    """The settings of one file (with everything it extends), or the defaults at ``cwd``."""
     if config_file is None:
         return Settings(root=cwd.resolve())
-    try:
-        data = tomllib.loads(config_file.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{config_file}: cannot parse: {exc}") from None
-    table = data if config_file.name == "dpcheck.toml" else data.get("tool", {}).get("dpcheck", {})
-    # dpcheck.toml may also nest everything under [tool.dpcheck] or be flat.
-    if config_file.name == "dpcheck.toml" and "tool" in table:
-        table = table["tool"].get("dpcheck", {})
-    settings = Settings(root=config_file.parent.resolve(), config_file=config_file)
-    apply_table(settings, table, str(config_file))
+    config_file = config_file.resolve()
+    settings = Settings(root=config_file.parent, config_file=config_file)
+    for path, table in _extend_chain(config_file):
+        apply_table(settings, table, str(path), path.parent)
+        if path != config_file:
+            settings.extended.append(path)
     return settings
 
 
-def apply_table(settings: Settings, table: dict, where: str) -> None:
+def _extend_chain(config_file: Path) -> list[tuple[Path, dict]]:
+    """(file, table) for ``config_file`` and everything it extends, base first."""
+    chain: list[tuple[Path, dict]] = []
+    path = config_file
+    while True:
+        if any(path == seen for seen, _ in chain):
+            cycle = " -> ".join(str(p) for p, _ in chain) + f" -> {path}"
+            raise ConfigError(f"{config_file}: `extend` forms a cycle: {cycle}")
+        table = dpcheck_table(path, read_toml(path))
+        if table is None:
+            raise ConfigError(f"{path}: no [tool.dpcheck] table (named by `extend`)")
+        chain.append((path, table))
+        base = table.get("extend")
+        if base is None:
+            return list(reversed(chain))
+        if not isinstance(base, str):
+            raise ConfigError(f"{path}: `extend` must be a path")
+        target = (path.parent / os.path.expandvars(os.path.expanduser(base))).resolve()
+        if not target.is_file():
+            raise ConfigError(f"{path}: `extend` names {target}, which does not exist")
+        path = target
+
+
+def _selectors(value, key: str, where: str) -> list[str]:
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    try:
+        return [check_selector(s, f"`{key}` of {where}") for s in value]
+    except SelectionError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _glob_map(value, key: str, where: str) -> dict[str, list[str]]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: `{key}` must map globs to lists of codes")
+    return {str(glob): _selectors(codes, f"{key}.{glob}", where) for glob, codes in value.items()}
+
+
+def apply_table(settings: Settings, table: dict, where: str, base: Path | None = None) -> None:
+    """Apply one layer (a configuration file, or the command line) on top of ``settings``.
+
+    As in ruff, a layer that sets `select` starts the selection afresh: the ignores and
+    extra selections of the layers below it no longer apply."""
+    base = base or settings.root
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) in [tool.dpcheck]: {', '.join(unknown)} "
                           f"(known: {', '.join(sorted(KNOWN_KEYS))})")
-    for key in _LIST_KEYS:
-        if key in table:
-            value = table[key]
-            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                raise ConfigError(f"{where}: `{key}` must be a list of strings")
-    try:
-        if "select" in table:
-            settings.select = [check_selector(s, where) for s in table["select"]]
-        if "extend-select" in table:
-            settings.extend_select = [check_selector(s, where) for s in table["extend-select"]]
-        if "ignore" in table:
-            settings.ignore = [check_selector(s, where) for s in table["ignore"]]
-        pfi = table.get("per-file-ignores", {})
-        if not isinstance(pfi, dict) or not all(isinstance(v, list) for v in pfi.values()):
-            raise ConfigError(f"{where}: `per-file-ignores` must map globs to lists of codes")
-        settings.per_file_ignores = {k: [check_selector(c, where) for c in v] for k, v in pfi.items()}
-    except SelectionError as exc:
-        raise ConfigError(str(exc)) from None
+    for key in ("exclude", "extend-exclude"):
+        if key in table and not (isinstance(table[key], list) and all(isinstance(v, str) for v in table[key])):
+            raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    if "select" in table:
+        settings.select = _selectors(table["select"], "select", where)
+        settings.extend_select, settings.ignore = [], []
+    settings.extend_select += _selectors(table.get("extend-select", []), "extend-select", where)
+    settings.ignore += _selectors(table.get("ignore", []), "ignore", where)
+    settings.ignore += _selectors(table.get("extend-ignore", []), "extend-ignore", where)
+    if "per-file-ignores" in table:
+        settings.per_file_ignores = _glob_map(table["per-file-ignores"], "per-file-ignores", where)
+    for glob, codes in _glob_map(table.get("extend-per-file-ignores", {}), "extend-per-file-ignores",
+                                 where).items():
+        settings.per_file_ignores[glob] = [*settings.per_file_ignores.get(glob, []), *codes]
     if "exclude" in table:
         settings.exclude = list(table["exclude"])
-    if "extend-exclude" in table:
-        settings.extend_exclude = list(table["extend-exclude"])
+    settings.extend_exclude += list(table.get("extend-exclude", []))
     if "output-format" in table:
         fmt = table["output-format"]
         if fmt not in OUTPUT_FORMATS:
@@ -144,19 +279,92 @@ def apply_table(settings: Settings, table: dict, where: str) -> None:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{where}: `{key}` must be true or false")
             setattr(settings, attr, table[key])
-    if "cache-dir" in table:
-        settings.cache_dir = (settings.root / table["cache-dir"]).resolve()
-    if "examples" in table:
-        settings.examples = (settings.root / table["examples"]).resolve()
+    for key, attr in (("cache-dir", "cache_dir"), ("examples", "examples")):
+        if key in table:
+            if not isinstance(table[key], (str, Path)):
+                raise ConfigError(f"{where}: `{key}` must be a path")
+            setattr(settings, attr, (base / table[key]).resolve())
     if "timeout" in table:
-        if not isinstance(table["timeout"], (int, float)) or table["timeout"] <= 0:
+        if isinstance(table["timeout"], bool) or not isinstance(table["timeout"], (int, float)) \
+                or table["timeout"] <= 0:
             raise ConfigError(f"{where}: `timeout` must be a positive number of seconds")
         settings.timeout = float(table["timeout"])
     if "devices" in table:
-        if not isinstance(table["devices"], int) or table["devices"] < 2:
+        if isinstance(table["devices"], bool) or not isinstance(table["devices"], int) or table["devices"] < 2:
             raise ConfigError(f"{where}: `devices` must be an integer of at least 2")
         settings.devices = table["devices"]
     if "backend" in table:
         if table["backend"] not in BACKENDS:
             raise ConfigError(f"{where}: `backend` must be auto, cuda or emulated")
         settings.backend = table["backend"]
+
+
+def parse_per_file_ignores(values: list[str], option: str) -> dict[str, list[str]]:
+    """`--per-file-ignores "tests/*.py:DP1,DP301"` (repeatable) as a config mapping."""
+    mapping: dict[str, list[str]] = {}
+    for value in values:
+        glob, sep, codes = value.rpartition(":")
+        if not sep or not glob.strip():
+            raise ConfigError(f"{option} expects GLOB:CODES, got `{value}`")
+        mapping.setdefault(glob.strip(), []).extend(c.strip() for c in codes.split(",") if c.strip())
+    return mapping
+
+
+class Resolver:
+    """Settings for each file and folder, from the closest configuration file.
+
+    ``overrides`` is the command line as one more configuration layer, applied on top of
+    every file's settings. Each configuration file is read once."""
+
+    def __init__(self, cwd: Path, overrides: dict | None = None, config_file: Path | None = None,
+                 isolated: bool = False) -> None:
+        self.cwd = cwd.resolve()
+        self.overrides = overrides or {}
+        self._by_config: dict[Path | None, Settings] = {}
+        self._by_folder: dict[Path, Settings] = {}
+        self.fixed: Settings | None = None
+        if isolated:
+            self.fixed = self._settings(None)
+        elif config_file is not None:
+            self.fixed = self._settings(config_file.resolve())
+        # Files with no configuration above them get the working folder's settings.
+        self.default = self.fixed or self._settings(find_config(self.cwd))
+
+    def _settings(self, config_file: Path | None) -> Settings:
+        settings = self._by_config.get(config_file)
+        if settings is None:
+            settings = load_settings(config_file, self.cwd)
+            if self.overrides:
+                apply_table(settings, self.overrides, "the command line", self.cwd)
+            self._by_config[config_file] = settings
+        return settings
+
+    def for_folder(self, folder: Path) -> Settings:
+        if self.fixed is not None:
+            return self.fixed
+        folder = Path(os.path.abspath(folder))
+        walked: list[Path] = []
+        found: Settings | None = None
+        for candidate in [folder, *folder.parents]:
+            found = self._by_folder.get(candidate)
+            if found is not None:
+                break
+            walked.append(candidate)
+            config = config_in(candidate)
+            if config is not None:
+                found = self._settings(config.resolve())
+                break
+        found = found or self.default
+        for candidate in walked:
+            self._by_folder[candidate] = found
+        return found
+
+    def for_file(self, path: Path) -> Settings:
+        return self.for_folder(Path(os.path.abspath(path)).parent)
+
+    def all_settings(self) -> list[Settings]:
+        return list(dict.fromkeys(self._by_config.values()))
+
+    @property
+    def excluder_for(self) -> Callable[[Path], Excluder]:
+        return lambda folder: self.for_folder(folder).excluder

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist",
                    "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
@@ -154,16 +154,22 @@ class Excluder:
 
 
 def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: bool = False,
-             respect_gitignore: bool = True) -> Iterator[Path]:
-    """Yield the files to check, each once, in a stable order."""
-    excluder = Excluder(root.resolve(), exclude)
+             respect_gitignore: bool = True,
+             excluder_for: Callable[[Path], "Excluder"] | None = None) -> Iterator[Path]:
+    """Yield the files to check, each once, in a stable order.
+
+    ``excluder_for(folder)``, when given, decides the excludes for the entries of each
+    folder (the closest configuration file's, see ``dpcheck.config.Resolver``); else
+    ``exclude`` relative to ``root`` applies everywhere."""
+    fixed = Excluder(root.resolve(), exclude)
     seen: set[Path] = set()
     for path in paths:
+        excluder = excluder_for(path.parent) if excluder_for else fixed
         if path.is_dir():
             if force_exclude and excluder.excluded_anywhere(path):
                 continue
             stack = _gitignores_above(path) if respect_gitignore else []
-            yield from _walk(path, excluder, stack, respect_gitignore, seen)
+            yield from _walk(path, excluder, stack, respect_gitignore, seen, excluder_for=excluder_for)
         else:
             if force_exclude and (excluder.excluded_anywhere(path) or (
                     respect_gitignore and _ignored_by_parents(path))):
@@ -209,9 +215,12 @@ def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
 
 
 def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
-          seen: set[Path], resolved: Path | None = None) -> Iterator[Path]:
+          seen: set[Path], resolved: Path | None = None,
+          excluder_for: Callable[[Path], Excluder] | None = None) -> Iterator[Path]:
     # Resolve each folder once; entries inside it are resolved by joining their names.
     resolved = resolved or folder.resolve()
+    if excluder_for is not None:
+        excluder = excluder_for(folder)
     if respect_gitignore:
         own = GitIgnore.load(folder)
         if own:
@@ -230,7 +239,7 @@ def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_giti
             continue
         if is_dir:
             yield from _walk(path, excluder, stack, respect_gitignore, seen,
-                             real if not entry.is_symlink() else None)
+                             real if not entry.is_symlink() else None, excluder_for)
         elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
             if real not in seen:
                 seen.add(real)

@@ -58,17 +58,23 @@ def _instantiate(codes: Sequence[str]) -> list[Rule]:
     return [table[c]() for c in codes]
 
 
-_WORKER_RULES: list[Rule] = []
+# In each worker: the selections of this run (code tuples) and their rules, made on first use.
+_WORKER_SELECTIONS: tuple[tuple[str, ...], ...] = ()
+_WORKER_RULES: dict[int, list[Rule]] = {}
 
 
-def _worker_init(codes: tuple[str, ...]) -> None:
-    global _WORKER_RULES
-    _WORKER_RULES = _instantiate(codes)
+def _worker_init(selections: tuple[tuple[str, ...], ...]) -> None:
+    global _WORKER_SELECTIONS
+    _WORKER_SELECTIONS = selections
+    _WORKER_RULES.clear()
 
 
-def _worker_analyze(task: tuple[str, str]) -> FileResult:
-    path, display = task
-    return analyze_path(Path(path), display, _WORKER_RULES)
+def _worker_analyze(task: tuple[str, str, int]) -> FileResult:
+    path, display, selection = task
+    rules = _WORKER_RULES.get(selection)
+    if rules is None:
+        rules = _WORKER_RULES[selection] = _instantiate(_WORKER_SELECTIONS[selection])
+    return analyze_path(Path(path), display, rules)
 
 
 def default_jobs() -> int:
@@ -78,13 +84,31 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The rules one group of files runs (files under one configuration share one), and
+    the cache their results go to (its key includes the codes)."""
+
+    codes: tuple[str, ...]
+    cache: object = None
+
+
 def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None = None,
                   cache=None) -> tuple[list[FileResult], int]:
-    """Analyse each file (through ``cache`` when given); returns results in input order and hits."""
+    """Analyse every file with the same rules; see ``analyze_selected``."""
+    return analyze_selected(paths, [0] * len(paths), [Selection(tuple(codes), cache)], jobs)
+
+
+def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: Sequence[Selection],
+                     jobs: int | None = None) -> tuple[list[FileResult], int]:
+    """Analyse ``paths[i]`` with ``selections[choice[i]]`` (through its cache); returns the
+    results in input order and the number of cache hits. One process pool serves every
+    selection: a task carries the index of its selection."""
     results: list[FileResult | None] = [None] * len(paths)
     todo: list[int] = []
     hits = 0
     for i, path in enumerate(paths):
+        cache = selections[choice[i]].cache
         cached = cache.get(path) if cache is not None else None
         if cached is not None:
             results[i] = cached
@@ -92,18 +116,24 @@ def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None 
         else:
             todo.append(i)
     jobs = jobs or default_jobs()
-    tasks = [(str(paths[i]), str(paths[i])) for i in todo]
+    tasks = [(str(paths[i]), str(paths[i]), choice[i]) for i in todo]
     if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
         method = "fork" if sys.platform.startswith("linux") else None
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                                 initializer=_worker_init, initargs=(tuple(codes),)) as pool:
+                                 initializer=_worker_init,
+                                 initargs=(tuple(s.codes for s in selections),)) as pool:
             chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
             fresh = list(pool.map(_worker_analyze, tasks, chunksize=chunk))
     else:
-        rules = _instantiate(codes)
-        fresh = [analyze_path(Path(p), d, rules) for p, d in tasks]
+        rules: dict[int, list[Rule]] = {}
+        fresh = []
+        for path, display, selection in tasks:
+            if selection not in rules:
+                rules[selection] = _instantiate(selections[selection].codes)
+            fresh.append(analyze_path(Path(path), display, rules[selection]))
     for i, result in zip(todo, fresh):
         results[i] = result
+        cache = selections[choice[i]].cache
         if cache is not None and not result.internal_error:
             cache.put(paths[i], result)
     return [r for r in results if r is not None], hits

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TextIO
 
 import click
 
-from dpcheck.config import ConfigError, Settings, find_config, load_settings
+from dpcheck.config import ConfigError, Resolver, Settings, parse_per_file_ignores
 from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
 from dpcheck.findings import Finding, Report
-from dpcheck.registry import SelectionError, check_selector, select_rules
+
+# Formats whose text may be coloured (the others are read by programs).
+COLOURABLE_FORMATS = ("full", "concise")
 
 
 @dataclass
@@ -20,13 +24,20 @@ class CheckOptions:
     select: list[str] | None = None
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
+    extend_ignore: list[str] = field(default_factory=list)
+    per_file_ignores: list[str] = field(default_factory=list)         # "GLOB:CODES" each
+    extend_per_file_ignores: list[str] = field(default_factory=list)
     exclude: list[str] | None = None
     extend_exclude: list[str] = field(default_factory=list)
     force_exclude: bool | None = None
     respect_gitignore: bool | None = None
     output_format: str | None = None
+    output_file: Path | None = None
+    color: str = "auto"  # auto | always | never
     config_path: Path | None = None
     isolated: bool = False
+    show_settings: bool = False
+    show_files: bool = False
     stdin_filename: str | None = None
     exit_zero: bool = False
     statistics: bool = False
@@ -52,89 +63,109 @@ def _error(message: str) -> int:
     return EXIT_ERROR
 
 
-def resolve_settings(options: CheckOptions) -> Settings:
-    cwd = Path.cwd()
-    if options.isolated:
-        settings = Settings(root=cwd.resolve())
-    else:
-        config = options.config_path
-        if config is None:
-            first = next((p for p in options.paths if str(p) != "-"), None)
-            config = find_config(cwd if first is None or not first.exists() else first)
-        settings = load_settings(config, cwd)
-    # Command-line options override the file, as in ruff.
-    try:
-        if options.select is not None:
-            settings.select = [check_selector(s, "--select") for s in options.select]
-        settings.extend_select += [check_selector(s, "--extend-select") for s in options.extend_select]
-        settings.ignore += [check_selector(s, "--ignore") for s in options.ignore]
-    except SelectionError as exc:
-        raise ConfigError(str(exc)) from None
+def command_line_layer(options: CheckOptions) -> dict:
+    """The command line as one more configuration layer (config-file keys), applied on
+    top of every file's settings, as in ruff."""
+    layer: dict = {}
+    if options.select is not None:
+        layer["select"] = options.select
+    for key, value in (("extend-select", options.extend_select), ("ignore", options.ignore),
+                       ("extend-ignore", options.extend_ignore), ("extend-exclude", options.extend_exclude)):
+        if value:
+            layer[key] = list(value)
     if options.exclude is not None:
-        settings.exclude = options.exclude
-    settings.extend_exclude += options.extend_exclude
-    if options.force_exclude is not None:
-        settings.force_exclude = options.force_exclude
-    if options.respect_gitignore is not None:
-        settings.respect_gitignore = options.respect_gitignore
-    if options.output_format:
-        settings.output_format = options.output_format
+        layer["exclude"] = list(options.exclude)
+    if options.per_file_ignores:
+        layer["per-file-ignores"] = parse_per_file_ignores(options.per_file_ignores, "--per-file-ignores")
+    if options.extend_per_file_ignores:
+        layer["extend-per-file-ignores"] = parse_per_file_ignores(options.extend_per_file_ignores,
+                                                                  "--extend-per-file-ignores")
+    for key, value in (("force-exclude", options.force_exclude), ("respect-gitignore", options.respect_gitignore),
+                       ("output-format", options.output_format), ("timeout", options.timeout),
+                       ("devices", options.devices), ("backend", options.backend)):
+        if value is not None:
+            layer[key] = value
     if options.cache_dir is not None:
-        settings.cache_dir = options.cache_dir.resolve()
-    if options.timeout is not None:
-        settings.timeout = options.timeout
-    if options.devices is not None:
-        settings.devices = options.devices
-    if options.backend is not None:
-        settings.backend = options.backend
-    return settings
+        layer["cache-dir"] = str(options.cache_dir)
+    return layer
+
+
+def make_resolver(options: CheckOptions) -> Resolver:
+    return Resolver(Path.cwd(), command_line_layer(options), options.config_path, options.isolated)
+
+
+def reads_stdin(options: CheckOptions) -> bool:
+    """`-` as the path, or `--stdin-filename` with no path at all (as ruff does)."""
+    return any(str(p) == "-" for p in options.paths) or (not options.paths and options.stdin_filename is not None)
 
 
 def run_check(options: CheckOptions) -> int:
     try:
-        settings = resolve_settings(options)
+        resolver = make_resolver(options)
     except ConfigError as exc:
         return _error(str(exc))
-    rules = select_rules(settings.select, settings.extend_select, settings.ignore)
-    codes = [r.code for r in rules]
-    paths = options.paths or [Path(".")]
-    reading_stdin = any(str(p) == "-" for p in paths)
-    if reading_stdin and len(paths) > 1:
+    settings = resolver.default  # run-wide choices (output format, --confirm) come from here
+    reading_stdin = reads_stdin(options)
+    if reading_stdin and len(options.paths) > 1:
         return _error("`-` (stdin) cannot be combined with other paths")
-    missing = [p for p in paths if str(p) != "-" and not p.exists()]
+    paths = [p for p in options.paths if str(p) != "-"] or ([] if reading_stdin else [Path(".")])
+    missing = [p for p in paths if not p.exists()]
     for p in missing:
         click.echo(f"error: {p}: No such file or directory", err=True)
     if missing:
         return EXIT_ERROR
+    if options.show_settings:
+        return _show_settings(resolver, paths, options.stdin_filename)
     if options.confirm and not _torch_available():
-        return _error("--confirm imports your models and needs torch: pip install 'dpcheck[confirm]'")
+        return _error("--confirm imports your models and needs torch: "
+                      "pip install 'dpcheck[confirm] @ git+https://github.com/dpcheck/dpcheck'")
 
-    results, files, cache = _analyze(options, settings, codes, paths, reading_stdin)
+    try:
+        if options.show_files:
+            for path in _discover(resolver, paths):
+                click.echo(str(path))
+            return EXIT_CLEAN
+        results, files, settings_of, caches = _analyze(options, resolver, paths, reading_stdin)
+    except ConfigError as exc:
+        return _error(str(exc))
     from dpcheck import engine
-    run = engine.settle(results, lambda name: settings.ignored_for(Path(name)), cache)
-    if cache is not None:
+    run = engine.settle(results, lambda name: settings_of[name].ignored_for(Path(name)),
+                        next(iter(caches), None))
+    for cache in caches:
         cache.save()
-    findings = [f for f in run.findings if f.code in codes]
+    findings = [f for f in run.findings if f.code in settings_of[f.filename].codes]
+    # Every code some file selects, in rule order (for the report and the fixers' rules).
+    from dpcheck.registry import all_rules
+    selected = set().union(*(s.codes for s in settings_of.values())) if settings_of else set(settings.codes)
+    codes = [r.code for r in all_rules() if r.code in selected]
 
     if options.add_noqa and not reading_stdin:
         return _add_noqa(findings)
     fixing = options.fix or options.fix_only or options.diff
     outcome = None
     if fixing and not reading_stdin:
-        outcome = _apply_fixes(findings, options, codes, run)
+        outcome = _apply_fixes(findings, options, codes, run, lambda name: settings_of[name].codes)
         findings = outcome.findings
         if options.diff or options.fix_only:
             return _fix_only_exit(outcome, options)
     elif settings.output_format in _FORMATS_WITH_EDITS:
         findings = _materialise_fixes(findings, codes)
     if options.confirm:
-        findings = _confirm(findings + run.suppressed, files, settings, options)
+        findings = _confirm(findings + run.suppressed, files, settings, settings_of, options)
 
     from dpcheck import report as reporting
     from dpcheck.registry import rule_infos
-    document = Report(findings, rule_infos(), _repo_root(settings.root), codes,
-                      unsafe_fixes=options.unsafe_fixes)
-    reporting.write(document, settings.output_format, sys.stdout, options.statistics, options.quiet)
+    document = Report(findings, rule_infos(), _repo_root(settings.root), codes, unsafe_fixes=options.unsafe_fixes)
+    try:
+        _write_report(document, settings.output_format, options)
+    except BrokenPipeError:
+        # The reader left (`dpcheck | head`): as Python's docs advise, point stdout at
+        # /dev/null so the flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:
+        if options.output_file is None:
+            raise
+        return _error(f"{options.output_file}: cannot write: {exc.strerror or exc}")
 
     if run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
         return EXIT_ERROR
@@ -145,50 +176,110 @@ def run_check(options: CheckOptions) -> int:
     return EXIT_CLEAN
 
 
+def use_colour(choice: str, output_format: str, out: TextIO) -> bool:
+    """Colour for people only: full/concise to a terminal, unless NO_COLOR is set (auto),
+    or whenever asked (always); never for JSON, SARIF or GitHub commands."""
+    if output_format not in COLOURABLE_FORMATS or choice == "never":
+        return False
+    if choice == "always":
+        return True
+    return not os.environ.get("NO_COLOR") and hasattr(out, "isatty") and out.isatty()
+
+
+def _write_report(document: Report, output_format: str, options: CheckOptions) -> None:
+    from dpcheck import report as reporting
+
+    if options.output_file is None:
+        colour = use_colour(options.color, output_format, sys.stdout)
+        reporting.write(document, output_format, sys.stdout, options.statistics, options.quiet, colour)
+        return
+    with open(options.output_file, "w", encoding="utf-8", newline="") as out:
+        colour = use_colour(options.color, output_format, out)
+        reporting.write(document, output_format, out, options.statistics, options.quiet, colour)
+
+
+def _show_settings(resolver: Resolver, paths: list[Path], stdin_filename: str | None) -> int:
+    """`--show-settings`: the settings that apply to the first path (or the stdin filename)."""
+    target = Path(stdin_filename) if stdin_filename and not paths else (paths[0] if paths else Path("."))
+    try:
+        settings = resolver.for_folder(target) if target.is_dir() else resolver.for_file(target)
+    except ConfigError as exc:
+        return _error(str(exc))
+    click.echo(f"Resolved settings for: {os.path.abspath(target)}")
+    click.echo(settings.describe())
+    return EXIT_CLEAN
+
+
+def _discover(resolver: Resolver, paths: list[Path]) -> list[Path]:
+    """The files to check: each folder's entries are excluded by its closest configuration."""
+    from dpcheck.discovery import discover
+
+    settings = resolver.default
+    return list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
+                         settings.respect_gitignore, resolver.excluder_for))
+
+
 def _torch_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("torch") is not None
 
 
-def _analyze(options: CheckOptions, settings: Settings, codes: list[str], paths: list[Path],
-             reading_stdin: bool):
-    """(file results, the files checked, the cache or None): from stdin or from disk."""
+def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], reading_stdin: bool):
+    """(file results, the files checked, each result's settings by filename, the caches used):
+    from stdin or from disk. Each file runs the rules its own settings select."""
     from dpcheck import engine
 
     if reading_stdin:
         display = options.stdin_filename or "-"
-        if settings.force_exclude and options.stdin_filename and _excluded(Path(display), settings):
-            return [], [], None
+        settings = resolver.for_file(Path(display)) if options.stdin_filename else resolver.default
+        if settings.force_exclude and options.stdin_filename and _excluded(Path(display), resolver):
+            return [], [], {}, []
         text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
-        return [engine.check_stdin(text, display, codes)], [], None
-    from dpcheck.discovery import discover
+        return [engine.check_stdin(text, display, settings.codes)], [], {display: settings}, []
 
-    files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
-                          settings.respect_gitignore))
-    cache = None
-    if not options.no_cache and not (options.fix or options.fix_only or options.diff or options.add_noqa):
-        from dpcheck.cache import Cache
-        cache = Cache.open(settings.cache_dir or settings.root / ".dpcheck_cache", codes)
-    results, _hits = engine.analyze_files(files, codes, options.jobs, cache)
-    return results, files, cache
+    files = _discover(resolver, paths)
+    settings_of = {str(f): resolver.for_file(f) for f in files}
+    caches: dict[tuple, object] = {}
+    selections: list[engine.Selection] = []
+    index: dict[tuple, int] = {}
+    choice: list[int] = []
+    for f in files:
+        settings = settings_of[str(f)]
+        cache = None
+        if not options.no_cache and not (options.fix or options.fix_only or options.diff or options.add_noqa):
+            from dpcheck.cache import Cache
+            cache_key = (settings.cache_folder, settings.codes)
+            if cache_key not in caches:
+                caches[cache_key] = Cache.open(settings.cache_folder, settings.codes)
+            cache = caches[cache_key]
+        key = (settings.codes, id(cache))
+        if key not in index:
+            index[key] = len(selections)
+            selections.append(engine.Selection(settings.codes, cache))
+        choice.append(index[key])
+    results, _hits = engine.analyze_selected(files, choice, selections, options.jobs)
+    return results, files, settings_of, list(caches.values())
 
 
-def _confirm(findings: list[Finding], files: list[Path], settings: Settings, options: CheckOptions) -> list[Finding]:
-    """Run the models; keep selected dynamic findings and drop the noqa-suppressed ones."""
+def _confirm(findings: list[Finding], files: list[Path], settings: Settings, settings_of: dict[str, Settings],
+             options: CheckOptions) -> list[Finding]:
+    """Run the models; keep each file's selected codes, drop the noqa-suppressed findings."""
     from dpcheck.confirm import confirm_findings
 
-    dynamic = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore,
-                                            include_dynamic=True) if r.kind == "dynamic"}
-    static = {r.code for r in select_rules(settings.select, settings.extend_select, settings.ignore)}
-    return [f for f in confirm_findings(findings, files, settings, options)
-            if not f.suppressed and (f.code in static or f.code in dynamic)]
+    def selected(f: Finding) -> bool:
+        own = settings_of.get(f.filename, settings)
+        return f.code in own.codes or f.code in own.dynamic_codes
+
+    return [f for f in confirm_findings(findings, files, settings, options) if not f.suppressed and selected(f)]
 
 
-def _excluded(path: Path, settings: Settings) -> bool:
+def _excluded(path: Path, resolver: Resolver) -> bool:
     from dpcheck.discovery import discover
 
-    return not list(discover([path], settings.root, settings.all_excludes, True, settings.respect_gitignore))
+    settings = resolver.for_file(path)
+    return not list(discover([path], settings.root, settings.all_excludes, True, settings.respect_gitignore,
+                             resolver.excluder_for))
 
 
 # Formats that print each fix's edits: only these make offered fixes concrete (libcst).
@@ -225,13 +316,15 @@ def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Findin
     return out
 
 
-def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str], run):
+def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str], run, codes_for):
+    """``codes``: every selected code; ``codes_for(filename)``: the codes that file's settings select."""
     from dpcheck import engine
     from dpcheck.fixes import fix_files
 
     def reanalyse(filename: str, text: str) -> list[Finding]:
-        kept, _ = run.settle_file(filename, engine.check_stdin(text, filename, codes).findings)
-        return [f for f in kept if f.code in codes]
+        own = codes_for(filename)
+        kept, _ = run.settle_file(filename, engine.check_stdin(text, filename, own).findings)
+        return [f for f in kept if f.code in own]
 
     outcome = fix_files(findings, _rule_instances(codes), options.unsafe_fixes, not options.diff, reanalyse)
     for filename, reason in sorted(outcome.problems.items()):

@@ -20,14 +20,21 @@ WRITERS: dict[str, Callable[[Report, TextIO], None]] = {
     "sarif": structured.write_sarif,
     "github": text.write_github,
 }
-# Formats read by people get a summary line after the findings.
+# Formats read by people may be coloured and get a summary line after the findings.
+COLOURED: dict[str, Callable[[Report, TextIO, bool], None]] = {"full": text.write_full,
+                                                               "concise": text.write_concise}
 SUMMARISED = frozenset({"full", "concise"})
 
 
-def write(report: Report, output_format: str, out: TextIO, statistics: bool = False, quiet: bool = False) -> None:
+def write(report: Report, output_format: str, out: TextIO, statistics: bool = False, quiet: bool = False,
+          colour: bool = False) -> None:
+    """``colour``: ANSI colour for the formats people read (the caller decides when)."""
     if statistics:
         text.write_statistics(report, out, as_json=output_format in ("json", "json-lines"))
         return
-    WRITERS[output_format](report, out)
+    if output_format in COLOURED:
+        COLOURED[output_format](report, out, colour)
+    else:
+        WRITERS[output_format](report, out)
     if output_format in SUMMARISED and not quiet:
-        text.write_summary(report, out)
+        text.write_summary(report, out, colour)

@@ -50,9 +50,45 @@ def location(f: Finding) -> str:
     return f"{f.filename}:{cell}{f.row}:{f.col}"
 
 
-def write_full(report: Report, out: TextIO) -> None:
+class Paint:
+    """ANSI styles as ruff uses them (path bold, code bold red, separators cyan); plain
+    text when off."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def _style(self, text: str, codes: str) -> str:
+        return f"\x1b[{codes}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, text: str) -> str:
+        return self._style(text, "1")
+
+    def code(self, text: str) -> str:
+        return self._style(text, "1;31")
+
+    def sep(self, text: str) -> str:
+        return self._style(text, "36")
+
+    def blue(self, text: str) -> str:
+        return self._style(text, "1;34")
+
+    def green(self, text: str) -> str:
+        return self._style(text, "1;32")
+
+
+def _head(f: Finding, paint: Paint, marker: str = "") -> str:
+    """`location: CODE [severity] message`, the first line of full and concise (``location``,
+    painted when colour is on)."""
+    colon = paint.sep(":")
+    cell = f"cell {f.cell}{colon}" if f.cell is not None else ""
+    return (f"{paint.bold(f.filename)}{colon}{cell}{f.row}{colon}{f.col}{colon} {paint.code(f.code)}{marker} "
+            f"[{f.severity}] {f.message}")
+
+
+def write_full(report: Report, out: TextIO, colour: bool = False) -> None:
+    paint = Paint(colour)
     for f in report.findings:
-        out.write(f"{location(f)}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}\n")
+        out.write(_head(f, paint, _marker(report, f)) + "\n")
         if not f.line_text:
             continue
         gutter = len(str(f.row))
@@ -62,7 +98,9 @@ def write_full(report: Report, out: TextIO) -> None:
         start = starts[min(max(f.col - 1, 0), last)]
         end = starts[min(max(f.end_col - 1, 0), last)] if f.end_row == f.row else len(line)
         width = max(1, end - start)
-        out.write(f"{pad} |\n{f.row} | {line}\n{pad} | {' ' * start}{'^' * width} {f.code}\n{pad} |\n")
+        bar = paint.blue("|")
+        out.write(f"{pad} {bar}\n{paint.blue(str(f.row))} {bar} {line}\n"
+                  f"{pad} {bar} {' ' * start}{paint.code('^' * width + ' ' + f.code)}\n{pad} {bar}\n")
         hint = report.rule(f.code).help
         if hint:
             out.write(f"{pad} = help: {hint}\n")
@@ -74,10 +112,11 @@ def write_full(report: Report, out: TextIO) -> None:
         out.write("\n")
 
 
-def write_concise(report: Report, out: TextIO) -> None:
+def write_concise(report: Report, out: TextIO, colour: bool = False) -> None:
+    paint = Paint(colour)
     for f in report.findings:
         status = f" [{f.confirmation.status}]" if f.confirmation is not None else ""
-        out.write(f"{location(f)}: {f.code}{_marker(report, f)} [{f.severity}] {f.message}{status}\n")
+        out.write(f"{_head(f, paint, _marker(report, f))}{status}\n")
 
 
 def _marker(report: Report, finding) -> str:
@@ -106,10 +145,10 @@ def write_github(report: Report, out: TextIO) -> None:
                   f"{_escape_data(f'{where}{f.code} {f.message}')}\n")
 
 
-def write_summary(report: Report, out: TextIO) -> None:
+def write_summary(report: Report, out: TextIO, colour: bool = False) -> None:
     findings = report.findings
     if not findings:
-        out.write("All checks passed!\n")
+        out.write(Paint(colour).green("All checks passed!") + "\n")
         return
     counts = Counter(f.severity for f in findings)
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info")
