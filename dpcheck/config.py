@@ -175,9 +175,9 @@ def config_in(folder: Path) -> Path | None:
     """The configuration file that decides for ``folder`` itself, if any."""
     for name in CONFIG_NAMES:
         candidate = folder / name
-        if candidate.is_file():
-            if name != "pyproject.toml" or dpcheck_table(candidate, read_toml(candidate)) is not None:
-                return candidate
+        if candidate.is_file() and (name != "pyproject.toml"
+                                    or dpcheck_table(candidate, read_toml(candidate)) is not None):
+            return candidate
     return None
 
 

@@ -155,7 +155,7 @@ class Excluder:
 
 def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: bool = False,
              respect_gitignore: bool = True,
-             excluder_for: Callable[[Path], "Excluder"] | None = None) -> Iterator[Path]:
+             excluder_for: Callable[[Path], Excluder] | None = None) -> Iterator[Path]:
     """Yield the files to check, each once, in a stable order.
 
     ``excluder_for(folder)``, when given, decides the excludes for the entries of each

@@ -153,7 +153,6 @@ def run_check(options: CheckOptions) -> int:
     if options.confirm:
         findings = _confirm(findings + run.suppressed, files, settings, settings_of, options)
 
-    from dpcheck import report as reporting
     from dpcheck.registry import rule_infos
     document = Report(findings, rule_infos(), _repo_root(settings.root), codes, unsafe_fixes=options.unsafe_fixes)
     try:
