@@ -143,3 +143,66 @@ def test_fix_never_writes_an_unparsable_file(tmp_path):
         raise AssertionError("an unparsable result was written")
     assert path.read_text() == "x = torch.zeros(3).cuda(0)\n"
     assert [p.name for p in tmp_path.iterdir()] == ["m.py"]  # no temporary file left behind
+
+
+def test_stdin_filename_alone_reads_stdin_with_that_files_config(project):
+    # A folder full of other hazards must not be checked instead of stdin.
+    (project / "other.py").write_text(HAZARD)
+    (project / "sub").mkdir()
+    (project / "sub" / "pyproject.toml").write_text('[tool.dpcheck]\nselect = ["DP3"]\n')
+    proc = run_cli("--stdin-filename", "sub/m.py", "--output-format", "json", stdin=HAZARD, cwd=project)
+    assert proc.returncode == 1, proc.stderr
+    findings = json.loads(proc.stdout)
+    assert {f["filename"].rsplit("/", 2)[-2:] == ["sub", "m.py"] for f in findings} == {True}
+    assert codes(proc) == ["DP301"]
+    clean = run_cli("--stdin-filename", "m.py", stdin=CLEAN, cwd=project)
+    assert clean.returncode == 0 and "All checks passed!" in clean.stdout
+
+
+def test_ignore_dp001_like_any_rule(project):
+    (project / "broken.py").write_text("class A(:\n    pass\n")
+    assert codes(run_cli("broken.py", "--no-cache", "--output-format", "json", cwd=project)) == ["DP001"]
+    proc = run_cli("broken.py", "--no-cache", "--ignore", "DP001", cwd=project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (project / "pyproject.toml").write_text('[tool.dpcheck]\nignore = ["DP001"]\n')
+    assert run_cli("broken.py", "--no-cache", cwd=project).returncode == 0
+
+
+def test_output_file_gets_the_report_and_stdout_stays_empty(project):
+    (project / "bad.py").write_text(HAZARD)
+    proc = run_cli("bad.py", "--no-cache", "-o", "out/report.json", "--output-format", "json", cwd=project)
+    assert proc.returncode == 2  # the folder does not exist: a clear error, not a traceback
+    assert "Traceback" not in proc.stderr and "report.json" in proc.stderr
+    proc = run_cli("bad.py", "--no-cache", "--output-file", "report.json", "--output-format", "json", cwd=project)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert sorted(f["code"] for f in json.loads((project / "report.json").read_text())) == ["DP101", "DP301"]
+
+
+def test_colour_always_never_and_never_for_json(project):
+    (project / "bad.py").write_text(HAZARD)
+    coloured = run_cli("bad.py", "--no-cache", "--color", "always", cwd=project).stdout
+    assert "\x1b[1;31mDP101\x1b[0m" in coloured and "\x1b[1mbad.py\x1b[0m" in coloured
+    assert "\x1b[1;31m" in run_cli("bad.py", "--no-cache", "--color", "always", "--output-format", "concise",
+                                   cwd=project).stdout
+    assert "\x1b[" not in run_cli("bad.py", "--no-cache", "--color", "never", cwd=project).stdout
+    assert "\x1b[" not in run_cli("bad.py", "--no-cache", cwd=project).stdout  # auto, not a terminal
+    as_json = run_cli("bad.py", "--no-cache", "--color", "always", "--output-format", "json", cwd=project)
+    assert len(json.loads(as_json.stdout)) == 2 and "\x1b[" not in as_json.stdout
+
+
+def test_colour_auto_follows_the_terminal_and_no_color(monkeypatch):
+    from dpcheck.run import use_colour
+
+    class Terminal:
+        def isatty(self):
+            return True
+
+    class Pipe:
+        def isatty(self):
+            return False
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour("auto", "full", Terminal()) and not use_colour("auto", "full", Pipe())
+    assert not use_colour("auto", "json", Terminal()) and not use_colour("always", "sarif", Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour("auto", "full", Terminal()) and use_colour("always", "full", Pipe())
