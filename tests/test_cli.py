@@ -206,3 +206,19 @@ def test_colour_auto_follows_the_terminal_and_no_color(monkeypatch):
     assert not use_colour("auto", "json", Terminal()) and not use_colour("always", "sarif", Terminal())
     monkeypatch.setenv("NO_COLOR", "1")
     assert not use_colour("auto", "full", Terminal()) and use_colour("always", "full", Pipe())
+
+
+def test_reader_leaving_early_is_not_an_error(project):
+    """`dpcheck | head -1`: a closed pipe ends the output quietly, the exit code stays."""
+    import subprocess
+    import sys
+
+    for i in range(40):
+        (project / f"m{i}.py").write_text(HAZARD)
+    proc = subprocess.Popen([sys.executable, "-m", "dpcheck", ".", "--no-cache", "-j", "1"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 1
+    assert "Traceback" not in stderr and "error" not in stderr, stderr
