@@ -213,7 +213,7 @@ def test_reader_leaving_early_is_not_an_error(project):
     import subprocess
     import sys
 
-    for i in range(40):
+    for i in range(150):  # far more output than a pipe buffers
         (project / f"m{i}.py").write_text(HAZARD)
     proc = subprocess.Popen([sys.executable, "-m", "dpcheck", ".", "--no-cache", "-j", "1"], cwd=project,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
