@@ -57,6 +57,9 @@ def run_child(path: Path, backend: str, devices: int | None, timeout: float, exa
 
 
 def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options) -> list[Finding]:
+    from dpcheck.analysis.notebook import is_notebook
+
+    files = [p for p in files if not is_notebook(p)]  # a notebook is not a module to import: not run
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
         by_file.setdefault(os.path.abspath(f.filename), []).append(f)
@@ -77,7 +80,7 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
         out.extend(attribute(static, result, str(path)))
     for leftover in by_file.values():  # stdin and the like: nothing to run
         out.extend(replace(f, confirmation=_status("not-run", "none", "the file was not run")) for f in leftover)
-    out.sort(key=lambda f: (f.filename, f.row, f.col, f.code))
+    out.sort(key=lambda f: (f.filename, f.cell or 0, f.row, f.col, f.code))
     return out
 
 

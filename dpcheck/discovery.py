@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist",
                    "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
                    ".tox", ".nox", ".eggs", "site-packages", ".dpcheck_cache", "__pypackages__")
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")  # notebooks are checked cell by cell
 
 
 def _glob_to_regex(pattern: str) -> str:

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex
 from dpcheck.analysis.names import module_name_for
+from dpcheck.analysis.notebook import analyze_notebook_text, is_notebook
 from dpcheck.constants import INTERNAL_ERROR
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
@@ -176,12 +177,14 @@ def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> 
         kept, suppressed = run.settle_file(result.filename, result.findings)
         run.findings.extend(kept)
         run.suppressed.extend(suppressed)
-    run.findings.sort(key=lambda f: (f.filename, f.row, f.col, f.code))
+    run.findings.sort(key=lambda f: (f.filename, f.cell or 0, f.row, f.col, f.code))
     return run
 
 
 def check_stdin(text: str, display: str, codes: Sequence[str]) -> FileResult:
     """Check ``text`` as the file ``display`` (stdin, or a file's fixed text)."""
     module = module_name_for(Path(display)) if display != "-" else "stdin"
+    if is_notebook(display):
+        return analyze_notebook_text(text, display, _instantiate(codes), module)
     return analyze_source(text, display, _instantiate(codes), module,
                           is_package=Path(display).name == "__init__.py")

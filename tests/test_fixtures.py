@@ -1,6 +1,7 @@
 """The real CLI over fixtures/ reports exactly the findings marked `# expect: DPxxx`."""
 
 import difflib
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -14,12 +15,21 @@ from dpcheck.registry import all_rules
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>DP\d{3}(?:\s*,\s*DP\d{3})*)")
 
 
+def marked_lines(path):
+    """(row, line) of a fixture; for a notebook, each code cell's rows (findings count rows in their cell)."""
+    if path.suffix != ".ipynb":
+        return enumerate(path.read_text().splitlines(), start=1)
+    cells = json.loads(path.read_text())["cells"]
+    return [(row, line) for cell in cells if cell["cell_type"] == "code"
+            for row, line in enumerate("".join(cell["source"]).splitlines(), start=1)]
+
+
 def expected_findings(folder=FIXTURES):
     expected = Counter()
-    for path in sorted(folder.rglob("*.py")):
+    for path in sorted([*folder.rglob("*.py"), *folder.rglob("*.ipynb")]):
         if path.name.endswith(".fixed.py"):
             continue  # expected results of --fix (tests/test_fix_fixtures.py)
-        for row, line in enumerate(path.read_text().splitlines(), start=1):
+        for row, line in marked_lines(path):
             match = EXPECT.search(line)
             if match:
                 for code in re.split(r"\s*,\s*", match.group("codes")):

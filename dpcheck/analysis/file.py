@@ -20,6 +20,7 @@ from dpcheck.analysis.classes import collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
+from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
@@ -73,6 +74,8 @@ def read_source(path: Path) -> str:
 
 
 def analyze_path(path: Path, display: str, rules: Sequence[Rule], module: str | None = None) -> FileResult:
+    if is_notebook(path):
+        return analyze_notebook(path, display, rules, module or module_name_for(path))
     try:
         text = read_source(path)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:

@@ -22,10 +22,10 @@ from functools import cached_property
 
 # `# noqa`, `# noqa: DP101`, `# noqa: DP101, DP102` (ruff's spelling; codes of
 # other tools on the same comment are kept and ignored).
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?", re.I)
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
 # `# dpcheck: noqa` or `# dpcheck: noqa: DP101,DP102` as a comment on a line of its own.
 _FILE_NOQA = re.compile(
-    r"^#\s*dpcheck\s*:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?\s*$", re.I)
+    r"^#\s*dpcheck\s*:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?\s*$", re.IGNORECASE)
 ALL_CODES = "*"
 # The only line ends Python's tokenizer knows.
 _LINE_END = re.compile(r"\r\n|\r|\n")

@@ -1,0 +1,149 @@
+"""Jupyter notebooks are checked cell by cell, like ruff: discovery, cells, noqa, --fix, cache."""
+
+import json
+import shutil
+
+from conftest import FIXTURES, HAZARD, run_cli
+
+NOTEBOOK = FIXTURES / "engine" / "notebook_hazards.ipynb"
+
+
+def code_cell(text):
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": text.splitlines(keepends=True)}
+
+
+def markdown_cell(text):
+    return {"cell_type": "markdown", "metadata": {}, "source": text.splitlines(keepends=True)}
+
+
+def notebook(*cells):
+    return {"cells": list(cells), "metadata": {"kernelspec": {"name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def write(path, nb, indent=1):
+    path.write_text(json.dumps(nb, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def found(project, *args):
+    proc = run_cli(*args, "--output-format", "json", cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def located(findings):
+    return sorted((f["filename"].rsplit("/", 1)[-1], f["cell"], f["location"]["row"], f["location"]["column"],
+                   f["code"]) for f in findings)
+
+
+def test_a_notebook_named_on_the_command_line_is_checked_cell_by_cell(project):
+    shutil.copy(NOTEBOOK, project / "nb.ipynb")
+    assert located(found(project, "nb.ipynb", "--no-cache")) == [
+        ("nb.ipynb", 3, 9, 9, "DP101"),     # markdown cell 1 counts; magics in cell 2 parse
+        ("nb.ipynb", 3, 11, 26, "DP101"),   # `# noqa` in a string does not suppress
+        ("nb.ipynb", 3, 12, 30, "DP301"),
+    ]
+
+
+def test_folder_walks_include_notebooks_and_python_files_keep_cell_null(project):
+    shutil.copy(NOTEBOOK, project / "nb.ipynb")
+    (project / "m.py").write_text(HAZARD)
+    findings = found(project, ".", "--no-cache")
+    assert {f["filename"].rsplit("/", 1)[-1] for f in findings} == {"nb.ipynb", "m.py"}
+    assert {f["cell"] for f in findings if f["filename"].endswith("m.py")} == {None}
+    assert {f["cell"] for f in findings if f["filename"].endswith(".ipynb")} == {3}
+
+
+def test_text_formats_name_the_cell(project):
+    shutil.copy(NOTEBOOK, project / "nb.ipynb")
+    concise = run_cli("nb.ipynb", "--no-cache", "--output-format", "concise", cwd=project).stdout
+    assert concise.splitlines()[0].startswith("nb.ipynb:cell 3:9:9: DP101")
+    full = run_cli("nb.ipynb", "--no-cache", "--output-format", "full", cwd=project).stdout
+    assert "nb.ipynb:cell 3:12:30: DP301" in full and '12 |         return self.fc(x).to("cuda:0")' in full
+    github = run_cli("nb.ipynb", "--no-cache", "--output-format", "github", cwd=project).stdout
+    assert "line=1,col=1" in github and "nb.ipynb:cell 3:9:9: DP101" in github
+
+
+def test_noqa_applies_per_cell(project):
+    forward = "class Net(nn.Module):\n    def forward(self, x):\n        self.a = x{}\n        return x\n"
+    nb = notebook(code_cell("import torch.nn as nn\n"), code_cell(forward.format("  # noqa: DP101")),
+                  code_cell(forward.format("").replace("Net", "Other")))
+    write(project / "nb.ipynb", nb)
+    assert located(found(project, "nb.ipynb", "--no-cache")) == [("nb.ipynb", 3, 3, 9, "DP101")]
+
+
+def test_cell_magics_shell_and_help_lines_parse(project):
+    nb = notebook(code_cell("%%bash\necho 'this is not python ('\n"),
+                  code_cell("import torch.nn as nn\nfiles = !ls\n%load_ext autoreload\nnn.Linear?\n"),
+                  code_cell("if True:\n    !nvidia-smi\nclass Net(nn.Module):\n    def forward(self, x):\n"
+                            "        self.a = x\n        return x % 2\n"))
+    write(project / "nb.ipynb", nb)
+    assert located(found(project, "nb.ipynb", "--no-cache")) == [("nb.ipynb", 3, 5, 9, "DP101")]
+
+
+def test_syntax_error_is_reported_in_its_cell(project):
+    write(project / "nb.ipynb", notebook(code_cell("import torch\n"), markdown_cell("text\n"),
+                                         code_cell("x = 1\ny = (\n")))
+    (f,) = found(project, "nb.ipynb", "--no-cache")
+    assert (f["code"], f["cell"]) == ("DP001", 3)
+
+
+def test_unreadable_or_empty_notebooks_never_crash(project):
+    (project / "bad.ipynb").write_text("{ not json")
+    (project / "odd.ipynb").write_text('{"cells": 3}')
+    write(project / "prose.ipynb", notebook(markdown_cell("# only prose\n")))
+    write(project / "blank.ipynb", notebook(code_cell("")))
+    findings = found(project, ".", "--no-cache")
+    assert sorted((f["filename"].rsplit("/", 1)[-1], f["code"]) for f in findings) == [
+        ("bad.ipynb", "DP001"), ("odd.ipynb", "DP001")]
+    assert run_cli("prose.ipynb", "blank.ipynb", "--no-cache", cwd=project).returncode == 0
+
+
+def test_fix_writes_only_the_edited_cell_back(project):
+    for indent in (1, 2):
+        path = shutil.copy(NOTEBOOK, project / "nb.ipynb")
+        original = json.loads(NOTEBOOK.read_text())
+        if indent != 1:
+            write(path, original, indent=indent)
+        before = path.read_text()
+        proc = run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
+        assert proc.returncode == 1 and "Fixed 1 finding" in proc.stderr
+        after = path.read_text()
+        fixed = json.loads(after)
+        # Only the DP301 line of cell 3 changed; every other byte (indent, key order, final newline) stays.
+        assert fixed["cells"][2]["source"][11] == '        return self.fc(x).to("cuda")  # expect: DP301\n'
+        original["cells"][2]["source"][11] = fixed["cells"][2]["source"][11]
+        assert fixed == original and list(fixed) == list(original)
+        changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+        assert len(changed) == 1 and len(before.splitlines()) == len(after.splitlines())
+        assert after.endswith("}\n")
+
+
+def test_fix_keeps_a_string_source_a_string(project):
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": "import torch.nn as nn\nclass Net(nn.Module):\n    def forward(self, x):\n"
+                      "        return x.to('cuda:1')"}
+    path = project / "nb.ipynb"
+    path.write_text(json.dumps(notebook(cell)))  # one line, no final newline
+    run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
+    text = path.read_text()
+    assert "\n" not in text and json.loads(text)["cells"][0]["source"].endswith('x.to("cuda")')
+
+
+def test_cache_and_parallel_workers_carry_the_cell(project):
+    for i in range(20):
+        shutil.copy(NOTEBOOK, project / f"nb{i}.ipynb")
+    serial = located(found(project, ".", "--no-cache", "--jobs", "1"))
+    assert len(serial) == 60 and {cell for _, cell, *_ in serial} == {3}
+    assert located(found(project, ".", "--no-cache", "--jobs", "2")) == serial
+    cold = found(project, ".", "--jobs", "2")
+    warm = found(project, ".", "--jobs", "1")
+    assert located(cold) == located(warm) == serial
+
+
+def test_notebook_on_stdin(project):
+    proc = run_cli("-", "--stdin-filename", "nb.ipynb", "--output-format", "json", stdin=NOTEBOOK.read_text(),
+                   cwd=project)
+    assert [(f["cell"], f["location"]["row"], f["code"]) for f in json.loads(proc.stdout)] == [
+        (3, 9, "DP101"), (3, 11, "DP101"), (3, 12, "DP301")]
