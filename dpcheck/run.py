@@ -294,6 +294,7 @@ def _rule_instances(codes: list[str]) -> dict:
 
 def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Finding]:
     """Turn offered fixes into edits, parsing with libcst only the files that have one."""
+    from dpcheck.analysis.notebook import is_notebook
     from dpcheck.fixes import cst as cstfix
     from dpcheck.fixes import writer
 
@@ -305,6 +306,10 @@ def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Findin
     for filename, group in by_file.items():
         if not any(f.fix is not None and not f.fix.edits for f in group) or filename == "-":
             out.extend(group)
+            continue
+        if is_notebook(filename):
+            from dpcheck.fixes import notebook as nbfix
+            out.extend(nbfix.materialise(Path(filename), group, rules))
             continue
         try:
             source = writer.read(Path(filename)).text

@@ -108,15 +108,19 @@ def test_fix_writes_only_the_edited_cell_back(project):
             write(path, original, indent=indent)
         before = path.read_text()
         proc = run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
-        assert proc.returncode == 1 and "Fixed 1 finding" in proc.stderr
+        assert proc.returncode == 1 and "Fixed 2 findings" in proc.stderr  # DP101 counter, DP301
         after = path.read_text()
         fixed = json.loads(after)
-        # Only the DP301 line of cell 3 changed; every other byte (indent, key order, final newline) stays.
-        assert fixed["cells"][2]["source"][11] == '        return self.fc(x).to("cuda")  # expect: DP301\n'
-        original["cells"][2]["source"][11] = fixed["cells"][2]["source"][11]
+        # Only the fixed lines of cell 3 changed; every other byte (indent, key order, final newline) stays.
+        old_cell, new_cell = original["cells"][2]["source"], fixed["cells"][2]["source"]
+        assert len(old_cell) == len(new_cell)
+        assert [i for i, (a, b) in enumerate(zip(old_cell, new_cell)) if a != b] == [4, 8, 11]
+        assert new_cell[11].startswith("        return self.fc(x).to(") and "cuda:0" not in new_cell[11]
+        assert "# noqa: DP101" in new_cell[9] and new_cell[9] == old_cell[9]  # suppressed: not fixed
+        original["cells"][2]["source"] = new_cell
         assert fixed == original and list(fixed) == list(original)
         changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-        assert len(changed) == 1 and len(before.splitlines()) == len(after.splitlines())
+        assert len(changed) == 3 and len(before.splitlines()) == len(after.splitlines())
         assert after.endswith("}\n")
 
 
@@ -128,7 +132,21 @@ def test_fix_keeps_a_string_source_a_string(project):
     path.write_text(json.dumps(notebook(cell)))  # one line, no final newline
     run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
     text = path.read_text()
-    assert "\n" not in text and json.loads(text)["cells"][0]["source"].endswith('x.to("cuda")')
+    source = json.loads(text)["cells"][0]["source"]
+    assert "\n" not in text and isinstance(source, str) and "cuda:1" not in source
+    assert source.startswith("import torch.nn as nn\nclass Net(nn.Module):\n")
+
+
+def test_json_edits_and_diff_count_in_cells(project):
+    shutil.copy(NOTEBOOK, project / "nb.ipynb")
+    findings = found(project, "nb.ipynb", "--no-cache", "--unsafe-fixes")
+    dp301 = next(f for f in findings if f["code"] == "DP301")
+    (edit,) = dp301["fix"]["edits"]
+    assert dp301["cell"] == 3 and edit["location"] == {"row": 12, "column": 30}  # the cell's rows
+    before = (project / "nb.ipynb").read_text()
+    proc = run_cli("nb.ipynb", "--no-cache", "--diff", "--unsafe-fixes", cwd=project)
+    assert (project / "nb.ipynb").read_text() == before
+    assert '-    "        return self.fc(x).to(\\"cuda:0\\")  # expect: DP301\\n"' in proc.stdout
 
 
 def test_cache_and_parallel_workers_carry_the_cell(project):

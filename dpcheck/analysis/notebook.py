@@ -6,26 +6,23 @@ then mapped back to its cell (1-based, counting every cell of the notebook, as r
 and Jupyter number them) and its row inside the cell. Columns are unchanged: a cell's
 lines are copied into the virtual source as they are.
 
-``--fix`` edits are in cell coordinates, so a fix is applied to its cell's text alone
-and the notebook is written back with only those cells' ``source`` changed, in the
-indent, key order and final newline it was read with.
+``--fix`` (``dpcheck.fixes.notebook``) applies edits to the cells' own text and writes
+back only the edited cells' ``source``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from collections.abc import Sequence
 
 from dpcheck.analysis.source import split_lines
 from dpcheck.constants import SYNTAX_ERROR
-from dpcheck.findings import Edit, Finding, Fix
+from dpcheck.findings import Edit, Finding
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -130,6 +127,24 @@ class VirtualSource:
             owner = cell
         return owner.number, row - owner.first_row + 1
 
+    def row_of(self, cell_number: int, row: int) -> int:
+        """The virtual row of ``row`` in cell ``cell_number``."""
+        cell = next(c for c in self.cells if c.number == cell_number)
+        return cell.first_row + row - 1
+
+    def from_cell(self, finding: Finding) -> Finding:
+        """``finding`` (cell coordinates) in virtual-source coordinates, its fix edits too."""
+        if finding.cell is None:
+            return finding
+        fix = finding.fix
+        if fix is not None and fix.edits:
+            fix = replace(fix, edits=tuple(replace(e, row=self.row_of(finding.cell, e.row),
+                                                   end_row=self.row_of(finding.cell, e.end_row))
+                                           for e in fix.edits))
+        noqa = None if finding.noqa_row is None else self.row_of(finding.cell, finding.noqa_row)
+        return replace(finding, row=self.row_of(finding.cell, finding.row),
+                       end_row=self.row_of(finding.cell, finding.end_row), fix=fix, noqa_row=noqa, cell=None)
+
     def to_cell(self, finding: Finding) -> Finding:
         cell, row = self.locate(finding.row)
         end_cell, end_row = self.locate(finding.end_row)
@@ -146,7 +161,7 @@ class VirtualSource:
                     edits = None
                     break
                 edits.append(Edit(e.content, r1, e.col, r2, e.end_col))
-            fix = None if edits is None else Fix(fix.message, tuple(edits), fix.applicability)
+            fix = None if edits is None else replace(fix, edits=tuple(edits))
         noqa_row = None if finding.noqa_row is None else self.locate(finding.noqa_row)[1]
         return replace(finding, row=row, end_row=end_row, end_col=end_col, fix=fix, noqa_row=noqa_row, cell=cell)
 
@@ -180,71 +195,3 @@ def analyze_notebook_text(raw: str | Exception, display: str, rules, module: str
     result = analyze_source(virtual.text, display, rules, module)
     result.findings = [virtual.to_cell(f) for f in result.findings]
     return result
-
-
-def _json_layout(raw: str) -> dict:
-    """json.dumps arguments that reproduce how ``raw`` was written (nbformat: indent 1,
-    non-ASCII kept; others may differ)."""
-    match = re.match(r"\{\r?\n([ \t]+)\S", raw)
-    indent = match.group(1) if match else None
-    return {"indent": indent, "ensure_ascii": raw.isascii(),
-            "separators": (",", ": ") if indent is not None else (", ", ": ")}
-
-
-def _as_source(old, text: str):
-    """``text`` in the shape the cell's ``source`` had: a list of lines or one string."""
-    if isinstance(old, str):
-        return text
-    return split_lines(text, keepends=True)
-
-
-def fix_notebook(path: Path, findings: Sequence[Finding]) -> list[Finding]:
-    """Apply the fixes of ``findings`` (cell coordinates) to their cells and write the
-    notebook back; only the edited cells' ``source`` change. Returns the applied findings."""
-    from dpcheck.fix import apply_edits
-
-    raw = path.read_text(encoding="utf-8")
-    try:
-        data, _ = load_cells(raw)
-    except NotebookError:
-        return []
-    by_cell: dict[int, list[Finding]] = {}
-    for finding in findings:
-        if finding.cell is not None and finding.fix is not None:
-            by_cell.setdefault(finding.cell, []).append(finding)
-    applied: list[Finding] = []
-    for number, group in by_cell.items():
-        if not 0 < number <= len(data["cells"]):
-            continue
-        cell = data["cells"][number - 1]
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        old = cell.get("source", "")
-        text = _cell_text(old)
-        new_text, done = apply_edits(text, group)
-        if not done or new_text == text:
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ast.parse("\n".join(python_lines(new_text)))
-        except (SyntaxError, ValueError):
-            continue  # a fix that breaks its cell is not applied
-        cell["source"] = _as_source(old, new_text)
-        applied.extend(done)
-    if not applied:
-        return []
-    layout = _json_layout(raw)
-    out = json.dumps(data, **layout)
-    trailing = raw[len(raw.rstrip()):]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".dpcheck")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(out + trailing)
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return applied

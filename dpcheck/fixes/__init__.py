@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from dpcheck.analysis.notebook import is_notebook
 from dpcheck.findings import Applicability, Finding
 from dpcheck.fixes import cst as cstfix
 from dpcheck.fixes import text as textedits
@@ -49,10 +50,13 @@ def fix_files(findings: Sequence[Finding], rules: Mapping, unsafe: bool, write: 
     for f in findings:
         by_file.setdefault(f.filename, []).append(f)
     for filename, group in by_file.items():
-        if filename == "-" or filename.endswith(".ipynb") or not any(applicable(f, unsafe) for f in group):
+        if filename == "-" or not any(applicable(f, unsafe) for f in group):
             outcome.findings.extend(group)
             continue
-        outcome.findings.extend(_fix_one(Path(filename), group, rules, unsafe, write, reanalyse, outcome))
+        fix_one = _fix_one
+        if is_notebook(filename):
+            from dpcheck.fixes.notebook import fix_notebook as fix_one
+        outcome.findings.extend(fix_one(Path(filename), group, rules, unsafe, write, reanalyse, outcome))
     return outcome
 
 

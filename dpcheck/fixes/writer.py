@@ -18,6 +18,7 @@ import stat
 import tempfile
 import tokenize
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +73,10 @@ def writable_reason(snapshot: SourceSnapshot) -> str | None:
     return None
 
 
-def write(snapshot: SourceSnapshot, text: str) -> None:
-    """Replace the file's content with ``text``; raises FixWriteError with the reason."""
-    if not parses(text):
+def write(snapshot: SourceSnapshot, text: str, verify: Callable[[str], bool] = parses) -> None:
+    """Replace the file's content with ``text``; raises FixWriteError with the reason.
+    ``verify`` checks the new text first (a notebook's is JSON, not Python)."""
+    if not verify(text):
         raise FixWriteError("the fixed code would not parse; the file was left unchanged")
     try:
         data = encode(snapshot, text)
