@@ -26,7 +26,10 @@ def test_json_uses_ruff_field_names(project):
     assert f["location"] == {"row": 12, "column": 9}
     assert f["end_location"] == {"row": 12, "column": 19}
     assert Path(f["filename"]).is_absolute() and f["filename"].endswith("model.py")
-    assert f["noqa_row"] == 12 and f["confirmation"] is None and f["fix"] is None
+    assert f["noqa_row"] == 12 and f["confirmation"] is None
+    # The counter's fix: a buffer registered in __init__, updated in place in forward.
+    assert f["fix"]["applicability"] == "unsafe" and [e["content"] for e in f["fix"]["edits"]] == [
+        'register_buffer("steps", torch.tensor(0), persistent=False)', ".add_(1)"]
     assert f["url"].startswith("https://")
     fix = next(f for f in findings if f["code"] == "DP301")["fix"]
     assert fix["applicability"] == "unsafe"
