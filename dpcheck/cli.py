@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from dpcheck import __version__
-from dpcheck.constants import BACKENDS, EXIT_ERROR, OUTPUT_FORMATS
+from dpcheck.constants import BACKENDS, EXIT_ERROR, FAIL_LEVELS, OUTPUT_FORMATS
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -65,6 +65,8 @@ def main() -> None:
 @click.option("--stdin-filename", help="Read the code from stdin and report it as this path "
                                        "(its closest configuration applies).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--fail-level", type=click.Choice(FAIL_LEVELS), default=None,
+              help="The least severe finding that gives exit 1 (default: warning; info never fails).")
 @click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
@@ -86,7 +88,7 @@ def main() -> None:
 def check(paths, select, extend_select, ignore, extend_ignore, per_file_ignores, extend_per_file_ignores,
           exclude, extend_exclude, force_exclude, respect_gitignore, output_format, output_file, color,
           config_path, isolated, show_settings, show_files, stdin_filename, exit_zero,
-          statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, diff, fix_only, show_fixes,
+          fail_level, statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, diff, fix_only, show_fixes,
           exit_non_zero_on_fix, add_noqa, confirm, backend, devices, timeout):
     """Check PATHS (default: the current folder; `-` or --stdin-filename alone: stdin) for
     DataParallel hazards."""
@@ -100,7 +102,7 @@ def check(paths, select, extend_select, ignore, extend_ignore, per_file_ignores,
         force_exclude=force_exclude, respect_gitignore=respect_gitignore, output_format=output_format,
         output_file=output_file, color=color, config_path=config_path, isolated=isolated,
         show_settings=show_settings, show_files=show_files, stdin_filename=stdin_filename, exit_zero=exit_zero,
-        statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
+        fail_level=fail_level, statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
         fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only, show_fixes=show_fixes,
         exit_non_zero_on_fix=exit_non_zero_on_fix, add_noqa=add_noqa, confirm=confirm, backend=backend, devices=devices,
         timeout=timeout)

@@ -24,7 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from dpcheck.constants import BACKENDS, OUTPUT_FORMATS
+from dpcheck.constants import BACKENDS, FAIL_LEVELS, OUTPUT_FORMATS
 from dpcheck.discovery import DEFAULT_EXCLUDE, Excluder
 from dpcheck.registry import SelectionError, check_selector, select_rules
 
@@ -40,7 +40,7 @@ _LIST_KEYS = ("select", "ignore", "extend-select", "extend-ignore", "exclude", "
 _MAPPING_KEYS = ("per-file-ignores", "extend-per-file-ignores")
 KNOWN_KEYS = frozenset(_LIST_KEYS + _MAPPING_KEYS + (
     "extend", "output-format", "force-exclude", "respect-gitignore", "cache-dir", "examples",
-    "timeout", "devices", "backend"))
+    "timeout", "devices", "backend", "fail-level"))
 
 
 class ConfigError(ValueError):
@@ -74,6 +74,8 @@ class Settings:
     timeout: float = 60.0
     devices: int | None = None
     backend: str = "auto"
+    # The least severe finding that fails the run (exit 1): info is advice and never does by default.
+    fail_level: str = "warning"
 
     @property
     def all_excludes(self) -> list[str]:
@@ -145,6 +147,7 @@ class Settings:
             f"timeout: {self.timeout:g}",
             f"devices: {show(self.devices)}",
             f"backend: {self.backend}",
+            f"fail-level: {self.fail_level}",
         ]
         return "\n".join(lines)
 
@@ -297,6 +300,10 @@ def apply_table(settings: Settings, table: dict, where: str, base: Path | None =
         if table["backend"] not in BACKENDS:
             raise ConfigError(f"{where}: `backend` must be auto, cuda or emulated")
         settings.backend = table["backend"]
+    if "fail-level" in table:
+        if table["fail-level"] not in FAIL_LEVELS:
+            raise ConfigError(f"{where}: `fail-level` must be one of {', '.join(FAIL_LEVELS)}")
+        settings.fail_level = table["fail-level"]
 
 
 def parse_per_file_ignores(values: list[str], option: str) -> dict[str, list[str]]:

@@ -11,6 +11,8 @@ INTERNAL_ERROR = "DP002"
 
 OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
 BACKENDS = ("auto", "cuda", "emulated")
+# --fail-level: the least severe finding that gives exit 1 (Severity values, most severe first).
+FAIL_LEVELS = ("error", "warning", "info")
 
 # The --confirm child prints its result on one stdout line starting with this marker.
 CHILD_RESULT_MARKER = "DPCHECK-RESULT "

@@ -13,6 +13,8 @@ from functools import cached_property
 import fnmatch
 import os
 import re
+import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -106,7 +108,7 @@ class GitIgnore:
 
     @cached_property
     def resolved_base(self) -> Path:
-        return self.base.resolve()
+        return _real(self.base)
 
     def verdict(self, rel: str, is_dir: bool) -> bool | None:
         """True ignored, False re-included, None no rule matched."""
@@ -135,7 +137,7 @@ class Excluder:
         if not self.path_patterns:
             return False
         try:
-            rel = path.resolve().relative_to(self.root).as_posix()
+            rel = _real(path).relative_to(self.root).as_posix()
         except ValueError:
             rel = path.as_posix()
         return any(p.match(rel) for p in self.path_patterns)
@@ -144,7 +146,7 @@ class Excluder:
         """For explicit paths under --force-exclude: is it or any parent folder excluded?"""
         if self.excluded(path):
             return True
-        resolved = path.resolve()
+        resolved = _real(path)
         for parent in resolved.parents:
             if parent == self.root or self.root not in parent.parents:
                 break
@@ -153,28 +155,52 @@ class Excluder:
         return False
 
 
+def warn_on_stderr(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
+
+def _real(path: Path) -> Path:
+    """The real path; unlike ``Path.resolve`` (Python 3.11), never raises on a symlink loop."""
+    return Path(os.path.realpath(path))
+
+
+def _is_regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: bool = False,
              respect_gitignore: bool = True,
-             excluder_for: Callable[[Path], Excluder] | None = None) -> Iterator[Path]:
+             excluder_for: Callable[[Path], Excluder] | None = None,
+             warn: Callable[[str], None] = warn_on_stderr) -> Iterator[Path]:
     """Yield the files to check, each once, in a stable order.
 
     ``excluder_for(folder)``, when given, decides the excludes for the entries of each
     folder (the closest configuration file's, see ``dpcheck.config.Resolver``); else
-    ``exclude`` relative to ``root`` applies everywhere."""
-    fixed = Excluder(root.resolve(), exclude)
+    ``exclude`` relative to ``root`` applies everywhere. What cannot be walked (an
+    unreadable folder, a symlink loop, a FIFO or device named on the command line) is
+    passed to ``warn`` and skipped: it never stops the walk, and nothing but a regular
+    file is opened."""
+    fixed = Excluder(_real(root), exclude)
     seen: set[Path] = set()
+    visited: set[Path] = set()
     for path in paths:
         excluder = excluder_for(path.parent) if excluder_for else fixed
         if path.is_dir():
             if force_exclude and excluder.excluded_anywhere(path):
                 continue
             stack = _gitignores_above(path) if respect_gitignore else []
-            yield from _walk(path, excluder, stack, respect_gitignore, seen, excluder_for=excluder_for)
+            yield from _walk(path, excluder, stack, respect_gitignore, seen, visited, warn, excluder_for)
         else:
             if force_exclude and (excluder.excluded_anywhere(path) or (
                     respect_gitignore and _ignored_by_parents(path))):
                 continue
-            key = path.resolve()
+            if not _is_regular_file(path):
+                warn(f"{path}: not a regular file (a FIFO, device or broken link); skipped")
+                continue
+            key = _real(path)
             if key not in seen:
                 seen.add(key)
                 yield path
@@ -182,7 +208,7 @@ def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: b
 
 def _gitignores_above(folder: Path) -> list[GitIgnore]:
     """.gitignore files of the folders above ``folder``, inside its git repository only."""
-    cur = folder.resolve()
+    cur = _real(folder)
     if (cur / ".git").exists():
         return []
     chain: list[Path] = []
@@ -196,7 +222,7 @@ def _gitignores_above(folder: Path) -> list[GitIgnore]:
 
 
 def _ignored_by_parents(path: Path) -> bool:
-    resolved = path.resolve()
+    resolved = _real(path)
     stack = _gitignores_above(resolved.parent) + [g for g in [GitIgnore.load(resolved.parent)] if g]
     return _is_ignored(resolved, False, stack)
 
@@ -214,33 +240,73 @@ def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
     return result
 
 
-def _walk(folder: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
-          seen: set[Path], resolved: Path | None = None,
+@dataclass
+class _Folder:
+    """A folder being walked: its sorted entries still to visit, and the excludes and
+    .gitignore rules in force there."""
+
+    resolved: Path
+    excluder: Excluder
+    stack: list[GitIgnore]
+    entries: Iterator[os.DirEntry]
+
+
+def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
+          seen: set[Path], visited: set[Path], warn: Callable[[str], None],
           excluder_for: Callable[[Path], Excluder] | None = None) -> Iterator[Path]:
+    """Depth first in name order, with an explicit stack (no recursion limit on deep trees).
+    Each real folder is entered once: a symlink loop (`sub/loop -> ..`) ends there."""
+
+    def enter(folder: Path, resolved: Path, excluder: Excluder, stack: list[GitIgnore]) -> _Folder | None:
+        if resolved in visited:
+            return None
+        visited.add(resolved)
+        if excluder_for is not None:
+            excluder = excluder_for(folder)
+        if respect_gitignore:
+            own = GitIgnore.load(folder)
+            if own:
+                stack = [*stack, own]
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            warn(f"{folder}: cannot read folder: {exc.strerror or exc}; skipped")
+            return None
+        return _Folder(resolved, excluder, stack, iter(entries))
+
     # Resolve each folder once; entries inside it are resolved by joining their names.
-    resolved = resolved or folder.resolve()
-    if excluder_for is not None:
-        excluder = excluder_for(folder)
-    if respect_gitignore:
-        own = GitIgnore.load(folder)
-        if own:
-            stack = [*stack, own]
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        path = Path(entry.path)
-        is_dir = entry.is_dir()
-        if excluder.excluded(path):
+    first = enter(top, _real(top), excluder, stack)
+    frames = [first] if first else []
+    while frames:
+        frame = frames[-1]
+        entry = next(frame.entries, None)
+        if entry is None:
+            frames.pop()
             continue
-        real = resolved / entry.name
-        if respect_gitignore and stack and _is_ignored(real, is_dir, stack):
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir()
+            is_link = entry.is_symlink()
+        except OSError:  # a symlink loop (`a -> b -> a`): neither a folder nor a file
+            continue
+        if frame.excluder.excluded(path):
+            continue
+        real = frame.resolved / entry.name
+        if respect_gitignore and frame.stack and _is_ignored(real, is_dir, frame.stack):
             continue
         if is_dir:
-            yield from _walk(path, excluder, stack, respect_gitignore, seen,
-                             real if not entry.is_symlink() else None, excluder_for)
-        elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
+            inner = enter(path, _real(path) if is_link else real, frame.excluder, frame.stack)
+            if inner:
+                frames.append(inner)
+        elif entry.name.endswith(PYTHON_SUFFIXES) and _is_file(entry):
             if real not in seen:
                 seen.add(real)
                 yield path
+
+
+def _is_file(entry: os.DirEntry) -> bool:
+    """A regular file (after links): never a FIFO, socket or device, which could block a read."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False

@@ -46,12 +46,23 @@ class RunResult:
         kept: list[Finding] = []
         suppressed: list[Finding] = []
         for finding in findings:
-            if finding.requires and (self.index is None or not self.index.holds(finding)):
+            if finding.requires and (self.index is None or not self._holds(finding, kept)):
                 continue
             if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
                 continue
             (suppressed if finding.suppressed else kept).append(replace(finding, requires=()))
         return kept, suppressed
+
+    def _holds(self, finding: Finding, kept: list[Finding]) -> bool:
+        """Whether a finding's cross-file condition holds; a failure to decide is a DP002 for its file."""
+        try:
+            return self.index.holds(finding)
+        except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
+            self.internal_error = True
+            kept.append(replace(finding, code=INTERNAL_ERROR, severity="error", fix=None, requires=(),
+                                message=f"Internal error deciding whether {finding.code} applies: "
+                                        f"{type(exc).__name__}: {exc}; please report it"))
+            return False
 
 
 def _instantiate(codes: Sequence[str]) -> list[Rule]:
@@ -64,18 +75,103 @@ _WORKER_SELECTIONS: tuple[tuple[str, ...], ...] = ()
 _WORKER_RULES: dict[int, list[Rule]] = {}
 
 
-def _worker_init(selections: tuple[tuple[str, ...], ...]) -> None:
+def _worker_init(selections: tuple[tuple[str, ...], ...], parent: int) -> None:
     global _WORKER_SELECTIONS
+    die_with_parent(parent)
     _WORKER_SELECTIONS = selections
     _WORKER_RULES.clear()
 
 
-def _worker_analyze(task: tuple[str, str, int]) -> FileResult:
-    path, display, selection = task
-    rules = _WORKER_RULES.get(selection)
-    if rules is None:
-        rules = _WORKER_RULES[selection] = _instantiate(_WORKER_SELECTIONS[selection])
-    return analyze_path(Path(path), display, rules)
+def die_with_parent(parent: int) -> None:
+    """Make this worker process end when dpcheck (``parent``) ends, however it ends: a
+    parent killed by SIGKILL or SIGTERM cannot shut its pool down, and its workers would
+    otherwise wait on their task queue forever."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            pr_set_pdeathsig = 1
+            if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL)) != 0:
+                raise OSError(ctypes.get_errno(), "prctl failed")
+        except (OSError, AttributeError):
+            _watch_parent(parent)
+    else:  # pragma: no cover - not Linux
+        _watch_parent(parent)
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dpcheck-parent-watch", daemon=True).start()
+
+
+def _worker_analyze(tasks: list[tuple[str, str, int]]) -> list[FileResult]:
+    out = []
+    for path, display, selection in tasks:
+        rules = _WORKER_RULES.get(selection)
+        if rules is None:
+            rules = _WORKER_RULES[selection] = _instantiate(_WORKER_SELECTIONS[selection])
+        out.append(_analyze_one(Path(path), display, rules))
+    return out
+
+
+def _analyze_one(path: Path, display: str, rules: Sequence[Rule]) -> FileResult:
+    """``analyze_path`` never raises by design; this is the last line for anything it missed."""
+    try:
+        return analyze_path(path, display, rules)
+    except Exception as exc:  # noqa: BLE001 - one file's failure must not end the run
+        return _crashed(display, f"Internal error while analysing the file: {type(exc).__name__}: {exc}")
+
+
+def _crashed(display: str, message: str) -> FileResult:
+    result = FileResult(display, Path(display).stem, internal_error=True)
+    result.findings.append(Finding(INTERNAL_ERROR, f"{message}; please report it", "error", display,
+                                   1, 1, 1, 1, ""))
+    return result
+
+
+def _pool(jobs: int, selections: tuple[tuple[str, ...], ...]) -> ProcessPoolExecutor:
+    method = "fork" if sys.platform.startswith("linux") else None
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                               initializer=_worker_init, initargs=(selections, os.getpid()))
+
+
+def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[str, ...], ...],
+                     jobs: int) -> list[FileResult]:
+    """Analyse ``tasks`` in worker processes. A worker that dies (a crash in C code, the
+    out-of-memory killer) breaks the pool: the files it left unfinished are analysed again,
+    each in a process of its own, so only the file that kills its process is lost."""
+    results: list[FileResult | None] = [None] * len(tasks)
+    chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+    with _pool(jobs, selections) as pool:
+        futures = {pool.submit(_worker_analyze, tasks[i:i + chunk]): i for i in range(0, len(tasks), chunk)}
+        for future, start in futures.items():
+            try:
+                for offset, result in enumerate(future.result()):
+                    results[start + offset] = result
+            except Exception:  # noqa: BLE001 - BrokenProcessPool or a result that failed to pickle
+                pass
+    for i, task in enumerate(tasks):
+        if results[i] is None:
+            results[i] = _analyze_alone(task, selections)
+    return results  # type: ignore[return-value]
+
+
+def _analyze_alone(task: tuple[str, str, int], selections: tuple[tuple[str, ...], ...]) -> FileResult:
+    try:
+        with _pool(1, selections) as pool:
+            return pool.submit(_worker_analyze, [task]).result()[0]
+    except Exception as exc:  # noqa: BLE001
+        return _crashed(task[1], f"Internal error: the process analysing this file died ({type(exc).__name__})")
 
 
 def default_jobs() -> int:
@@ -110,7 +206,10 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
     hits = 0
     for i, path in enumerate(paths):
         cache = selections[choice[i]].cache
-        cached = cache.get(path) if cache is not None else None
+        try:
+            cached = cache.get(path) if cache is not None else None
+        except Exception:  # noqa: BLE001 - a cache entry that cannot be read is a miss
+            cached = None
         if cached is not None:
             results[i] = cached
             hits += 1
@@ -119,24 +218,22 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
     jobs = jobs or default_jobs()
     tasks = [(str(paths[i]), str(paths[i]), choice[i]) for i in todo]
     if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
-        method = "fork" if sys.platform.startswith("linux") else None
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                                 initializer=_worker_init,
-                                 initargs=(tuple(s.codes for s in selections),)) as pool:
-            chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
-            fresh = list(pool.map(_worker_analyze, tasks, chunksize=chunk))
+        fresh = _analyze_in_pool(tasks, tuple(s.codes for s in selections), jobs)
     else:
         rules: dict[int, list[Rule]] = {}
         fresh = []
         for path, display, selection in tasks:
             if selection not in rules:
                 rules[selection] = _instantiate(selections[selection].codes)
-            fresh.append(analyze_path(Path(path), display, rules[selection]))
+            fresh.append(_analyze_one(Path(path), display, rules[selection]))
     for i, result in zip(todo, fresh):
         results[i] = result
         cache = selections[choice[i]].cache
         if cache is not None and not result.internal_error:
-            cache.put(paths[i], result)
+            try:
+                cache.put(paths[i], result)
+            except Exception:  # noqa: BLE001 - a result that cannot be cached is still reported
+                pass
     return [r for r in results if r is not None], hits
 
 
@@ -144,9 +241,9 @@ def module_loader(results: Sequence[FileResult], cache=None):
     """Find and summarise modules that were not scanned, from the scanned files' package roots."""
     roots: list[Path] = []
     for result in results:
-        path = Path(result.filename)
+        path = Path(os.path.realpath(result.filename))
         depth = result.module.count(".") + (1 if path.name == "__init__.py" else 0)
-        root = path.resolve().parents[depth] if depth < len(path.resolve().parents) else None
+        root = path.parents[depth] if depth < len(path.parents) else None
         if root is not None and root not in roots:
             roots.append(root)
 

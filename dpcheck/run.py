@@ -12,7 +12,7 @@ import click
 
 from dpcheck.config import ConfigError, Resolver, Settings, parse_per_file_ignores
 from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
-from dpcheck.findings import Finding, Report
+from dpcheck.findings import Finding, Report, Severity
 
 # Formats whose text may be coloured (the others are read by programs).
 COLOURABLE_FORMATS = ("full", "concise")
@@ -40,6 +40,7 @@ class CheckOptions:
     show_files: bool = False
     stdin_filename: str | None = None
     exit_zero: bool = False
+    fail_level: str | None = None
     statistics: bool = False
     quiet: bool = False
     jobs: int | None = None
@@ -82,7 +83,8 @@ def command_line_layer(options: CheckOptions) -> dict:
                                                                   "--extend-per-file-ignores")
     for key, value in (("force-exclude", options.force_exclude), ("respect-gitignore", options.respect_gitignore),
                        ("output-format", options.output_format), ("timeout", options.timeout),
-                       ("devices", options.devices), ("backend", options.backend)):
+                       ("devices", options.devices), ("backend", options.backend),
+                       ("fail-level", options.fail_level)):
         if value is not None:
             layer[key] = value
     if options.cache_dir is not None:
@@ -119,6 +121,10 @@ def run_check(options: CheckOptions) -> int:
     if options.confirm and not _torch_available():
         return _error("--confirm imports your models and needs torch: "
                       "pip install 'dpcheck[confirm] @ git+https://github.com/dpcheck/dpcheck'")
+    if options.confirm and settings.backend == "cuda":
+        problem = _cuda_problem(settings.devices)
+        if problem:
+            return _error(f"--backend cuda: {problem}; use --backend emulated (or auto, which falls back to it)")
 
     try:
         if options.show_files:
@@ -128,6 +134,9 @@ def run_check(options: CheckOptions) -> int:
         results, files, settings_of, caches = _analyze(options, resolver, paths, reading_stdin)
     except ConfigError as exc:
         return _error(str(exc))
+    # Each stage after analysis is guarded: a dpcheck bug there is reported on stderr and
+    # exits 2, but every result that was computed is still printed as a complete document.
+    failures: list[str] = []
     from dpcheck import engine
     run = engine.settle(results, lambda name: settings_of[name].ignored_for(Path(name)),
                         next(iter(caches), None))
@@ -144,19 +153,31 @@ def run_check(options: CheckOptions) -> int:
     fixing = options.fix or options.fix_only or options.diff
     outcome = None
     if fixing and not reading_stdin:
-        outcome = _apply_fixes(findings, options, codes, run, lambda name: settings_of[name].codes)
-        findings = outcome.findings
-        if options.diff or options.fix_only:
-            return _fix_only_exit(outcome, options)
+        try:
+            outcome = _apply_fixes(findings, options, codes, run, lambda name: settings_of[name].codes)
+        except Exception as exc:  # noqa: BLE001 - files stay as they were; their findings stay reported
+            failures.append(f"--fix failed: {type(exc).__name__}: {exc}")
+        else:
+            findings = outcome.findings
+            if options.diff or options.fix_only:
+                return _fix_only_exit(outcome, options)
     elif settings.output_format in _FORMATS_WITH_EDITS:
-        findings = _materialise_fixes(findings, codes)
+        try:
+            findings = _materialise_fixes(findings, codes)
+        except Exception as exc:  # noqa: BLE001 - the findings stand, without their edits
+            failures.append(f"making fixes concrete failed: {type(exc).__name__}: {exc}")
     if options.confirm:
-        findings = _confirm(findings + run.suppressed, files, settings, settings_of, options)
+        try:
+            findings = _confirm(findings + run.suppressed, files, settings, settings_of, options)
+        except Exception as exc:  # noqa: BLE001 - the static findings still stand
+            failures.append(f"--confirm failed: {type(exc).__name__}: {exc}")
 
     from dpcheck.registry import rule_infos
-    document = Report(findings, rule_infos(), _repo_root(settings.root), codes, unsafe_fixes=options.unsafe_fixes)
+    fail_level = Severity(settings.fail_level)
+    document = Report(findings, rule_infos(), _repo_root(settings.root), codes, fail_level,
+                      unsafe_fixes=options.unsafe_fixes)
     try:
-        _write_report(document, settings.output_format, options)
+        _write_report(document, settings.output_format, options, failures)
     except BrokenPipeError:
         # The reader left (`dpcheck | head`): as Python's docs advise, point stdout at
         # /dev/null so the flush at exit does not fail again.
@@ -165,10 +186,13 @@ def run_check(options: CheckOptions) -> int:
         if options.output_file is None:
             raise
         return _error(f"{options.output_file}: cannot write: {exc.strerror or exc}")
+    for message in failures:
+        click.echo(f"error: internal error (please report it): {message}", err=True)
 
-    if run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
+    if failures or run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
         return EXIT_ERROR
-    if findings and not options.exit_zero:
+    failing = any(Severity(f.severity).rank >= fail_level.rank for f in findings)
+    if failing and not options.exit_zero:
         return EXIT_FINDINGS
     if outcome is not None and outcome.fixed_count and options.exit_non_zero_on_fix:
         return EXIT_FINDINGS
@@ -185,16 +209,37 @@ def use_colour(choice: str, output_format: str, out: TextIO) -> bool:
     return not os.environ.get("NO_COLOR") and hasattr(out, "isatty") and out.isatty()
 
 
-def _write_report(document: Report, output_format: str, options: CheckOptions) -> None:
+def _write_report(document: Report, output_format: str, options: CheckOptions, failures: list[str]) -> None:
+    """Render the whole document first, then write it at once: what is written is always
+    complete (valid JSON or SARIF), whatever failed on the way."""
     from dpcheck import report as reporting
 
     if options.output_file is None:
         colour = use_colour(options.color, output_format, sys.stdout)
-        reporting.write(document, output_format, sys.stdout, options.statistics, options.quiet, colour)
+        _emit(reporting.render(document, output_format, options.statistics, options.quiet, colour, failures))
         return
-    with open(options.output_file, "w", encoding="utf-8", newline="") as out:
+    with open(options.output_file, "w", encoding="utf-8", newline="", errors="surrogateescape") as out:
         colour = use_colour(options.color, output_format, out)
-        reporting.write(document, output_format, out, options.statistics, options.quiet, colour)
+        out.write(reporting.render(document, output_format, options.statistics, options.quiet, colour, failures))
+
+
+def _emit(text: str) -> None:
+    """Write to stdout. Paths that are not valid UTF-8 come back from the OS as surrogate
+    escapes; they are written as the bytes they were, not as a crash."""
+    try:
+        sys.stdout.write(text)
+    except UnicodeEncodeError:
+        buffer = getattr(sys.stdout, "buffer", None)
+        encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+        if buffer is None:
+            sys.stdout.write(text.encode(encoding, "backslashreplace").decode(encoding))
+            return
+        sys.stdout.flush()
+        try:
+            buffer.write(text.encode(encoding, "surrogateescape"))
+        except UnicodeEncodeError:
+            buffer.write(text.encode(encoding, "backslashreplace"))
+    sys.stdout.flush()
 
 
 def _show_settings(resolver: Resolver, paths: list[Path], stdin_filename: str | None) -> int:
@@ -222,6 +267,24 @@ def _torch_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("torch") is not None
+
+
+def _cuda_problem(devices: int | None) -> str | None:
+    """Why the cuda backend cannot run here, or None. Asked of a child process: importing
+    torch (and initialising CUDA) in this process would cost seconds on every run."""
+    import subprocess
+
+    needed = max(devices or 2, 2)
+    probe = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                              check=False)
+        found = int(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return f"cannot count CUDA devices (is torch built with CUDA?); it needs at least {needed}"
+    if found < needed:
+        return f"it needs at least {needed} CUDA devices and this machine has {found}"
+    return None
 
 
 def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], reading_stdin: bool):

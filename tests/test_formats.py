@@ -91,7 +91,7 @@ def test_full_format_shows_source_caret_and_help(project):
     assert "12 |         self.steps += 1" in out
     assert "   |         ^^^^^^^^^^ DP101" in out
     assert "= help:" in out
-    assert "Found 2 findings (2 errors)." in out
+    assert "Found 2 findings (2 errors); 2 at or above --fail-level=warning fail the run." in out
 
 
 def test_concise_is_one_line_per_finding(project):

@@ -10,6 +10,9 @@ it once every file's class summary is known.
 from __future__ import annotations
 
 import ast
+import errno
+import os
+import stat
 import traceback
 import warnings
 from dataclasses import dataclass, field, replace
@@ -63,43 +66,91 @@ class FileResult:
                    {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]))
 
 
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; raises OSError for anything but a regular file. Opened without
+    blocking, so a FIFO or a device named like a .py file is refused instead of waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
 def read_source(path: Path) -> str:
     """Decode like Python does: a BOM or coding cookie, else UTF-8. Raises UnicodeDecodeError."""
     import io
     import tokenize
 
-    data = path.read_bytes()
+    data = read_bytes(path)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
 
 
 def analyze_path(path: Path, display: str, rules: Sequence[Rule], module: str | None = None) -> FileResult:
+    """Never raises: a file that cannot be read or decoded gets DP001, see ``analyze_source``."""
     if is_notebook(path):
-        return analyze_notebook(path, display, rules, module or module_name_for(path))
+        try:
+            return analyze_notebook(path, display, rules, module or module_name_for(path))
+        except Exception as exc:  # noqa: BLE001 - one notebook's failure must not end the run
+            return _file_error(display, module or path.stem, INTERNAL_ERROR,
+                               f"Internal error while analysing the notebook: {_describe(exc)}; please report it")
     try:
         text = read_source(path)
+        module = module or module_name_for(path)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        result = FileResult(display, module or path.stem)
-        result.findings.append(Finding(SYNTAX_ERROR, f"File is not valid UTF-8 (or its declared "
-                                       f"encoding): {exc}", "error", display, 1, 1, 1, 1, ""))
-        return result
+        return _file_error(display, module or path.stem, SYNTAX_ERROR,
+                           f"File is not valid UTF-8 (or its declared encoding): {exc}")
     except OSError as exc:
-        result = FileResult(display, module or path.stem)
-        result.findings.append(Finding(SYNTAX_ERROR, f"Cannot read file: {exc.strerror or exc}",
-                                       "error", display, 1, 1, 1, 1, ""))
-        return result
-    return analyze_source(text, display, rules, module or module_name_for(path),
-                          is_package=path.name == "__init__.py")
+        return _file_error(display, module or path.stem, SYNTAX_ERROR, f"Cannot read file: {exc.strerror or exc}")
+    except MemoryError:
+        return _file_error(display, module or path.stem, SYNTAX_ERROR, "Cannot read file: too large for memory")
+    return analyze_source(text, display, rules, module, is_package=path.name == "__init__.py")
+
+
+def _file_error(display: str, module: str, code: str, message: str, line_text: str = "") -> FileResult:
+    """The result of a file whose analysis stopped: one DP001 or DP002 finding at 1:1."""
+    result = FileResult(display, module, internal_error=code == INTERNAL_ERROR)
+    result.findings.append(Finding(code, message, "error", display, 1, 1, 1, 1, line_text))
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)
+    place = f" ({Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
+    return f"{type(exc).__name__}: {str(exc)[:300]}{place}"
 
 
 def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                    is_package: bool = False) -> FileResult:
+    """Never raises: whatever goes wrong costs this file's result only. A file Python itself
+    cannot parse (syntax, or nesting too deep for its parser) gets DP001; a failure of
+    dpcheck's own analysis gets DP002 (one per failing rule, or one for the file)."""
+    try:
+        return _analyze_source(text, display, rules, module, is_package)
+    except RecursionError as exc:
+        return _file_error(display, module, INTERNAL_ERROR, f"Internal error: the file is nested too deeply "
+                           f"to analyse ({_describe(exc)}); please report it")
+    except Exception as exc:  # MemoryError included: a bug or a limit of dpcheck, not of the file
+        return _file_error(display, module, INTERNAL_ERROR, f"Internal error while analysing the file: "
+                           f"{_describe(exc)}; please report it")
+
+
+def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
+                    is_package: bool) -> FileResult:
     source = SourceFile(display, text)
     result = FileResult(display, module)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code
             tree = ast.parse(text, filename=display)
+    except (RecursionError, MemoryError) as exc:
+        # CPython cannot compile it either ("maximum recursion depth exceeded during ast
+        # construction", parser stack overflow): the file cannot be parsed.
+        return _file_error(display, module, SYNTAX_ERROR, f"{type(exc).__name__}: the file is nested too "
+                           f"deeply or is too large for Python's parser ({str(exc)[:200]})")
     except (SyntaxError, ValueError) as exc:
         row = getattr(exc, "lineno", None) or 1
         col = getattr(exc, "offset", None) or 1
@@ -136,16 +187,14 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                     raw.append((v, base_req))
             for v in rule.check_file(ctx):
                 raw.append((v, ()))
-        except Exception as exc:  # a rule bug must not hide other rules' findings
+            found = [_finding(rule, v, requires, source) for v, requires in raw]
+        except Exception as exc:  # a rule bug (RecursionError, MemoryError too) must not hide other rules' findings
             result.internal_error = True
-            where = traceback.extract_tb(exc.__traceback__)[-1]
             result.findings.append(Finding(
-                INTERNAL_ERROR, f"Internal error in rule {rule.code}: {type(exc).__name__}: {exc} "
-                f"({Path(where.filename).name}:{where.lineno}); please report it",
+                INTERNAL_ERROR, f"Internal error in rule {rule.code}: {_describe(exc)}; please report it",
                 "error", display, 1, 1, 1, 1, source.line(1)))
             continue
-        for violation, requires in raw:
-            finding = _finding(rule, violation, requires, source)
+        for finding in found:
             key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col)
             if key in seen:
                 continue

@@ -6,6 +6,8 @@ as GitHub code scanning accepts it. Writers know only findings (``dpcheck.findin
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
 from typing import Callable, TextIO
 
 from dpcheck.findings import Report
@@ -38,3 +40,28 @@ def write(report: Report, output_format: str, out: TextIO, statistics: bool = Fa
         WRITERS[output_format](report, out)
     if output_format in SUMMARISED and not quiet:
         text.write_summary(report, out, colour)
+
+
+def render(report: Report, output_format: str, statistics: bool = False, quiet: bool = False,
+           colour: bool = False, failures: list[str] | None = None) -> str:
+    """The whole document as one string, so what is printed is always complete (valid JSON
+    or SARIF). A finding the writer fails on is left out and named in ``failures``."""
+    try:
+        return _render(report, output_format, statistics, quiet, colour)
+    except Exception:  # noqa: BLE001 - find the findings that break the writer, keep the rest
+        kept = []
+        for finding in report.findings:
+            try:
+                _render(replace(report, findings=[finding]), output_format, statistics, quiet, colour)
+                kept.append(finding)
+            except Exception as exc:  # noqa: BLE001
+                if failures is not None:
+                    failures.append(f"cannot write {finding.code} at {finding.filename!r}:{finding.row} as "
+                                    f"{output_format}: {type(exc).__name__}: {exc}")
+        return _render(replace(report, findings=kept), output_format, statistics, quiet, colour)
+
+
+def _render(report: Report, output_format: str, statistics: bool, quiet: bool, colour: bool) -> str:
+    buffer = io.StringIO()
+    write(report, output_format, buffer, statistics, quiet, colour)
+    return buffer.getvalue()

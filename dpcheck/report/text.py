@@ -6,7 +6,7 @@ import unicodedata
 from collections import Counter
 from typing import TextIO
 
-from dpcheck.findings import Finding, Report
+from dpcheck.findings import Finding, Report, Severity
 
 TAB_SIZE = 4
 
@@ -153,7 +153,13 @@ def write_summary(report: Report, out: TextIO, colour: bool = False) -> None:
     counts = Counter(f.severity for f in findings)
     parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 else ''}" for s in ("error", "warning", "info")
              if counts[s]]
-    out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({', '.join(parts)}).\n")
+    level = report.fail_level
+    failing = sum(1 for f in findings if Severity(f.severity).rank >= level.rank)
+    if failing == 0:
+        verdict = f"none at or above --fail-level={level.value}, so the run passes"
+    else:
+        verdict = f"{failing} at or above --fail-level={level.value} {'fails' if failing == 1 else 'fail'} the run"
+    out.write(f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} ({', '.join(parts)}); {verdict}.\n")
     now, hidden = report.fix_counts
     if now:
         option = "`--fix --unsafe-fixes`" if report.unsafe_fixes else "the `--fix` option"
