@@ -65,7 +65,9 @@ class ModelNotOnFirstDevice(Rule):
             # The wrapper itself moved: `DataParallel(net).cuda()` / `.to(device)`.
             parent = facts.parent(call)
             if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda"):
-                moves.append(facts.parent(parent))
+                grandparent = facts.parent(parent)
+                if isinstance(grandparent, ast.Call) and grandparent.func is parent:  # not `f(DP(net).to)`
+                    moves.append(grandparent)
             for move in moves:
                 index = _target_index(move)
                 if index is not None and first is not None and index != first:
