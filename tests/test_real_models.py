@@ -157,7 +157,7 @@ def unimportable(module: str) -> str | None:
 def confirm(file: str, backend: str) -> tuple[dict, ...]:
     """One `dpcheck --confirm` child process for one model file; its JSON findings."""
     proc = run_cli(MODELS / file, "--confirm", "--backend", backend, "--devices", DEVICES, "--timeout", 600,
-                   "--output-format", "json", "--no-cache", cwd=MODELS, timeout=900)
+                   "--output-format", "json", "--no-cache", timeout=900)  # settings: tests/real_models/dpcheck.toml
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return tuple(json.loads(proc.stdout))
 
@@ -207,7 +207,8 @@ def xfail_if(request, defect: str | None):
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"harness defect: {defect}"))
 
 
-HAZARDS = [pytest.param(case, hazard, id=f"{case.id}-{hazard.name[:40]}") for case in CASES for hazard in case.hazards]
+HAZARDS = [pytest.param(case, hazard, id=f"{case.id}-{'-'.join(sorted(hazard.codes))}-{hazard.model or ''}".rstrip("-"))
+           for case in CASES for hazard in case.hazards]
 
 
 @pytest.mark.parametrize("backend", backends())
