@@ -156,8 +156,8 @@ def unimportable(module: str) -> str | None:
 @functools.cache
 def confirm(file: str, backend: str) -> tuple[dict, ...]:
     """One `dpcheck --confirm` child process for one model file; its JSON findings."""
-    proc = run_cli(MODELS / file, "--confirm", "--backend", backend, "--devices", DEVICES, "--timeout", 600,
-                   "--output-format", "json", "--no-cache", timeout=900)  # settings: tests/real_models/dpcheck.toml
+    proc = run_cli(MODELS / file, "--config", MODELS / "dpcheck.toml", "--confirm", "--backend", backend,
+                   "--devices", DEVICES, "--timeout", 600, "--output-format", "json", "--no-cache", timeout=900)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     return tuple(json.loads(proc.stdout))
 
