@@ -25,7 +25,13 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.analysis.dataflow import (
+    behind_non_default_option,
+    old_value_use,
+    read_in_forward,
+    reads_before_write,
+    under_lazy_guard,
+)
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -69,7 +75,7 @@ class AttributeAssignedInForward(Rule):
                         continue  # buffers, Parameters and submodules have rules of their own
                     if value is not None and _constructs_module(model, value):
                         continue  # DP203: a module or Parameter created in forward
-                    kind = _kind(fn, name, value, node, model.in_forward)
+                    kind = _kind(model, fn, name, value, node)
                     where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
                     if kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
@@ -112,6 +118,13 @@ _WARNINGS = {
     "scratch": "`self.{name}` is set in forward{where} and read again during the same call: that works "
                "on a replica, but the original module never sees the new value, so anything reading "
                "it after forward (or on the next call) sees the old one under DataParallel",
+    "stash": "`self.{name}` is set in forward{where} but the model never reads it back: under "
+             "DataParallel it is set on a replica, so code that reads it from the model after "
+             "forward sees the old value",
+    "latch": "Flag `self.{name}` set in forward{where} is lost with the DataParallel replica: the "
+             "condition it records is checked again on every call",
+    "option": "`self.{name}` assigned in forward{where} on a path behind a non-default option is lost "
+              "with the DataParallel replica when that option is on",
 }
 
 
@@ -148,53 +161,35 @@ _CACHE_WORDS = ("cache", "cached", "_memo", "lookup")
 _FLAG_WORDS = ("warn", "logged", "printed", "shown", "_once", "notified")
 
 
-def _kind(fn, name: str, value, node, reachable=()) -> str:
-    """state (an error), or one of the lighter cases that are reported as warnings."""
+def _kind(model, fn, name: str, value, node) -> str:
+    """state (an error), or one of the lighter cases that are reported as warnings.
+
+    Only a value that a later call reads back is state: an accumulation (the new value
+    combines the old one) or a value that forward reads before writing it. A value rebuilt
+    on every call, read only after it is written, or never read by the model is not.
+    """
     lowered = name.lower()
     if any(word in lowered for word in _CACHE_WORDS):
         return "cache"
-    if isinstance(value, ast.Constant) and isinstance(value.value, bool) \
-            and any(w in lowered for w in _FLAG_WORDS):
+    is_bool = isinstance(value, ast.Constant) and isinstance(value.value, bool)
+    if is_bool and any(w in lowered for w in _FLAG_WORDS):
         return "flag"
+    if is_bool and _memoises_condition(fn, node):
+        return "latch"
     if under_lazy_guard(fn, node):
         return "lazy"
-    if value is not None and _moves_to_device(value):
+    if behind_non_default_option(model, fn, node):
+        return "option"
+    use = "accumulates" if isinstance(node, ast.AugAssign) else old_value_use(model, fn, name, value)
+    if use == "converted":
         return "converted"
-    if not isinstance(node, ast.AugAssign) and (not _reads_itself(fn, name, value) or _written_before(fn, name, node)) \
-            and _read_elsewhere(reachable, name, node):
+    if use == "memo":
+        return "lazy"
+    if use == "accumulates" or reads_before_write(model, fn, name, node):
+        return "state"
+    if read_in_forward(model, name):
         return "scratch"
-    return "state"
-
-
-def _moves_to_device(value) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr in ("to", "cuda", "type_as") for n in ast.walk(value))
-
-
-def _reads_itself(fn, name: str, value) -> bool:
-    """`self.n = self.n + 1`: a counter, not a scratch value."""
-    return value is not None and any(fn.self_attr(n) == name for n in ast.walk(value))
-
-
-def _written_before(fn, name: str, node) -> bool:
-    """`self.t = ...` earlier in the same function: this write transforms a per-call value."""
-    return any(fn.self_attr(t) == name and t.lineno < node.lineno
-               for a in fn.nodes(ast.Assign) for t in a.targets)
-
-
-def _read_elsewhere(functions, name: str, node) -> bool:
-    """Is `self.<name>` read in forward-reachable code after this write (same call)?"""
-    end = getattr(node, "end_lineno", node.lineno)
-    for other in functions:
-        for n in other.nodes(ast.Attribute):
-            if isinstance(n.ctx, ast.Load) and other.self_attr(n) == name and (
-                    not _contains(other.node, node) or n.lineno > end):
-                return True
-    return False
-
-
-def _contains(function, node) -> bool:
-    return function.lineno <= node.lineno <= getattr(function, "end_lineno", function.lineno)
+    return "stash"
 
 
 def _counter_fix(model, fn, node, name):
@@ -221,3 +216,14 @@ def _counter_fix(model, fn, node, name):
     row, col, end_row, end_col = source.span(target)
     return Rule.offer_fix(f"Keep `{name}` in a buffer updated in place (`.add_()`), which replica 0 shares "
                           "with the model", init=f"{row}:{col}:{end_row}:{end_col}", torch=torch)
+
+
+def _memoises_condition(fn, node) -> bool:
+    """`if <condition>: self.done = True; return`: the flag only records a condition that
+    forward checks again on every call, so losing it re-checks rather than changes anything."""
+    parent = fn.parent(node)
+    if not isinstance(parent, ast.If) or not any(s is node for s in parent.body):
+        return False
+    return all(isinstance(s, (ast.Return, ast.Pass)) or (
+        isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool))
+        for s in parent.body) and any(isinstance(s, ast.Return) for s in parent.body)

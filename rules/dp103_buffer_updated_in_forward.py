@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import parameters_of, under_lazy_guard
+from dpcheck.analysis.dataflow import (
+    behind_non_default_option,
+    old_value_use,
+    parameters_of,
+    reads_before_write,
+    under_lazy_guard,
+)
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -70,14 +76,8 @@ class BufferUpdatedInForward(Rule):
                 for target in targets:
                     for sub in ast.walk(target) if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                         name = fn.self_attr(sub)
-                        if name in buffers and isinstance(node, ast.Assign) and under_lazy_guard(fn, node):
-                            yield self.violation(sub, f"Buffer `self.{name}` is rebuilt lazily in forward: the "
-                                                 "new value is lost with each DataParallel replica, so it is "
-                                                 "recomputed on every call", severity=Severity.WARNING)
-                        elif name in buffers and isinstance(node, ast.Assign):
-                            yield self.violation(sub, f"Buffer `self.{name}` is reassigned in forward: "
-                                                 "each DataParallel replica has its own buffer dict, so "
-                                                 "the new value is lost on every replica")
+                        if name in buffers and isinstance(node, ast.Assign):
+                            yield self._reassigned(model, fn, sub, name, node)
                         elif name in buffers and _uses(node.value, inputs):
                             yield self._in_place(sub, name)
                         elif isinstance(sub, ast.Subscript) and fn.self_attr(sub.value) in buffers \
@@ -89,6 +89,30 @@ class BufferUpdatedInForward(Rule):
                     name = fn.self_attr(_root_call_receiver(func.value))
                     if name in buffers and any(_uses(a, inputs) for a in [*call.args, *(k.value for k in call.keywords)]):
                         yield self._in_place(call, name)
+
+    def _reassigned(self, model, fn, target, name, node):
+        """An error only when a later call reads what this one wrote: the new value combines the
+        old one, or forward reads the buffer before writing it. A table rebuilt, converted or
+        recomputed from the inputs and weights on every call costs only speed."""
+        use = old_value_use(model, fn, name, node.value)
+        if under_lazy_guard(fn, node) or use == "memo":
+            why = "is rebuilt lazily in forward: the new value is lost with each DataParallel replica, so it " \
+                  "is recomputed on every call"
+        elif use == "converted":
+            why = "is converted to another device or dtype in forward: the converted copy is lost with each " \
+                  "DataParallel replica, so the conversion repeats on every call"
+        elif behind_non_default_option(model, fn, node):
+            why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
+                  "each DataParallel replica has its own buffer dict and the new value is lost"
+        elif use is None and not reads_before_write(model, fn, name, node):
+            why = "is recomputed from scratch in forward before it is used: each DataParallel replica " \
+                  "keeps its own value and the original keeps the old one (only a cost, unless code " \
+                  "reads the buffer after forward)"
+        else:
+            return self.violation(target, f"Buffer `self.{name}` is reassigned in forward from its old value: "
+                                  "each DataParallel replica has its own buffer dict, so the update is lost "
+                                  "on every replica and the next call starts from the old value")
+        return self.violation(target, f"Buffer `self.{name}` {why}", severity=Severity.WARNING)
 
     def _in_place(self, node, name):
         return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import behind_non_default_option
+from dpcheck.analysis.outputs import parameter_free
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -67,34 +69,73 @@ class BoundMethodStored(Rule):
             for target, value, fn in facts.assignments:
                 why = _bound(value, fn, model)
                 if why and (name in called or name == "forward"):
-                    yield self.violation(target, f"`self.{name}` stores {why}: DataParallel replicas share "
-                                         "it, so each replica calls the original module on its "
-                                         "original device")
+                    message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
+                              "replica calls the original module on its original device"
+                    yield self._report(model, fn, target, message)
         for fn in model.all_methods:
             for call in fn.nodes(ast.Call):
                 func = call.func
                 if isinstance(func, ast.Attribute) and func.attr == "compile" and (
                         fn.is_self(func.value) or fn.self_attr(func.value) is not None):
-                    yield self.violation(call, f"`{ast.unparse(func)}()` inside the model stores a compiled "
-                                         "wrapper of the original module that DataParallel replicas "
-                                         "copy: replicas run the original's weights")
+                    message = f"`{ast.unparse(func)}()` inside the model stores a compiled wrapper of the " \
+                              "original module that DataParallel replicas copy: replicas run the original's weights"
+                    yield self._report(model, fn, call, message)
+
+    def _report(self, model, fn, node, message):
+        """An error where it happens when the model is built; a warning where it needs an opt-in:
+        a method the user must call (`model.compile()`) or a non-default constructor option."""
+        if fn.name != "__init__" and not model.is_reachable(fn):
+            return self.violation(node, f"{message} (only once `{fn.name}()` has been called on the model "
+                                  "before it is wrapped)", severity=Severity.WARNING)
+        if behind_non_default_option(model, fn, node):
+            return self.violation(node, f"{message} (on a path behind a non-default option)",
+                                  severity=Severity.WARNING)
+        return self.violation(node, message)
 
 
 def _bound(value, fn, model) -> str | None:
     ctx = model.ctx
+    if isinstance(value, ast.IfExp):
+        # `self.f = self.fast if fused else self.slow`: either branch may be the one stored
+        return _bound(value.body, fn, model) or _bound(value.orelse, fn, model)
     if isinstance(value, ast.Attribute):
         attr = fn.self_attr(value)
         method = model.find_method(attr) if attr is not None else None
         if method is not None and not model.has_property(attr) and not any(
-                ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
+                ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list) \
+                and _uses_self(method):
             return f"the bound method `self.{attr}`"
-        if value.attr in ("forward", "__call__") and (fn.self_attr(value.value) is not None):
+        owner = fn.self_attr(value.value)
+        if value.attr in ("forward", "__call__") and owner is not None and not _weightless(model, owner):
             return f"the bound method `{ast.unparse(value)}`"
     if isinstance(value, ast.Call):
         name = ctx.resolve(value.func) or ""
         if name in ("functools.partial", "torch.compile") and value.args:
             inner = value.args[0]
+            method = model.find_method(fn.self_attr(inner)) if fn.self_attr(inner) is not None else None
+            if method is not None and not _uses_self(method):
+                return None  # a partial of a method that never touches the module is a plain function
             if fn.self_attr(inner) is not None or (isinstance(inner, ast.Attribute) and fn.self_attr(inner.value)):
                 what = "a partial of" if name == "functools.partial" else "a compiled"
                 return f"{what} `{ast.unparse(inner)}`"
     return None
+
+
+def _uses_self(method) -> bool:
+    """Does the method read anything of the module? One that does not (an activation, a pure
+    function) behaves the same whichever module it is bound to."""
+    if any(ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
+        return False
+    return any(method.is_self(n) for n in method.nodes(ast.Name))
+
+
+def _weightless(model, attr: str) -> bool:
+    """Is ``self.<attr>`` only ever a torch.nn layer without weights (ReLU, Dropout, pooling)?"""
+    facts = model.attrs.get(attr)
+    if facts is None or not facts.assignments:
+        return False
+    for _, value, _ in facts.assignments:
+        name = model.ctx.resolve(value.func) if isinstance(value, ast.Call) else None
+        if not (name and name.startswith("torch.nn.") and parameter_free(name)):
+            return False
+    return True

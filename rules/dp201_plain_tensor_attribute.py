@@ -65,6 +65,8 @@ class PlainTensorAttribute(Rule):
                     parent = fn.parent(node)
                     if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as"):
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
+                    elif _fallback_when_no_target(fn, node):
+                        moved.add(name)
                     else:
                         used.add(name)
         for name in sorted(used):
@@ -95,3 +97,21 @@ class PlainTensorAttribute(Rule):
         args = list(call.args)
         args[1] = args[1].with_changes(value=assign.value)  # the value keeps its own formatting
         editor.replace(assign, cst.Expr(call.with_changes(args=args)))
+
+def _fallback_when_no_target(fn, node) -> bool:
+    """`self.f.to(device) if device is not None else self.f` (or a helper that moves it in the
+    other branch): the attribute is used as it is only when the caller asks for no device,
+    and forward's callers pass the input's device."""
+    child, cur = node, fn.parent(node)
+    while cur is not None and not isinstance(cur, ast.stmt):
+        if isinstance(cur, ast.IfExp) and child is not cur.test and isinstance(cur.test, ast.Compare) \
+                and len(cur.test.ops) == 1 and isinstance(cur.test.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(cur.test.left, ast.Name) and isinstance(cur.test.comparators[0], ast.Constant) \
+                and cur.test.comparators[0].value is None:
+            none_branch = cur.orelse if isinstance(cur.test.ops[0], ast.IsNot) else cur.body
+            other = cur.body if none_branch is cur.orelse else cur.orelse
+            target = cur.test.left.id
+            if child is none_branch and any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(other)):
+                return True
+        child, cur = cur, fn.parent(cur)
+    return False

@@ -65,14 +65,11 @@ class ParametersQueriedInForward(Rule):
                 receiver = func.value
                 if not (fn.is_self(receiver) or fn.self_attr(receiver) is not None):
                     continue
-                parent = fn.parent(node)
-                if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
-                        and parent.func.id == "next":
-                    consequence = "raises StopIteration on every replica"
-                else:
-                    consequence = "yields nothing on a replica, so this silently computes over no parameters"
+                consequence = _consequence(fn, node)
                 text = ast.unparse(node)
-                outer = fn.parent(parent) if consequence.startswith("raises") else None
+                parent = fn.parent(node)
+                direct_next = isinstance(parent, ast.Call) and _call_name(parent) == "next" and len(parent.args) == 1
+                outer = fn.parent(parent) if direct_next else None
                 fix = None
                 if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype"):
                     fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
@@ -90,3 +87,32 @@ class ParametersQueriedInForward(Rule):
         source = editor.first_input(call, floating=outer.attr.value == "dtype")
         if source:
             editor.replace_with_code(outer, f"{source}.{outer.attr.value}")
+
+
+def _consequence(fn, query) -> str:
+    """What an empty parameter iterator does where it is consumed."""
+    node, parent = query, fn.parent(query)
+    chained = False
+    while isinstance(parent, ast.Call) and parent.func is not node and (
+            _call_name(parent) in ("iter", "chain", "itertools.chain", "list", "tuple")):
+        chained |= _call_name(parent) in ("chain", "itertools.chain") and len(parent.args) > 1
+        node, parent = parent, fn.parent(parent)
+    if isinstance(parent, ast.Call) and _call_name(parent) == "next":
+        if len(parent.args) > 1:
+            return "returns next()'s default on every replica"
+        if chained:
+            return "yields no parameters on a replica, so next() falls through to what follows " \
+                   "(buffers) or raises StopIteration when there is nothing"
+        return "raises StopIteration on every replica"
+    if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
+        return "yields nothing on a replica, so this loop runs zero times"
+    return "yields nothing on a replica, so this silently computes over no parameters"
+
+
+def _call_name(call) -> str:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return ""

@@ -21,6 +21,8 @@ class ClassInfo:
     bases: tuple[str, ...]  # resolved dotted names
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
     properties: frozenset[str]
+    # `@name.setter` bodies: they run on `self.name = ...`, never on a read of `self.name`.
+    setters: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
 
     @property
     def name(self) -> str:
@@ -39,15 +41,21 @@ def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
                                   for base in node.bases) if b)
         methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         properties: set[str] = set()
+        setters: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for stmt in node.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+                       for d in stmt.decorator_list):
+                    if any(isinstance(d, ast.Attribute) and d.attr == "setter" for d in stmt.decorator_list):
+                        setters[stmt.name] = stmt
+                    continue  # the getter keeps the name
                 methods[stmt.name] = stmt
                 if any(dotted(d) in ("property", "functools.cached_property", "cached_property")
                        for d in stmt.decorator_list):
                     properties.add(stmt.name)
         # Nested classes keep their simple name; a clash keeps the first (rare in model code).
         classes.setdefault(node.name, ClassInfo(node, f"{module}.{node.name}", bases, methods,
-                                                frozenset(properties)))
+                                                frozenset(properties), setters))
     return classes
 
 

@@ -337,3 +337,198 @@ def _unsqueezed_batch(node, fn) -> int | None:
     return None
 
 
+# Reads of a tensor's metadata: a cache-validity check, not a use of the stored value.
+_METADATA = frozenset({"device", "dtype", "shape", "size", "ndim", "dim", "numel", "is_cuda", "requires_grad"})
+# Calls that return the same value on another device or dtype.
+CONVERSIONS = frozenset({"to", "cuda", "cpu", "type", "type_as", "float", "half", "double", "bfloat16",
+                         "long", "int", "bool", "contiguous", "detach", "clone"})
+
+
+def _pass_through(expr: ast.AST, is_source) -> bool:
+    """`v`, `v.to(...)`, `v.to(x.device).float()`, `v.to(d) if v is not None else None`,
+    `[t.to(d) for t in v]`: the value itself, perhaps converted."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CONVERSIONS:
+        expr = expr.func.value
+    if isinstance(expr, ast.IfExp):
+        branches = [b for b in (expr.body, expr.orelse) if not isinstance(b, ast.Constant)]
+        return bool(branches) and all(_pass_through(b, is_source) for b in branches)
+    if isinstance(expr, (ast.ListComp, ast.GeneratorExp)) and len(expr.generators) == 1 \
+            and isinstance(expr.generators[0].target, ast.Name) and is_source(expr.generators[0].iter):
+        element = expr.generators[0].target.id
+        return _pass_through(expr.elt, lambda e: isinstance(e, ast.Name) and e.id == element)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("list", "tuple") \
+            and len(expr.args) == 1:
+        return _pass_through(expr.args[0], is_source)
+    return is_source(expr)
+
+
+def _metadata_read(fn, node: ast.AST) -> bool:
+    parent = fn.parent(node)
+    if isinstance(parent, ast.Attribute) and parent.attr in _METADATA:
+        return True
+    if isinstance(parent, ast.Compare) and all(isinstance(c, ast.Constant) and c.value is None
+                                               for c in parent.comparators):
+        return True  # `self.x is None`
+    return isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("len", "isinstance")
+
+
+def old_value_use(model: ModelClass, fn: FunctionInfo, name: str, value: ast.AST | None) -> str | None:
+    """How the value written to ``self.<name>`` uses the attribute's old value.
+
+    None: not at all (the value is rebuilt from inputs, weights or config); "converted": it is
+    the old value moved to another device or dtype; "memo": it is passed to a method of the
+    class that returns either it (perhaps converted) or a table rebuilt without it;
+    "accumulates": the new value combines the old one (`self.n + 1`, `m * self.ema + ...`,
+    `torch.max(self.hi, hi)`), directly or through a local.
+    """
+    if value is None or written_earlier(fn, name, value):
+        return None
+    is_old = lambda e: fn.self_attr(e) == name
+    if _pass_through(value, is_old):
+        return None if is_old(value) else "converted"
+    olds = [n for n in ast.walk(value) if is_old(n)]
+    for local in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}:
+        for bound in fn.local_values.get(local, ()):
+            olds.extend(n for n in ast.walk(bound) if is_old(n) and not _metadata_read(fn, n))
+    olds = [n for n in olds if not (fn.parent(n) is not None and _metadata_read(fn, n))]
+    if not olds:
+        return None
+    if isinstance(value, ast.Call) and all(any(a is o for a in value.args) or
+                                           any(k.value is o for k in value.keywords) for o in olds):
+        method = model.find_method(fn.self_attr(value.func)) if fn.self_attr(value.func) else None
+        if method is not None and _rebuilds_or_reuses(method, value, olds):
+            return "memo"
+    return "accumulates"
+
+
+def _rebuilds_or_reuses(method: FunctionInfo, call: ast.Call, olds: list[ast.AST]) -> bool:
+    """Every return of ``method`` is the argument that received the old value (perhaps
+    converted) or does not mention it: it memoises a derived table."""
+    params = parameters_of(method)
+    names = set()
+    for i, arg in enumerate(call.args):
+        if any(arg is o for o in olds) and i < len(params):
+            names.add(params[i])
+    names |= {k.arg for k in call.keywords if any(k.value is o for o in olds) and k.arg}
+    if not names:
+        return False
+    returns = list(method.returns())
+    return bool(returns) and all(
+        _pass_through(r, lambda e: isinstance(e, ast.Name) and e.id in names)
+        or not any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(r)) for r in returns)
+
+
+def written_earlier(fn: FunctionInfo, name: str, node: ast.AST) -> bool:
+    """`self.t = ...` on an earlier line of the same function: a later write transforms this
+    call's value, not the previous call's (a value reset at the start of each call)."""
+    return any(fn.self_attr(t) == name and t.lineno < node.lineno
+               for a in fn.nodes(ast.Assign) for t in a.targets)
+
+
+def _guards(fn: FunctionInfo, read: ast.AST, write: ast.AST) -> bool:
+    """Is ``read`` in the test of an `if` whose body holds ``write`` (`if n < self.w: self.w = n`)?
+    Such a write re-derives the value whenever the inputs call for it."""
+    cur = fn.parent(read)
+    while cur is not None and not isinstance(cur, ast.stmt):
+        cur = fn.parent(cur)
+    if not isinstance(cur, ast.If):
+        return False
+    up = fn.parent(write)
+    while up is not None and up is not cur:
+        up = fn.parent(up)
+    return up is cur
+
+
+def reads_before_write(model: ModelClass, fn: FunctionInfo, name: str, node: ast.AST) -> bool:
+    """Is the old value of ``self.<name>`` used (not just its device/shape/None-ness) in forward
+    before this write: earlier in the same function, or in a caller before it calls ``fn``?
+    Then a later call reads what an earlier call wrote."""
+    start = node.lineno
+    if written_earlier(fn, name, node):
+        return False
+    for n in fn.nodes(ast.Attribute):
+        if isinstance(n.ctx, ast.Load) and n.lineno < start and fn.self_attr(n) == name \
+                and not _metadata_read(fn, n) and not under_lazy_guard(fn, n) and not _guards(fn, n, node):
+            return True
+    for caller in model.in_forward:
+        if caller.node is fn.node:
+            continue
+        calls = [c.lineno for c in caller.nodes(ast.Call) if caller.self_attr(c.func) == fn.name]
+        if not calls:
+            continue
+        first = min(calls)
+        for n in caller.nodes(ast.Attribute):
+            if isinstance(n.ctx, ast.Load) and n.lineno < first and caller.self_attr(n) == name \
+                    and not _metadata_read(caller, n):
+                return True
+    return False
+
+
+def read_in_forward(model: ModelClass, name: str) -> bool:
+    """Does any forward-reachable code read ``self.<name>`` (beyond its metadata)?"""
+    for fn in model.reachable:
+        for n in fn.nodes(ast.Attribute):
+            if isinstance(n.ctx, ast.Load) and fn.self_attr(n) == name and not _metadata_read(fn, n):
+                return True
+    return False
+
+
+def behind_non_default_option(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> bool:
+    """Does ``node`` run only when an option is set away from its default?
+
+    An enclosing `if opt:` / `if self.opt:` / `if opt == "x":` (an `and` of such tests too)
+    where ``opt`` is a parameter of the function, or an attribute `__init__` sets from one of
+    its parameters, whose default makes the test false.
+    """
+    cur, child = fn.parent(node), node
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If) and child is not cur.test and any(child is s for s in cur.body):
+            tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
+                else [cur.test]
+            if any(_false_by_default(model, fn, t) for t in tests):
+                return True
+        cur, child = fn.parent(cur), cur
+    return False
+
+
+_MISSING = object()
+
+
+def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST) -> bool:
+    expected = True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
+            and isinstance(test.comparators[0], ast.Constant):
+        subject, want, negate = test.left, test.comparators[0].value, isinstance(test.ops[0], ast.NotEq)
+        default = _default_of(model, fn, subject)
+        return default is not _MISSING and (default == want) == negate
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, expected = test.operand, False
+    default = _default_of(model, fn, test)
+    return default is not _MISSING and bool(default) != expected
+
+
+def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
+    if isinstance(subject, ast.Name):
+        # The constructor's and forward's keyword options are the user's choice; a helper's
+        # defaults are not options (forward passes what it computed).
+        return _param_default(fn, subject.id) if fn.name in ("forward", "__init__") else _MISSING
+    attr = fn.self_attr(subject)
+    facts = model.attrs.get(attr) if attr is not None else None
+    if facts is None or len(facts.assignments) != 1:
+        return _MISSING
+    _, value, where = facts.assignments[0]
+    if isinstance(value, ast.Constant):
+        return value.value
+    return _param_default(where, value.id) if isinstance(value, ast.Name) else _MISSING
+
+
+def _param_default(fn: FunctionInfo, name: str):
+    args = fn.node.args
+    positional = args.posonlyargs + args.args
+    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if arg.arg == name:
+            return default.value if isinstance(default, ast.Constant) else _MISSING
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if arg.arg == name and default is not None:
+            return default.value if isinstance(default, ast.Constant) else _MISSING
+    return _MISSING

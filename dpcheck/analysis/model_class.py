@@ -89,6 +89,12 @@ class ModelClass:
                 return self.function(cls.methods[name], cls)
         return None
 
+    def find_setter(self, name: str) -> FunctionInfo | None:
+        for cls in self.mro:
+            if cls.setters and name in cls.setters:
+                return self.function(cls.setters[name], cls)
+        return None
+
     def has_property(self, name: str) -> bool:
         return any(name in cls.properties for cls in self.mro)
 
@@ -98,6 +104,8 @@ class ModelClass:
         for cls in self.mro:
             for name, node in cls.methods.items():
                 seen.setdefault(name, self.function(node, cls))
+            for name, node in (cls.setters or {}).items():
+                seen.setdefault(f"{name}.setter", self.function(node, cls))
         return list(seen.values())
 
     @cached_property
@@ -121,7 +129,8 @@ class ModelClass:
             for node in fn.nodes(ast.Attribute):
                 attr = fn.self_attr(node)
                 if attr is not None:
-                    target = self.find_method(attr)
+                    # A read runs a property's getter; a write runs its setter.
+                    target = self.find_setter(attr) if isinstance(node.ctx, ast.Store) else self.find_method(attr)
                     if target is not None and target.node is not fn.node:
                         work.append(target)
             for call in fn.nodes(ast.Call):
@@ -181,7 +190,10 @@ class ModelClass:
         """Facts about ``self.<name>`` gathered from code that does not run in forward."""
         facts: dict[str, AttrFacts] = {}
         reachable = {id(f.node) for f in self.reachable}
-        for fn in self.all_methods:
+        # Every in-file base's __init__ too: `super().__init__(...)` runs the one it overrides.
+        inits = [self.function(cls.methods["__init__"], cls) for cls in self.mro if "__init__" in cls.methods]
+        seen_nodes = {id(f.node) for f in self.all_methods}
+        for fn in self.all_methods + [f for f in inits if id(f.node) not in seen_nodes]:
             if id(fn.node) in reachable:
                 continue
             for node in fn.nodes(ast.Assign, ast.AnnAssign):

@@ -1,0 +1,39 @@
+"""Severity of state and device findings on real-code mechanisms (issue 10): an error only
+where a later call reads what forward wrote, or where the path runs by default."""
+
+from conftest import run_json
+
+
+def severities(*paths):
+    findings, _ = run_json(*paths, "--select", "DP101,DP103,DP106")
+    out = {}
+    for f in findings:
+        with open(f["filename"]) as handle:
+            line = handle.read().splitlines()[f["location"]["row"] - 1].strip()
+        out[(f["code"], line.split("  # expect")[0])] = f["severity"]
+    return out
+
+
+def test_dp101_state_read_back_is_an_error_per_call_values_are_warnings():
+    got = severities("fixtures/dp101/flagged_state_read_back.py")
+    assert got[("DP101", "self.prev = y.detach().abs().max()")] == "error"  # read before written
+    assert got[("DP101", "self.count = n + 1")] == "error"  # accumulates through a local
+    assert got[("DP101", "self.last_attn = attn.detach()")] == "warning"  # never read by the model
+    assert got[("DP101", "self.targets = self.targets.mul(0.9).add(0.01)")] == "warning"  # reset earlier
+    assert got[("DP101", "self._frozen = True")] == "warning"  # memoises a re-checked condition
+
+
+def test_dp103_only_accumulation_is_an_error():
+    got = severities("fixtures/dp103/flagged_recomputed_buffers.py")
+    assert got[("DP103", "self.lo = torch.min(self.lo, x.min())")] == "error"
+    assert got[("DP103", "self.scale = x.abs().max() / 127")] == "warning"
+    assert got[("DP103", "self.pe = self.extend_pe(x, self.pe)")] == "warning"
+    assert got[("DP103", "self.index = self.index.to(x.device)")] == "warning"
+
+
+def test_dp106_opt_in_paths_are_warnings():
+    got = severities("fixtures/dp106/flagged_bound_methods.py")
+    assert got[("DP106", "self.run = self._fused if fused else self._plain")] == "error"
+    assert got[("DP106", "self.forward = self._plain")] == "warning"  # exact=False by default
+    assert got[("DP106", "self.body.compile()")] == "warning"  # only after model.compile()
+    assert got[("DP106", "self.block.compile()")] == "error"  # in __init__
