@@ -80,9 +80,14 @@ class SharedContainerMutatedInForward(Rule):
                 unknown = facts is None and not model.has_property(name) \
                     and model.find_method(name) is None
                 if known_container or (unknown and func.attr in _LIST_ONLY):
-                    yield self.violation(node, f"`self.{name}.{func.attr}(...)` in forward mutates "
-                                         "one container shared by every DataParallel replica "
-                                         "thread: it runs once per GPU, in any order")
+                    message = f"`self.{name}.{func.attr}(...)` in forward mutates one container shared by " \
+                              "every DataParallel replica thread: it runs once per GPU, in any order"
+                    opt_in = _created_only_in(model, facts) if known_container else None
+                    if opt_in:
+                        yield self.violation(node, f"{message} (the container exists only once `{opt_in}()` "
+                                             "has been called)", severity=Severity.WARNING)
+                    else:
+                        yield self.violation(node, message)
             for node in fn.nodes(ast.Assign, ast.AugAssign, ast.Delete):
                 targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
                 for target in targets:
@@ -95,7 +100,17 @@ class SharedContainerMutatedInForward(Rule):
                     if _keyed_by_device(fn, target.slice):
                         continue  # keyed by device: each replica keeps its own entry
                     verb = "deletes from" if isinstance(node, ast.Delete) else "writes into"
-                    if any(w in name.lower() for w in ("cache", "memo")):
+                    value = getattr(node, "value", None)
+                    if _memo_read(model, name):
+                        if _moved_where_read(model, name):
+                            continue  # every read moves the entry to the reader's device first
+                        if value is not None and _device_bound(model, value):
+                            yield self.violation(target, f"Cache `self.{name}[...]` is shared by every "
+                                                 "DataParallel replica thread and not keyed by device: an "
+                                                 "entry built on one replica's GPU is read by the others, "
+                                                 "a device mismatch; key it by device")
+                            continue
+                    if any(w in name.lower() for w in ("cache", "memo")) or _memo_read(model, name):
                         yield self.violation(target, f"Cache `self.{name}[...]` {verb} a dict shared by "
                                              "every DataParallel replica thread: entries written by "
                                              "one replica (on its GPU) are read by the others; key "
@@ -111,3 +126,64 @@ def _keyed_by_device(fn, key) -> bool:
     if isinstance(key, ast.Name):
         texts += [ast.unparse(v) for v in fn.local_values.get(key.id, ())]
     return any("device" in text for text in texts)
+
+
+def _memo_read(model, name) -> bool:
+    """Is the container read back by key in forward (`self.d[k]`, `self.d.get(k)`, `k in self.d`)?
+    Then it memoises entries across calls rather than recording per-call data."""
+    for fn in model.reachable:
+        for n in fn.nodes(ast.Subscript):
+            if isinstance(n.ctx, ast.Load) and fn.self_attr(n.value) == name:
+                return True
+        for n in fn.nodes(ast.Call):
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "get" and fn.self_attr(n.func.value) == name:
+                return True
+        for n in fn.nodes(ast.Compare):
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in n.ops) and any(
+                    fn.self_attr(c) == name for c in n.comparators):
+                return True
+    return False
+
+
+def _moved_where_read(model, name) -> bool:
+    """`v = self.d.get(k)` ... `v = v.to(device)`: the reader converts the entry before use."""
+    for fn in model.reachable:
+        readers = set()
+        for node in fn.nodes(ast.Assign):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get":
+                value = value.func.value
+            elif isinstance(value, ast.Subscript):
+                value = value.value
+            if fn.self_attr(value) == name:
+                readers |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        for local in readers:
+            for bound in fn.local_values.get(local, ()):
+                if isinstance(bound, ast.Call) and isinstance(bound.func, ast.Attribute) \
+                        and bound.func.attr in ("to", "cuda") and isinstance(bound.func.value, ast.Name) \
+                        and bound.func.value.id == local:
+                    return True
+    return False
+
+
+def _device_bound(model, value) -> bool:
+    """Does the stored value live on a device: built for one (`device=...`) or by a torch factory?"""
+    for n in ast.walk(value):
+        if isinstance(n, ast.Attribute) and n.attr == "device" or isinstance(n, ast.Name) and "device" in n.id:
+            return True
+        if isinstance(n, ast.keyword) and n.arg == "device":
+            return True
+        if isinstance(n, ast.Call) and (model.ctx.resolve(n.func) or "").startswith("torch."):
+            return True
+    return False
+
+
+def _created_only_in(model, facts) -> str | None:
+    """The method the user must call for the container to exist: `__init__` leaves it None and
+    only that method (not reachable from forward) makes it a container."""
+    makers = {fn.name for _, value, fn in facts.assignments if model.classify(value, fn)[0] == "container"}
+    others = [value for _, value, fn in facts.assignments if fn.name == "__init__"]
+    if len(makers) == 1 and "__init__" not in makers and others and all(
+            isinstance(v, ast.Constant) and v.value is None for v in others):
+        return next(iter(makers))
+    return None

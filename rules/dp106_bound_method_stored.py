@@ -69,6 +69,12 @@ class BoundMethodStored(Rule):
             for target, value, fn in facts.assignments:
                 why = _bound(value, fn, model)
                 if why and (name in called or name == "forward"):
+                    if why.startswith(_STATELESS):
+                        yield self.violation(target, f"`self.{name}` stores {why[len(_STATELESS):]}, bound to the "
+                                             "original module: harmless while that method reads nothing of the "
+                                             "module, but DataParallel replicas share it, so once it does they "
+                                             "use the original's state", severity=Severity.WARNING)
+                        continue
                     message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
                               "replica calls the original module on its original device"
                     yield self._report(model, fn, target, message)
@@ -93,18 +99,22 @@ class BoundMethodStored(Rule):
         return self.violation(node, message)
 
 
+# Marks a bound method whose body never reads the module: latent, not broken.
+_STATELESS = "stateless:"
+
+
 def _bound(value, fn, model) -> str | None:
     ctx = model.ctx
     if isinstance(value, ast.IfExp):
         # `self.f = self.fast if fused else self.slow`: either branch may be the one stored
-        return _bound(value.body, fn, model) or _bound(value.orelse, fn, model)
+        branches = [why for why in (_bound(value.body, fn, model), _bound(value.orelse, fn, model)) if why]
+        return min(branches, key=lambda why: why.startswith(_STATELESS), default=None)
     if isinstance(value, ast.Attribute):
         attr = fn.self_attr(value)
         method = model.find_method(attr) if attr is not None else None
         if method is not None and not model.has_property(attr) and not any(
-                ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list) \
-                and _uses_self(method):
-            return f"the bound method `self.{attr}`"
+                ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
+            return f"{'' if _uses_self(method) else _STATELESS}the bound method `self.{attr}`"
         owner = fn.self_attr(value.value)
         if value.attr in ("forward", "__call__") and owner is not None and not _weightless(model, owner):
             return f"the bound method `{ast.unparse(value)}`"
@@ -113,10 +123,11 @@ def _bound(value, fn, model) -> str | None:
         if name in ("functools.partial", "torch.compile") and value.args:
             inner = value.args[0]
             method = model.find_method(fn.self_attr(inner)) if fn.self_attr(inner) is not None else None
+            what = "a partial of" if name == "functools.partial" else "a compiled"
             if method is not None and not _uses_self(method):
-                return None  # a partial of a method that never touches the module is a plain function
+                static = any(ast.unparse(d) == "staticmethod" for d in method.node.decorator_list)
+                return None if static else f"{_STATELESS}{what} `{ast.unparse(inner)}`"
             if fn.self_attr(inner) is not None or (isinstance(inner, ast.Attribute) and fn.self_attr(inner.value)):
-                what = "a partial of" if name == "functools.partial" else "a compiled"
                 return f"{what} `{ast.unparse(inner)}`"
     return None
 

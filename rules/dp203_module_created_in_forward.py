@@ -84,6 +84,33 @@ class ModuleCreatedInForward(Rule):
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
                                  "every call (a speed cost only)", severity=Severity.WARNING)
             return
+        if kind == "parameter" and _frozen(fn, where, value):
+            yield self.violation(node, f"A frozen Parameter (requires_grad=False) built in forward is kept on "
+                                 f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
+                                 "every call (a speed cost: it is never trained)", severity=Severity.WARNING)
+            return
         yield self.violation(node, f"A {what} created in forward is kept on `{where}`: under "
                              "DataParallel it lands on a replica and is lost, so it is re-created "
                              "(untrained) on every call", requires=(frozenset(requires),) if requires else ())
+
+
+def _frozen(fn, where: str, value) -> bool:
+    """`nn.Parameter(t, requires_grad=False)`, or `self.w = nn.Parameter(t)` followed by
+    `self.w.requires_grad = False` / `self.w.requires_grad_(False)`: a table, never trained."""
+    if isinstance(value, ast.Call) and any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                                           and k.value.value is False for k in value.keywords):
+        return True
+    if fn is None or not where.startswith("self."):
+        return False
+    name = where[len("self."):]
+    for node in fn.nodes(ast.Assign):
+        if isinstance(node.value, ast.Constant) and node.value.value is False and any(
+                isinstance(t, ast.Attribute) and t.attr == "requires_grad" and fn.self_attr(t.value) == name
+                for t in node.targets):
+            return True
+    for call in fn.nodes(ast.Call):
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" \
+                and fn.self_attr(call.func.value) == name and call.args \
+                and isinstance(call.args[0], ast.Constant) and call.args[0].value is False:
+            return True
+    return False

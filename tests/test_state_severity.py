@@ -37,3 +37,22 @@ def test_dp106_opt_in_paths_are_warnings():
     assert got[("DP106", "self.forward = self._plain")] == "warning"  # exact=False by default
     assert got[("DP106", "self.body.compile()")] == "warning"  # only after model.compile()
     assert got[("DP106", "self.block.compile()")] == "error"  # in __init__
+
+
+def test_dp102_device_cache_is_an_error_opt_in_container_a_warning():
+    findings, _ = run_json("fixtures/dp102/flagged_device_cache.py", "--select", "DP102")
+    by_row = {f["location"]["row"]: f for f in findings}
+    assert by_row[20]["severity"] == "error" and "device" in by_row[20]["message"]
+    assert by_row[22]["severity"] == "warning" and "enable_context()" in by_row[22]["message"]
+
+
+def test_dp203_frozen_table_is_a_warning():
+    findings, _ = run_json("fixtures/dp203/flagged_frozen_table.py", "--select", "DP203")
+    assert sorted((f["location"]["row"], f["severity"]) for f in findings) == [(17, "warning"), (20, "error")]
+
+
+def test_dp106_bound_method_that_reads_nothing_of_the_module_is_a_warning():
+    got = severities("fixtures/dp106/flagged_bound_methods.py")
+    assert got[("DP106", "self.clamp = self._clamp")] == "warning"
+    assert got[("DP106", "self.act = functools.partial(self._scaled, scale=2.0)")] == "error"
+    assert severities("fixtures/dp106/safe_stateless_callables.py") == {}
