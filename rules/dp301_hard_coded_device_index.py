@@ -80,10 +80,14 @@ class HardCodedDeviceIndex(Rule):
                                  fix=self.offer_fix("Use the input's device (or \"cuda\", the replica's "
                                                     "current device)"))
             return
+        if isinstance(arg, ast.IfExp) and pinned_device(arg, ctx.resolve):
+            yield self.violation(arg, f"`{ast.unparse(arg)}` in forward pins one GPU whenever CUDA is available: "
+                                 "DataParallel replicas on other GPUs get tensors on the wrong device")
+            return
         if isinstance(arg, ast.Name):
             for value in fn.local_values.get(arg.id, ()):
-                if pinned_device(value, ctx.resolve) and isinstance(value, ast.Constant):
-                    yield self.violation(value, f"`{value.value!r}` is used for placement in forward "
+                if pinned_device(value, ctx.resolve) and isinstance(value, (ast.Constant, ast.IfExp)):
+                    yield self.violation(value, f"`{ast.unparse(value)}` is used for placement in forward "
                                          f"(through `{arg.id}`) and pins one GPU for every replica")
 
     def fix(self, finding, editor):

@@ -68,6 +68,8 @@ class PinnedDeviceCaptured(Rule):
                 continue
             for _target, value, fn in facts.assignments:
                 why = _pinned(value, fn.is_self, ctx)
+                if not why and isinstance(value, ast.Name) and fn.name == "__init__":
+                    why = _pinned_argument(model, fn, value.id)
                 if why:
                     captured_attrs[name] = why
         captured_globals = {name: why for name, values in ctx.module_level_values.items()
@@ -104,3 +106,43 @@ def _pinned(value, is_self, ctx) -> str | None:
     if parameter_device(value, is_self):
         return "the original module's parameter device"
     return None
+
+
+def _pinned_argument(model, init, name: str) -> str | None:
+    """`self.device = device` in `__init__`: a local bound to a pinned device, a parameter whose
+    default pins one, or one that a construction of this class in the same file passes a
+    pinned device to (directly or through a module-level constant)."""
+    ctx = model.ctx
+    for value in init.local_values.get(name, ()):
+        if pinned_device(value, ctx.resolve):
+            return f"a fixed device ({pinned_device(value, ctx.resolve)})"
+    args = init.node.args
+    positional = args.posonlyargs + args.args
+    params = [a.arg for a in positional][1:]
+    if name not in params and name not in [a.arg for a in args.kwonlyargs]:
+        return None
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    if name in defaults and _pinned_value(defaults[name], ctx):
+        return f"a fixed device (the default `{name}={ast.unparse(defaults[name])}`)"
+    for call in _constructions(ctx, model.name):
+        passed = next((k.value for k in call.keywords if k.arg == name), None)
+        if passed is None and name in params and params.index(name) < len(call.args):
+            passed = call.args[params.index(name)]
+        if passed is not None and _pinned_value(passed, ctx):
+            return f"a fixed device (`{ast.unparse(passed)}` passed as `{name}` on line {call.lineno})"
+    return None
+
+
+def _pinned_value(node, ctx) -> bool:
+    if pinned_device(node, ctx.resolve):
+        return True
+    return isinstance(node, ast.Name) and any(pinned_device(v, ctx.resolve)
+                                              for v in ctx.module_level_values.get(node.id, ()))
+
+
+def _constructions(ctx, class_name: str):
+    qualified = f"{ctx.module}.{class_name}"
+    for call in ctx.nodes(ast.Call):
+        if isinstance(call.func, ast.Name) and call.func.id == class_name or ctx.resolve(call.func) == qualified:
+            yield call

@@ -27,6 +27,8 @@ def test_dp103_only_accumulation_is_an_error():
     got = severities("fixtures/dp103/flagged_recomputed_buffers.py")
     assert got[("DP103", "self.lo = torch.min(self.lo, x.min())")] == "error"
     assert got[("DP103", "self.scale = x.abs().max() / 127")] == "warning"
+    assert got[("DP103", "self.lo = x.min().reshape(1)")] == "warning"
+    assert got[("DP103", "self.lo = self.lo * self.momentum + x.min() * (1 - self.momentum)")] == "error"
     assert got[("DP103", "self.pe = self.extend_pe(x, self.pe)")] == "warning"
     assert got[("DP103", "self.index = self.index.to(x.device)")] == "warning"
 

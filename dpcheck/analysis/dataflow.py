@@ -419,10 +419,27 @@ def _rebuilds_or_reuses(method: FunctionInfo, call: ast.Call, olds: list[ast.AST
 
 
 def written_earlier(fn: FunctionInfo, name: str, node: ast.AST) -> bool:
-    """`self.t = ...` on an earlier line of the same function: a later write transforms this
-    call's value, not the previous call's (a value reset at the start of each call)."""
-    return any(fn.self_attr(t) == name and t.lineno < node.lineno
+    """`self.t = ...` earlier in the same function, on every path to ``node``: a later write
+    transforms this call's value, not the previous call's (a value reset at the start of each
+    call). A write in another arm of the same `if`/`elif` does not count."""
+    return any(fn.self_attr(t) == name and t.lineno < node.lineno and _runs_before(fn, a, node)
                for a in fn.nodes(ast.Assign) for t in a.targets)
+
+
+def _runs_before(fn: FunctionInfo, stmt: ast.stmt, node: ast.AST) -> bool:
+    """Does ``stmt`` run on every path that reaches ``node``? (``stmt`` sits in a statement
+    list that, further down, holds the statement containing ``node``.)"""
+    block = fn.parent(stmt)
+    cur = node
+    while cur is not None and fn.parent(cur) is not block:
+        cur = fn.parent(cur)
+    if cur is None or block is None:
+        return False
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        statements = getattr(block, field, None)
+        if isinstance(statements, list) and any(s is stmt for s in statements):
+            return any(s is cur for s in statements)
+    return False
 
 
 def _guards(fn: FunctionInfo, read: ast.AST, write: ast.AST) -> bool:

@@ -15,7 +15,18 @@ _INDEXED = re.compile(r"^cuda:\d+$")
 
 
 def pinned_device(node: ast.AST, resolve) -> str | None:
-    """Source text of a device expression that names a fixed CUDA index, else None."""
+    """Source text of a device expression that names a fixed CUDA index, else None.
+
+    A conditional expression pins when its GPU branch does: `"cuda:0" if cuda else "cpu"`
+    is cuda:0 wherever a GPU (and so DataParallel) is present.
+    """
+    if isinstance(node, ast.IfExp):
+        if pinned_device(node.body, resolve) or pinned_device(node.orelse, resolve):
+            return ast.unparse(node)
+        return None
+    if isinstance(node, ast.Call) and resolve(node.func) == "torch.device" and node.args \
+            and isinstance(node.args[0], ast.IfExp) and pinned_device(node.args[0], resolve):
+        return ast.unparse(node)
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and _INDEXED.match(node.value):
         return repr(node.value)
     if isinstance(node, ast.Call) and resolve(node.func) == "torch.device":
