@@ -1,7 +1,9 @@
 """
 ## What it does
 Reports BatchNorm layers (`nn.BatchNorm1d/2d/3d`) in a model, once per class, as
-information; and `nn.SyncBatchNorm` (or `convert_sync_batchnorm`) in a file that also
+information: as attributes, inside `nn.Sequential`/`nn.ModuleList` or layer lists built in
+`__init__`, blocks that default to BatchNorm (`torchvision.ops.Conv2dNormActivation`, timm's
+`ConvNormAct`) and torchvision backbones built with it (`resnet50()`, `densenet121()`); and `nn.SyncBatchNorm` (or `convert_sync_batchnorm`) in a file that also
 wraps a model in `nn.DataParallel`, as an error.
 
 ## Why is this bad?
@@ -72,6 +74,11 @@ class BatchNormStatisticsPerReplica(Rule):
                     yield self.violation(value, f"`self.{name}` is {last}: under DataParallel it normalises "
                                          "each replica's B/N slice and keeps replica 0's running statistics")
                     return
+        found = _batchnorm_built_in(model)
+        if found is not None:
+            call, what = found
+            yield self.violation(call, f"{what} builds BatchNorm layers: under DataParallel each one "
+                                 "normalises its replica's B/N slice and keeps replica 0's running statistics")
 
     def check_file(self, ctx):
         if not _wraps_in_dataparallel(ctx):
@@ -85,3 +92,34 @@ class BatchNormStatisticsPerReplica(Rule):
 
 def _wraps_in_dataparallel(ctx) -> bool:
     return bool(ctx.dataparallel_calls)
+
+
+# Building blocks that contain BatchNorm by default, known by name.
+_BATCHNORM_BLOCKS = frozenset({
+    "torchvision.ops.Conv2dNormActivation", "torchvision.ops.Conv3dNormActivation",
+    "torchvision.ops.misc.Conv2dNormActivation", "torchvision.ops.misc.Conv3dNormActivation",
+    "timm.layers.ConvNormAct", "timm.layers.BatchNormAct2d", "timm.layers.norm_act.BatchNormAct2d",
+})
+_BATCHNORM_BACKBONES = ("resnet", "resnext", "wide_resnet", "densenet", "mobilenet", "efficientnet_b",
+                        "inception_v3", "googlenet", "shufflenet", "mnasnet", "regnet_", "vgg11_bn", "vgg13_bn",
+                        "vgg16_bn", "vgg19_bn", "squeezenet")
+
+
+def _batchnorm_built_in(model):
+    """(call, description) for BatchNorm built anywhere in the class's methods other than as a
+    direct attribute: inside `nn.Sequential(...)`/`nn.ModuleList`, appended to a layer list, a
+    torchvision/timm block that defaults to BatchNorm, or a torchvision backbone."""
+    resolve = model.ctx.resolve
+    for fn in model.all_methods:
+        if fn.name == "forward":
+            continue
+        for call in fn.nodes(ast.Call):
+            resolved = resolve(call.func) or ""
+            last = resolved.rsplit(".", 1)[-1]
+            if resolved.startswith("torch.nn.") and last in _BATCHNORM:
+                return call, f"`{ast.unparse(call.func)}` in `{fn.name}`"
+            if resolved in _BATCHNORM_BLOCKS and not any(k.arg == "norm_layer" for k in call.keywords):
+                return call, f"`{ast.unparse(call.func)}` (BatchNorm by default)"
+            if resolved.startswith("torchvision.models.") and last.startswith(_BATCHNORM_BACKBONES):
+                return call, f"the torchvision backbone `{last}`"
+    return None
