@@ -99,11 +99,10 @@ class CrossBatchComputation(Rule):
         use = _reduction_use(node, fn)
         if use == "unused":
             return None
-        if use == "bookkeeping":
-            return self.violation(node, f"{what} of a batch tensor in forward, used only as {_BOOKKEEPING}: "
-                                  "each DataParallel replica counts over its own slice, which changes "
-                                  "results only where a capacity or fallback depends on the whole batch",
-                                  severity=Severity.WARNING)
+        if use == "fallback":
+            return self.violation(node, f"{what} of a batch tensor in forward, used only as the fallback of "
+                                  "`torch.where`: each DataParallel replica computes it over its own slice, "
+                                  "which changes the samples that take the fallback", severity=Severity.WARNING)
         return self.violation(node, f"{what} of a batch tensor in forward: each DataParallel replica "
                               "computes it over its own slice of the batch")
 
@@ -112,15 +111,15 @@ class CrossBatchComputation(Rule):
                               "compares only its own B/N samples (fewer negatives)")
 
 
-_BOOKKEEPING = "a count, a comparison or a fallback value"
 _TO_PYTHON = frozenset({"tolist", "item", "numpy", "cpu"})
-_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "less", "greater", "where"})
+_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "less", "greater"})
 
 
 def _reduction_use(node, fn, depth=0) -> str:
-    """Where a batch reduction's value goes: 'unused' (discarded, or only turned into Python
-    numbers for routing), 'bookkeeping' (compared with, or the fallback of `torch.where`), or
-    'value' (anything else: it reaches the output, a loss or state)."""
+    """Where a batch reduction's value goes: 'unused' (discarded, turned into Python numbers, or
+    only compared with: token counts for routing and capacity bookkeeping), 'fallback' (the
+    `other` of `torch.where`: it matters only for the samples that take it), or 'value'
+    (anything else: it reaches the output, a loss or state)."""
     if depth > 8:
         return "value"
     parent = fn.parent(node)
@@ -135,11 +134,13 @@ def _reduction_use(node, fn, depth=0) -> str:
     if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in ("int", "float", "len"):
         return "unused"
     if isinstance(parent, ast.Compare):
-        return "bookkeeping"
+        return "unused"
     if isinstance(parent, ast.Call) and node in parent.args:
         name = parent.func.attr if isinstance(parent.func, ast.Attribute) else getattr(parent.func, "id", "")
-        if name in _COMPARISONS and not (name == "where" and parent.args.index(node) == 1):
-            return "bookkeeping"
+        if name == "where" and len(parent.args) == 3:
+            return ("unused", "value", "fallback")[parent.args.index(node)]
+        if name in _COMPARISONS:
+            return "unused"
         if name in ("clamp", "squeeze", "unsqueeze", "clamp_min"):
             return _reduction_use(parent, fn, depth + 1)
     if isinstance(parent, ast.BinOp):
@@ -151,7 +152,7 @@ def _reduction_use(node, fn, depth=0) -> str:
         kinds = {_reduction_use(u, fn, depth + 1) for u in uses}
         if not kinds or kinds == {"unused"}:
             return "unused"
-        return "bookkeeping" if "value" not in kinds else "value"
+        return "value" if "value" in kinds else "fallback" if "fallback" in kinds else "unused"
     return "value"
 
 
