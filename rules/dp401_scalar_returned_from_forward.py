@@ -22,7 +22,7 @@ gathered vector in the training loop (`loss = loss.mean()`).
 
 from __future__ import annotations
 
-from dpcheck.analysis.outputs import gathered_class, returned_leaves, scalar_reason
+from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves, scalar_reason
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -61,4 +61,6 @@ class ScalarReturnedFromForward(Rule):
             reason = scalar_reason(leaf, fn, model)
             if reason:
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): DataParallel "
-                                     "gathers it into a vector with one value per GPU")
+                                     "gathers it into a vector with one value per GPU",
+                                     severity=optional_severity(anchor, model))
+

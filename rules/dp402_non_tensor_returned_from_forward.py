@@ -17,7 +17,7 @@ numbers after the forward pass.
 
 from __future__ import annotations
 
-from dpcheck.analysis.outputs import gathered_class, non_tensor_reason, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, optional_severity, non_tensor_reason, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -56,4 +56,6 @@ class NonTensorReturnedFromForward(Rule):
             reason = non_tensor_reason(leaf, fn, model)
             if reason:
                 yield self.violation(anchor, f"forward returns {reason}: DataParallel's gather only "
-                                     "handles tensors and containers of tensors")
+                                     "handles tensors and containers of tensors",
+                                     severity=optional_severity(anchor, model))
+

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -54,7 +54,8 @@ class DataDependentOutputSize(Rule):
             if why:
                 yield self.violation(anchor, f"forward returns {why}, whose size depends on the data: "
                                      "DataParallel concatenates per-replica results (duplicates, "
-                                     "chunk-local indices, or a gather shape error)")
+                                     "chunk-local indices, or a gather shape error)",
+                                     severity=optional_severity(anchor, model))
 
 
 def _data_dependent(node, fn, model, depth) -> str | None:
@@ -94,3 +95,4 @@ def _is_mask(index, fn) -> bool:
             isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Invert)) or (
             isinstance(v, ast.BinOp) and isinstance(v.op, (ast.BitAnd, ast.BitOr))) for v in values)
     return False
+

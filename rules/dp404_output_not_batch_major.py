@@ -6,6 +6,9 @@ state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, and a forward inpu
 transposed so that dim 0 is no longer the batch.
 
 ## Why is this bad?
+A returned Parameter or buffer is reported as a warning: a class that returns its own weights
+is almost always a layer used inside the wrapped model, not the model itself.
+
 Gather concatenates every output along dim 0. A `(layers, B, H)` tensor from two
 replicas comes back as `(2 * layers, B/2, H)`: silently wrong, or a gather shape error
 when the chunks are uneven. A weight returned from forward comes back N times stacked.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim
-from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -65,9 +68,18 @@ class OutputNotBatchMajor(Rule):
             return
         for leaf, fn, anchor in returned_leaves(model):
             why = _why(leaf, fn, model)
-            if why:
-                yield self.violation(anchor, f"forward returns {why}: dim 0 is not the batch, so "
-                                     "DataParallel's gather concatenates it along the wrong axis")
+            if not why:
+                continue
+            if why.startswith(("the Parameter", "the buffer")):
+                # Models return predictions; a class returning its own weights is almost always a
+                # layer (embeddings, scales) consumed inside the wrapped model.
+                yield self.violation(anchor, f"forward returns {why}: if this class is the wrapped model, "
+                                     "DataParallel's gather stacks one copy per GPU along dim 0",
+                                     severity=Severity.WARNING)
+                continue
+            yield self.violation(anchor, f"forward returns {why}: dim 0 is not the batch, so "
+                                 "DataParallel's gather concatenates it along the wrong axis",
+                                 severity=optional_severity(anchor, model))
 
 
 def _why(leaf, fn, model) -> str | None:
@@ -124,3 +136,4 @@ def _hidden_state_name(leaf, fn, model) -> str | None:
                 note = " (batch_first does not apply to it)" if batch_first else ""
                 return f"the {kind}'s final hidden state `{leaf.id}` shaped (layers, B, H){note}"
     return None
+

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -59,7 +59,8 @@ class CpuOutput(Rule):
             if method:
                 what = "a numpy array" if method == "numpy" else "a CPU tensor"
                 yield self.violation(anchor, f"forward returns {what} (`.{method}()`): DataParallel's "
-                                     "gather only handles GPU tensors")
+                                     "gather only handles GPU tensors",
+                                     severity=optional_severity(anchor, model))
 
 
 def _off_gpu(node, fn) -> str | None:
@@ -70,3 +71,4 @@ def _off_gpu(node, fn) -> str | None:
             return None
         node = node.func.value
     return None
+

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, pairwise_over_batch
-from dpcheck.analysis.outputs import gathered_class, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -72,7 +72,8 @@ class BatchByBatchOutput(Rule):
                 reported.add(id(anchor))
                 yield self.violation(anchor, "forward returns a sample-by-sample matrix: each DataParallel "
                                      "replica returns a (B/N, B/N) block and gather stacks them into "
-                                     "(B, B/N), a gather error when the batch does not divide evenly")
+                                     "(B, B/N), a gather error when the batch does not divide evenly",
+                                     severity=optional_severity(anchor, model))
 
 
 def _batch_by_batch(node, fn, resolve, depth) -> bool:
@@ -94,3 +95,4 @@ def _batch_by_batch(node, fn, resolve, depth) -> bool:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPS_SHAPE:
         return _batch_by_batch(node.func.value, fn, resolve, depth + 1)
     return False
+

@@ -3,8 +3,10 @@
 DataParallel gathers the value forward returns: tensors are concatenated on dim 0,
 tuples, lists and dicts are walked, everything else breaks. The output rules ask
 "which leaves of the returned structure are X?"; this module answers with the leaf
-expressions, following local variables, locally built dicts/lists, and
-``return self._forward_impl(x)`` into the helper.
+expressions, following local variables, locally built dicts/lists, output records
+(`ModelOutput(loss=...)`), and ``return self._forward_impl(x)`` into the helper (element k of
+its tuple for `a, b = self.helper(x)`). Which class is gathered (``gathered_class``) and whether
+a return sits behind a non-default option (``optional_severity``: warning) are decided here too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Iterator
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.tree import FunctionInfo
+from dpcheck.findings import Severity
 
 _MAX_DEPTH = 6
 
@@ -411,3 +414,41 @@ def _plain_dataclass(ctx: FileContext, info, depth: int) -> bool:
         if local is None or local not in ctx.classes or not _plain_dataclass(ctx, ctx.classes[local], depth + 1):
             return False
     return True
+
+
+def optional_path(anchor: ast.AST, model: ModelClass) -> str | None:
+    """The forward parameter whose non-default value guards the return at ``anchor``
+    (`if image_grid_hw is not None: return ...` with `image_grid_hw=None`), or None.
+
+    Such a path runs only behind an option, so the output rules report it as a warning.
+    """
+    forward = model.forward
+    if forward is None:
+        return None
+    args = forward.node.args
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    child, cur = anchor, forward.parent(anchor)
+    while cur is not None and cur is not forward.node:
+        if isinstance(cur, ast.If) and child in cur.body:
+            name = _enabled_option(cur.test)
+            default = defaults.get(name) if name else None
+            if isinstance(default, ast.Constant) and default.value in (None, False):
+                return name
+        child, cur = cur, forward.parent(cur)
+    return None
+
+
+def _enabled_option(test: ast.AST) -> str | None:
+    """`x is not None` or a bare `x`: the branch taken when the option is given."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        return test.left.id
+    return test.id if isinstance(test, ast.Name) else None
+
+
+def optional_severity(anchor: ast.AST, model: ModelClass) -> Severity | None:
+    """WARNING for a return behind a non-default option (see optional_path), else the rule's own."""
+    return Severity.WARNING if optional_path(anchor, model) else None
