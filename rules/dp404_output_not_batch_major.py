@@ -3,12 +3,11 @@
 Flags values returned from forward whose dim 0 is not the batch: `torch.stack(outputs)`
 of per-layer or per-step batch tensors with the default `dim=0`, an RNN's final hidden
 state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, and a forward input
-transposed so that dim 0 is no longer the batch.
+transposed so that dim 0 is no longer the batch. A returned Parameter or buffer is a
+warning: a class that returns its own weights is almost always a layer used inside the
+wrapped model, not the model itself.
 
 ## Why is this bad?
-A returned Parameter or buffer is reported as a warning: a class that returns its own weights
-is almost always a layer used inside the wrapped model, not the model itself.
-
 Gather concatenates every output along dim 0. A `(layers, B, H)` tensor from two
 replicas comes back as `(2 * layers, B/2, H)`: silently wrong, or a gather shape error
 when the chunks are uneven. A weight returned from forward comes back N times stacked.
