@@ -20,3 +20,7 @@ CHILD_RESULT_MARKER = "DPCHECK-RESULT "
 # Every dotted name under which torch exposes the DataParallel class.
 DATAPARALLEL_CLASSES = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                                   "torch.nn.parallel.data_parallel.DataParallel"})
+# The functional form: `nn.parallel.data_parallel(module, inputs, ...)`.
+DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
+# Modules whose `import *` brings DataParallel into a file.
+DATAPARALLEL_STAR_MODULES = frozenset({"torch.nn", "torch.nn.parallel"})

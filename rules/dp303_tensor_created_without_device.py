@@ -61,7 +61,7 @@ class TensorCreatedWithoutDevice(Rule):
         from dpcheck.analysis.outputs import gathered_class, returned_leaves
 
         resolve = model.ctx.resolve
-        returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model) else set()
+        returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model, cross_file=False) else set()
         for fn in model.reachable:
             for call in fn.nodes(ast.Call):
                 name = resolve(call.func) or ""

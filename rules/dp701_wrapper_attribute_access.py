@@ -2,15 +2,18 @@
 ## What it does
 In training scripts, flags attribute access on a name that holds an `nn.DataParallel`
 wrapper when the attribute is the model's own (`model.generate(...)`,
-`model.encoder`, `model.num_classes`), and calls of the model's own methods through
-`model.module` (`model.module.generate(...)`), which run on one GPU only.
+`model.encoder`, `model.num_classes`). The wrapper is followed across functions: returned
+by a builder (in this file or another scanned one), passed as an argument
+(`train(model)`), kept in `self.model`, or narrowed by `isinstance(model, nn.DataParallel)`.
+A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
+... `else: model.classifier`) is not the wrapper.
 
 ## Why is this bad?
 The wrapper is a different object: it has `module`, `forward`, `device_ids` and the
 `nn.Module` API, nothing else. `model.generate` raises `AttributeError: 'DataParallel'
 object has no attribute 'generate'`. The usual fix, `model.module.generate(...)`,
-works but bypasses DataParallel: only `forward` is parallelised, so that method runs on
-`device_ids[0]` with the whole batch.
+is correct (it runs on `device_ids[0]`, as a method of the original module; only
+`forward` is parallelised), and is never reported.
 
 ## How to fix
 Reach the model through `model.module` for attributes and non-forward methods, and do
@@ -55,6 +58,7 @@ class WrapperAttributeAccess(Rule):
         model = nn.DataParallel(Net().cuda())
         logits = model(batch)
         classes = model.module.num_classes
+        tokens = model.module.generate(prompt)
         model.eval()
     """
 
@@ -65,26 +69,20 @@ class WrapperAttributeAccess(Rule):
         for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
                 continue
-            if isinstance(facts.parent(node), ast.Assign) and node in facts.parent(node).targets:
-                continue
+            if not isinstance(node.ctx, ast.Load):
+                continue  # setting an attribute on the wrapper does not raise
             base = node.value
             wrap = facts.wrap_for(base)
             if wrap is not None:
+                note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
                 fix = self.offer_fix(
                     f"Use `{wrap.name}.module.{node.attr}`" + (" (a call then runs on one GPU, outside "
                                                                "DataParallel)" if called else ""),
                     Applicability.UNSAFE if called else Applicability.SAFE)
-                yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper, which has no "
+                yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper{note}, which has no "
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
-                                     f"{node.attr}`)", fix=fix)
-                continue
-            # model.module.method(...): only forward is parallelised.
-            if isinstance(base, ast.Attribute) and base.attr == "module" and facts.wrap_for(base.value) \
-                    and isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node:
-                yield self.violation(node, f"`{ast.unparse(node)}(...)` bypasses DataParallel: only forward is "
-                                     "parallelised, so this runs on device_ids[0] with the whole batch",
-                                     severity=Severity.WARNING)
+                                     f"{node.attr}`)", requires=wrap.requires, fix=fix)
 
     def fix(self, finding, editor):
         import libcst as cst

@@ -1,7 +1,13 @@
 """
 ## What it does
-In training scripts, flags `torch.save(model.state_dict(), ...)` and
-`model.load_state_dict(...)` where `model` holds an `nn.DataParallel` wrapper.
+In training scripts, flags checkpoints whose two ends disagree on the `module.` prefix:
+saving the `state_dict()` of a name that holds an `nn.DataParallel` wrapper (directly, in a
+dict, or through a helper that calls `torch.save`) when the same file loads a checkpoint into
+the bare model (`net.load_state_dict(torch.load(...))`, `model.module.load_state_dict(...)`);
+and loading into the wrapper (`model.load_state_dict(...)`) a state dict in the bare format
+(pretrained weights from a URL, or a file that this script saves only as
+`model.module.state_dict()`). Saving from the wrapper and loading back into the wrapper
+is consistent and not reported; so is a checkpoint whose other end this file does not show.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way
@@ -32,48 +38,135 @@ class WrappedStateDict(Rule):
     bad_example = """
         model = nn.DataParallel(Net().cuda())
         torch.save(model.state_dict(), "checkpoint.pt")
+        model.module.load_state_dict(torch.load("checkpoint.pt"))
     """
     good_example = """
         model = nn.DataParallel(Net().cuda())
-        torch.save(model.module.state_dict(), "checkpoint.pt")
-        model.module.load_state_dict(torch.load("checkpoint.pt"))
+        torch.save(model.state_dict(), "resume.pt")
+        model.load_state_dict(torch.load("resume.pt"))
     """
 
     def check_file(self, ctx):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
+        saves_wrapped, saves_bare, loads_bare, loads_wrapped = [], [], [], []
         for node in ctx.nodes(ast.Call):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            if not isinstance(node.func, ast.Attribute) or node.func.attr not in ("state_dict", "load_state_dict"):
                 continue
-            attr = node.func.attr
-            wrap = facts.wrap_for(node.func.value)
-            if wrap is None:
-                continue
-            if attr == "load_state_dict":
-                yield self.violation(node, f"`{wrap.name}.load_state_dict(...)` on the DataParallel wrapper "
-                                     "expects `module.`-prefixed keys: load into "
-                                     f"`{wrap.name}.module` instead")
-            elif attr == "state_dict" and _saved(node, facts, ctx):
-                yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper "
-                                     "writes `module.`-prefixed keys that the bare model will not load",
-                                     fix=self.offer_fix(f"Save `{wrap.name}.module.state_dict()`",
-                                                        Applicability.SAFE))
+            owner = node.func.value
+            wrap = facts.wrap_for(owner)
+            through_module = isinstance(owner, ast.Attribute) and owner.attr == "module" \
+                and facts.wrap_for(owner.value) is not None
+            if node.func.attr == "state_dict":
+                if _saved(node, facts, ctx):
+                    if wrap is not None:
+                        saves_wrapped.append((node, wrap))
+                    elif through_module:
+                        saves_bare.append(node)
+            elif wrap is not None:
+                loads_wrapped.append((node, wrap))
+            elif node.args and (through_module or _bare_model(owner, facts)) and _from_checkpoint(node.args[0], ctx):
+                loads_bare.append(node)
+        for node, wrap in saves_wrapped:
+            if loads_bare:
+                yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
+                                     "`module.`-prefixed keys, and this file loads checkpoints into the bare model "
+                                     f"(line {loads_bare[0].lineno}): Missing/Unexpected key(s)",
+                                     requires=wrap.requires, fix=self.offer_fix(
+                                         f"Save `{wrap.name}.module.state_dict()`", Applicability.SAFE))
+        for node, wrap in loads_wrapped:
+            source = node.args[0] if node.args else None
+            pretrained = source is not None and _pretrained(source, ctx)
+            if pretrained or (saves_bare and not saves_wrapped and source is not None
+                              and _from_checkpoint(source, ctx)):
+                what = "pretrained weights (no `module.` prefix)" if pretrained else \
+                    f"a checkpoint this file saves from the bare model (line {saves_bare[0].lineno})"
+                yield self.violation(node, f"`{wrap.name}.load_state_dict(...)` on the DataParallel wrapper expects "
+                                     f"`module.`-prefixed keys but gets {what}: load into `{wrap.name}.module`",
+                                     requires=wrap.requires, fix=self.offer_fix(
+                                         f"Load into `{wrap.name}.module`", Applicability.SAFE))
 
     def fix(self, finding, editor):
         import libcst as cst
 
-        call = editor.node  # `<wrapper>.state_dict()`
+        call = editor.node  # `<wrapper>.state_dict()` or `<wrapper>.load_state_dict(...)`
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
             inner = cst.Attribute(value=call.func.value, attr=cst.Name("module"))
             editor.replace(call, call.with_changes(func=call.func.with_changes(value=inner)))
 
 
+_SAVERS = ("torch.save", "save_file")
+
+
 def _saved(node, facts, ctx) -> bool:
+    """Does the state dict reach a file: an enclosing `torch.save(...)` or a save helper (a function
+    of this file that calls torch.save, or one named *save*), or a name that later does?"""
     cur = facts.parent(node)
     while cur is not None and not isinstance(cur, ast.stmt):
-        if isinstance(cur, ast.Call) and (ctx.resolve(cur.func) or "").endswith(("torch.save", "save_file")):
+        if isinstance(cur, ast.Call) and _saver(cur, ctx):
             return True
         cur = facts.parent(cur)
-    parent = facts.parent(node)
-    return isinstance(parent, ast.Assign)  # `state = model.state_dict()` then saved or copied
+    if isinstance(cur, ast.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0], ast.Name):
+        name = cur.targets[0].id
+        scope = facts.scope_of(cur)
+        nodes = ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Call)
+        return any(isinstance(c, ast.Call) and c.lineno >= cur.lineno and _saver(c, ctx) and any(
+            isinstance(a, ast.Name) and a.id == name for arg in [*c.args, *(k.value for k in c.keywords)]
+            for a in ast.walk(arg)) for c in nodes)
+    return False
+
+
+def _saver(call, ctx) -> bool:
+    name = ctx.resolve(call.func) or ""
+    if name.endswith(_SAVERS):
+        return True
+    last = name.rsplit(".", 1)[-1]
+    if isinstance(call.func, ast.Name) and last in ctx.fact(_save_helpers):
+        return True
+    return "save" in last.lower() and "checkpoint" in last.lower()
+
+
+def _save_helpers(ctx) -> frozenset[str]:
+    """Module-level functions of this file that call torch.save."""
+    found = set()
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.Call) and (ctx.resolve(n.func) or "").endswith(_SAVERS)
+                for n in ctx.tree_index.subtree(stmt)):
+            found.add(stmt.name)
+    return frozenset(found)
+
+
+def _bare_model(owner, facts) -> bool:
+    """A name that holds a wrapper elsewhere in this file, but not here (before wrapping, other arm)."""
+    return isinstance(owner, ast.Name) and any(w.name == owner.id for w in facts.wraps)
+
+
+def _from_checkpoint(node, ctx, depth: int = 0) -> bool:
+    """Is the state dict read from a file (torch.load), directly or through a name or subscript?"""
+    if depth > 3:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and (ctx.resolve(sub.func) or "").endswith(("torch.load", "load_file")):
+            return True
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            for value in ctx.module_level_values.get(sub.id, ()) or _local_values(sub, ctx):
+                if _from_checkpoint(value, ctx, depth + 1):
+                    return True
+    return False
+
+
+def _local_values(name, ctx):
+    scope = name
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        scope = ctx.parent(scope)
+    if scope is None:
+        return []
+    return [n.value for n in ctx.tree_index.subtree(scope) if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+
+
+def _pretrained(node, ctx) -> bool:
+    return any(isinstance(sub, ast.Call) and any(w in (ctx.resolve(sub.func) or "") for w in (
+        "load_url", "load_state_dict_from_url", "hub.load")) for sub in ast.walk(node))

@@ -49,13 +49,21 @@ class UnreducedLossBackward(Rule):
                     and node.func.attr == "backward"):
                 continue
             target = node.func.value
-            source = _output_of(target, facts, node.lineno)
-            if source is not None:
+            wrap = _output_of(target, facts, node.lineno)
+            if wrap is None:
+                continue
+            note = wrap.source.note
+            if "gather" in note:  # a custom gather may reduce the per-GPU losses itself
                 yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
-                                     f"DataParallel-wrapped `{source}`: a loss comes back with one value "
-                                     "per GPU and backward needs a scalar",
-                                     fix=self.offer_fix(f"Average the per-GPU losses: "
-                                                        f"`{ast.unparse(target)}.mean().backward()`"))
+                                     f"DataParallel-wrapped `{wrap.name}` ({note}): unless that gather reduces "
+                                     "the per-GPU losses, backward gets a vector", severity=Severity.WARNING,
+                                     requires=wrap.requires)
+                continue
+            yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
+                                 f"DataParallel-wrapped `{wrap.name}`: a loss comes back with one value "
+                                 "per GPU and backward needs a scalar", requires=wrap.requires,
+                                 fix=self.offer_fix(f"Average the per-GPU losses: "
+                                                    f"`{ast.unparse(target)}.mean().backward()`"))
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -73,8 +81,7 @@ def _output_of(node, facts, line):
             isinstance(node, ast.Attribute) and node.attr in ("mean", "sum")):
         node = node.value
     if isinstance(node, ast.Call):
-        wrap = facts.wrap_for(node.func)
-        return wrap.name if wrap is not None else None
+        return facts.wrap_for(node.func)
     if isinstance(node, ast.Name):
         scope = facts.scope_of(node)
         last = None

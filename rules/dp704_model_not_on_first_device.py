@@ -2,7 +2,10 @@
 ## What it does
 In training scripts, flags a model moved to a GPU other than `device_ids[0]`
 (`.to("cuda:1")`, `.cuda(1)`) before or after wrapping it in `nn.DataParallel`, and
-(as a warning) a model built in the same function that is never moved to a GPU at all.
+(as a warning) a model built in the same function that is never moved to a GPU at all:
+not before wrapping, not through the wrapper later in the file, not by its own class
+(`self.to(device)` in `__init__`), and not by code it is handed to (a builder that returns
+it, a parameter, a function or method it is passed to, which may move it).
 
 ## Why is this bad?
 DataParallel requires the module's parameters and buffers on `device_ids[0]` (by
@@ -47,6 +50,8 @@ class ModelNotOnFirstDevice(Rule):
             return
         facts = script_facts(ctx)
         for call in facts.dp_calls:
+            if facts.source_of(call).requires:
+                continue  # a class that may not be a DataParallel: too little to go on
             first = _first_device(call)
             inner = call.args[0] if call.args else None
             if inner is None:
@@ -62,22 +67,65 @@ class ModelNotOnFirstDevice(Rule):
                             and node.func.attr in ("to", "cuda") and isinstance(node.func.value, ast.Name) \
                             and node.func.value.id == inner.id:
                         moves.append(node)
-            # The wrapper itself moved: `DataParallel(net).cuda()` / `.to(device)`.
+            # The wrapper itself moved: `DataParallel(net).cuda()` / `.to(device)`, here or later.
             parent = facts.parent(call)
             if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda"):
                 grandparent = facts.parent(parent)
                 if isinstance(grandparent, ast.Call) and grandparent.func is parent:  # not `f(DP(net).to)`
                     moves.append(grandparent)
+            holders = [w for w in facts.wraps if w.call is call]
+            for node in ctx.nodes(ast.Call):
+                if isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda") \
+                        and any(_text(node.func.value) == w.name for w in holders) \
+                        and facts.wrap_for(node.func.value) in holders:
+                    moves.append(node)
             for move in moves:
                 index = _target_index(move)
                 if index is not None and first is not None and index != first:
                     yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
                                          f"device_ids[0] is {first}: forward fails with `module must have "
                                          f"its parameters and buffers on device cuda:{first}`")
-            if not moves and _built_here(inner, scope):
+            if not moves and _built_here(inner, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
                                      severity=Severity.WARNING)
+
+
+def _text(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+# Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
+_NON_MOVING = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
+                         "children", "state_dict", "load_state_dict", "apply", "zero_grad", "requires_grad_",
+                         "register_forward_hook", "register_buffer", "float", "half", "double", "module"})
+
+
+def _handed_on(inner, call, holders, scope, facts) -> bool:
+    """Is the model (or its wrapper) handed to code that may move it: returned, stored on an object,
+    passed to a call, or given a method call that is not known to leave it in place?"""
+    names = {w.name for w in holders}
+    if isinstance(inner, ast.Name):
+        names.add(inner.id)
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Return) and node.value is not None and (
+                _text(node.value) in names or node.value is call):
+            return True
+        if isinstance(node, ast.Call) and node is not call:
+            args = [*node.args, *(k.value for k in node.keywords)]
+            if any(_text(a) in names for a in args):
+                return True
+            if isinstance(node.func, ast.Attribute) and _text(node.func.value) in names \
+                    and node.func.attr not in _NON_MOVING:
+                return True
+        if isinstance(node, ast.Assign) and (_text(node.value) in names or node.value is call) \
+                and any(isinstance(t, ast.Attribute) for t in node.targets):
+            return True
+    return any(w.scope is not scope for w in holders)
 
 
 def _first_device(call) -> int | None:
@@ -120,11 +168,23 @@ def _target_index(move) -> int | None:
     return None
 
 
-def _built_here(inner, scope) -> bool:
-    """The wrapped model is constructed in this scope (so we can see all its moves)."""
-    if isinstance(inner, ast.Call):
-        return True
-    if isinstance(inner, ast.Name):
-        return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
-            isinstance(t, ast.Name) and t.id == inner.id for t in n.targets) for n in ast.walk(scope))
-    return False
+def _built_here(inner, scope, ctx) -> bool:
+    """The wrapped model is constructed in this scope from a class (so we can see all its moves),
+    and that class does not move itself in its constructor."""
+    values = [inner] if isinstance(inner, ast.Call) else [
+        n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
+        and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
+    if not values:
+        return False
+    for value in values:
+        if not isinstance(value, ast.Call):
+            return False
+        name = (ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
+        if not name[:1].isupper():
+            return False  # a builder function: it may move the model
+        info = ctx.classes.get(name)
+        if info is not None and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(info.node)):
+            return False
+    return True

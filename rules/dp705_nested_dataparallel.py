@@ -2,7 +2,8 @@
 ## What it does
 Flags an `nn.DataParallel` wrapped around another `nn.DataParallel`:
 `nn.DataParallel(nn.DataParallel(net))`, or wrapping a name that already holds a
-wrapper (often a helper that wraps again a model its caller already wrapped).
+wrapper (often a helper that wraps again a model its caller already wrapped, or a builder
+that returns one). One wrapper in each arm of an `if`/`else` is not nesting.
 
 ## Why is this bad?
 The outer wrapper scatters and replicates the inner wrapper, which scatters and
@@ -44,10 +45,12 @@ class NestedDataParallel(Rule):
             inner = call.args[0] if call.args else None
             if inner is None:
                 continue
-            if facts.dp_expression(inner) is not None or facts.wrap_for(inner) is not None:
+            source = facts.wrapper_value(inner)
+            if source is not None:
+                requires = tuple(frozenset({c}) for c in sorted(source.requires | facts.source_of(call).requires))
                 yield self.violation(call, "This DataParallel wraps a model that is already wrapped in "
                                      "DataParallel: every step replicates twice, and state dict keys get "
-                                     "`module.module.`",
+                                     "`module.module.`", requires=requires,
                                      fix=self.offer_fix("Remove the second DataParallel wrapper"))
 
     def fix(self, finding, editor):

@@ -3,14 +3,18 @@
 Flags `torch.compile` combined with `nn.DataParallel` in either order:
 `nn.DataParallel(torch.compile(net))`, wrapping a model that was compiled
 (`net.compile()`, `net = torch.compile(net)`), and `torch.compile(model)` or
-`model.compile()` on a DataParallel wrapper.
+`model.compile()` on a DataParallel wrapper; and a model class that compiles a submodule
+in its constructor (`self.encoder = torch.compile(Encoder())`) when a scanned script wraps
+that class. Compiling a plain function (`self.fn = torch.compile(helper)`) is fine.
 
 ## Why is this bad?
 Observed on PyTorch 2.11 with two GPUs: `m.compile()` then `DataParallel(m)` fails with
 a device mismatch (replicas call the original's compiled `_call_impl`);
 `DataParallel(torch.compile(m))` fails with `AttributeError: 'Linear' object has no
 attribute 'weight'` inside the traced replica; `torch.compile(DataParallel(m))` runs,
-but dynamo graph-breaks on DataParallel's threading, so nothing is compiled.
+but dynamo graph-breaks on DataParallel's threading, so nothing is compiled. A compiled
+submodule inside a wrapped model makes replica 0 raise (measured on 2 GPUs): replicate
+copies the OptimizedModule, whose compiled code still refers to the original's parameters.
 
 ## How to fix
 Use DistributedDataParallel with `torch.compile`, or drop one of the two.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -40,6 +45,21 @@ class CompileWithDataParallel(Rule):
         model = nn.DataParallel(net)
         fast = torch.compile(Net().cuda())
     """
+
+    def check_class(self, model):
+        from dpcheck.analysis.wrapping import WRAPPED
+
+        ctx = model.ctx
+        for name, facts in model.attrs.items():
+            for _, value, _ in facts.assignments:
+                if not (isinstance(value, ast.Call) and _is_compile(value, ctx) and value.args) \
+                        or _compiles_function(value.args[0], ctx) \
+                        or model.find_method(self_attr(value.args[0]) or "") is not None:
+                    continue  # a function or a bound method: no module state to replicate
+                requires = () if model.wrap_evidence == WRAPPED else (frozenset({f"wrapped:{model.info.qualname}"}),)
+                yield self.violation(value, f"`self.{name}` is a torch.compile'd module inside `{model.name}`, "
+                                     "which a script wraps in nn.DataParallel: the replicas' compiled code "
+                                     "refers to the original's parameters and replica 0 raises", requires=requires)
 
     def check_file(self, ctx):
         if not mentions_dataparallel(ctx):
@@ -66,6 +86,17 @@ class CompileWithDataParallel(Rule):
 
 def _is_compile(call, ctx) -> bool:
     return (ctx.resolve(call.func) or "") == "torch.compile"
+
+
+def _compiles_function(arg, ctx) -> bool:
+    """`torch.compile(fn)` of a plain function or lambda (not a module)."""
+    if isinstance(arg, ast.Lambda):
+        return True
+    if isinstance(arg, ast.Name):
+        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == arg.id
+                   for n in ctx.tree.body)
+    name = ctx.resolve(arg) or ""
+    return name.startswith("torch.") and not name.rsplit(".", 1)[-1][:1].isupper()
 
 
 def _compiled_names(ctx) -> dict[str, list[int]]:

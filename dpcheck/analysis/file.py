@@ -26,6 +26,7 @@ from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex
+from dpcheck.analysis.wrapping import summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.rule import Rule, Violation
@@ -51,11 +52,18 @@ class FileResult:
     # Names this module imports (for re-exports: `from .block import Block` in __init__).
     aliases: dict[str, str] = field(default_factory=dict)
     internal_error: bool = False
+    # What this file's scripts tell other files (dpcheck.analysis.wrapping): functions that
+    # return a DataParallel wrapper (qualname -> the cross-file conditions of one such return),
+    # classes it wraps, and classes it builds inside another module (submodules).
+    builders: dict[str, list[str]] = field(default_factory=dict)
+    wrapped: list[str] = field(default_factory=list)
+    submodules: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
-                "findings": [f.to_dict() for f in self.findings]}
+                "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
+                "wrapped": self.wrapped, "submodules": self.submodules}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -63,7 +71,9 @@ class FileResult:
         return cls(str(data["filename"]), str(data["module"]),
                    [Finding.from_dict(f) for f in data["findings"]],
                    [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]],
-                   {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]))
+                   {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]),
+                   {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
+                   [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]])
 
 
 def read_bytes(path: Path) -> bytes:
@@ -174,6 +184,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
 
     if not any(token in text for token in RELEVANT_TOKENS):
         return result  # nothing here can be a hazard: the class summary is all the index needs
+    summarize_wrapping(ctx, result)
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
 
@@ -183,8 +194,11 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
             for model in models:
                 base_req = (model.requires,) if model.requires else ()
-                for v in rule.check_class(model):
-                    raw.append((v, base_req))
+                model.conditions.clear()
+                found = list(rule.check_class(model))
+                conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
+                for v in found:
+                    raw.append((v, base_req + conditions))
             for v in rule.check_file(ctx):
                 raw.append((v, ()))
             found = [_finding(rule, v, requires, source) for v, requires in raw]

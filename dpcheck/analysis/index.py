@@ -1,7 +1,10 @@
 """The project-wide class index: which classes in the scanned tree are nn.Modules.
 
 Built from the class summaries each file's analysis returns (no second parse), then
-used to settle findings whose class's module-ness depended on a base in another file.
+used to settle findings whose class's module-ness depended on a base in another file,
+and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
+DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
+(wrapped in some scanned file, or built as a layer in none).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from typing import Iterable
 
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
+from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
 
@@ -24,6 +28,10 @@ class ClassIndex:
         by_tail: dict[str, list[str]] = {}
         self._by_tail = by_tail
         self._memo: dict[str, bool] = {}
+        self.builders: dict[str, list[str]] = {}
+        self._wrapped_names: set[str] = set()
+        self._submodule_names: set[str] = set()
+        self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
             self._add(result)
 
@@ -35,6 +43,9 @@ class ClassIndex:
             self._by_tail.setdefault(tail, []).append(cls.qualname)
         for name, target in result.aliases.items():
             self.aliases[f"{result.module}.{name}"] = target
+        self.builders.update(result.builders)
+        self._wrapped_names.update(result.wrapped)
+        self._submodule_names.update(result.submodules)
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -81,5 +92,49 @@ class ClassIndex:
         self._memo[name] = answer
         return answer
 
+    def is_dataparallel(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        if name in DATAPARALLEL_CLASSES:
+            return True
+        target = self.lookup(name)
+        if target is None or target in trail:
+            return False
+        return any(self.is_dataparallel(base, trail | {target}) for base in self.bases[target])
+
+    def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper?"""
+        for _ in range(8):
+            if name in self.builders or name not in self.aliases:
+                break
+            name = self.aliases[name]
+        if name not in self.builders or name in trail:
+            return False
+        return all(self.condition(c, trail | {name}) for c in self.builders[name])
+
+    def wrapped(self, name: str) -> bool:
+        """Does some scanned file wrap an instance of this class in DataParallel?"""
+        self.gathered(name)
+        return name in self._canonical[0]
+
+    def gathered(self, name: str) -> bool:
+        """Wrapped in some scanned file, or built as a layer of a module in none."""
+        if self._canonical is None:
+            simple = {q.rsplit(".", 1)[-1] for q in self.bases}
+            self._canonical = tuple({self.lookup(n) or n for n in names if n.rsplit(".", 1)[-1] in simple}
+                                    for names in (self._wrapped_names, self._submodule_names))
+        wrapped, submodules = self._canonical
+        return name in wrapped or name not in submodules
+
+    def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
+        kind, _, name = text.partition(":")
+        if kind == "dp" and name:
+            return self.is_dataparallel(name)
+        if kind == "builder" and name:
+            return self.returns_wrapper(name, trail)
+        if kind == "gathered" and name:
+            return self.gathered(name)
+        if kind == "wrapped" and name:
+            return self.wrapped(name)
+        return self.is_module(text)
+
     def holds(self, finding: Finding) -> bool:
-        return all(any(self.is_module(name) for name in names) for names in finding.requires)
+        return all(any(self.condition(name) for name in names) for names in finding.requires)

@@ -53,12 +53,22 @@ class ModelClass:
         self.info = info
         # Non-empty when module-ness depends on a base defined in another file.
         self.requires = requires
+        # Cross-file conditions a rule's check relied on (e.g. ``gathered:<class>``): the
+        # analysis attaches them to that rule's findings for this class, then clears them.
+        self.conditions: set[str] = set()
         self.mro = self._linearize(info)
         self._functions: dict[int, FunctionInfo] = {}
 
     @property
     def name(self) -> str:
         return self.info.name
+
+    @property
+    def wrap_evidence(self) -> str:
+        """"wrapped" | "top-level" | "submodule" (see dpcheck.analysis.wrapping)."""
+        from dpcheck.analysis.wrapping import wrap_evidence
+
+        return wrap_evidence(self)
 
     def _linearize(self, info: ClassInfo) -> list[ClassInfo]:
         order: list[ClassInfo] = []

@@ -23,18 +23,30 @@ from dpcheck.findings import Severity
 _MAX_DEPTH = 6
 
 
-def gathered_class(model: ModelClass) -> bool:
+def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
     """Could this class's forward output be what DataParallel gathers?
 
-    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) and classes
-    built as children of another module in the same file are not wrapped themselves: their outputs
-    are consumed inside a parent's forward. A wrapper named for both (`ModelAndLoss`,
-    `NetWithLoss`) is a model.
+    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) and
+    classes built as a layer of another module of this file are not wrapped themselves (unless
+    a script of this file wraps them): their outputs are consumed inside a parent's forward.
+    A wrapper named for both (`ModelAndLoss`, `NetWithLoss`) is a model. A class that is
+    top-level in its file is gathered on condition that no other scanned file uses it as a
+    layer, or that one wraps it: with ``cross_file`` the condition is recorded on the model
+    and attached to the findings the calling rule yields for it.
     """
+    from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, wrap_evidence
+
     name = model.name
+    evidence = wrap_evidence(model)
+    if evidence == WRAPPED:
+        return True
     if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
         return False  # a loss module; a model that owns layers and a loss is still checked
-    return name not in child_classes(model.ctx)
+    if evidence == SUBMODULE:
+        return False
+    if cross_file:
+        model.conditions.add(f"gathered:{model.info.qualname}")
+    return True
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion` (not `Lossless`).
@@ -66,12 +78,14 @@ def _owns_layers(model: ModelClass) -> bool:
 
 
 def child_classes(ctx: FileContext) -> frozenset[str]:
-    """Classes of this file constructed inside another class of this file."""
+    """Classes of this file built as a layer of another module of this file (simple names),
+    also through a module-level builder; see dpcheck.analysis.wrapping for the cross-file part."""
     return ctx.fact(_find_child_classes)
 
 
 def _find_child_classes(ctx: FileContext) -> frozenset[str]:
-    """Also classes built by a module-level builder (`def build_encoder(): return Enc()`) that a
+    """Classes of this file constructed inside another class of this file; also classes built by
+    a module-level builder (`def build_encoder(): return Enc()`) that a
     class of this file calls."""
     found: set[str] = set()
     built_by: dict[str, set[str]] = {}  # module-level function -> classes it constructs

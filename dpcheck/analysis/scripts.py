@@ -1,36 +1,87 @@
 """Training-script facts: which names hold an `nn.DataParallel` wrapper, where, and until when.
 
-Tracked: `model = nn.DataParallel(net)` (also chained: `DataParallel(net).cuda()`),
-attributes such as `self.model = DataParallel(...)` (for every method of that class),
-and names bound to the result of a function in the same file that returns a
-DataParallel. A name holds the wrapper from its assignment until it is next reassigned
-in the same scope (`model = model.module` ends it).
+Hand-written summaries on the file's one node walk (no def-use library: beniget and
+astroid cost a second walk or inference per file for what a few summaries give).
+
+DataParallel forms: every dotted name torch exposes, import aliases, `from torch.nn import
+*`, subclasses in this file, and imported classes whose name contains "Parallel" (kept on
+condition that the project index finds DataParallel among their bases, ``dp:`` below).
+The functional `nn.parallel.data_parallel(module, inputs)` wraps nothing a script can hold;
+it is evidence that ``module``'s class is a wrapped model (``data_parallel_calls``).
+
+A name holds a wrapper from an assignment whose value is one (a construction, a `.cuda()`
+chain on one, either arm of a conditional expression, a name holding one, a call of a
+function that returns one: in this file, or imported on condition ``builder:``), until the
+next assignment to it in the same scope that can follow it (an assignment in a mutually
+exclusive branch does not end it: `if n > 1: m = DP(m) else: m = m.cuda()`). Across
+functions: a parameter holds one in the whole function when a call site in this file passes
+one (`train(model)`, `train(model=model)`, `Trainer(model)` for `__init__`), and `self.x`
+holds one in every method of the class when any method assigns one to it. Inside
+`if isinstance(m, nn.DataParallel):` (or `hasattr(m, "module")`) `m` is a wrapper; in its
+`else` it is not; a use in the arm opposite to the one that wrapped (same test, or a
+contradicting one) does not see that wrapper.
+
+Cross-file conditions are strings in a finding's ``requires`` that the project index
+settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) and
+``builder:<function>`` (returns a wrapper).
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
-from dpcheck.constants import DATAPARALLEL_CLASSES
+from dpcheck.constants import DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Methods that return the module itself: `DataParallel(net).cuda()` is still the wrapper.
+_SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
+                             "requires_grad_", "type"})
+# Text in a file that can make any script rule fire (else they do not look at it).
+SCRIPT_TOKENS = ("DataParallel", "data_parallel", "Parallel")
+_PASSES = 4  # fixpoint over builders and parameters: chains deeper than this are rare
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a wrapper comes from: its construction (or a call that returns one), and conditions."""
+
+    call: ast.AST
+    requires: frozenset[str] = frozenset()  # cross-file conditions, all of which must hold
+    dim: ast.AST | None = None  # `dim=k` of the construction
+    note: str = ""  # e.g. "`MyDP` overrides gather"
 
 
 @dataclass
 class Wrap:
     name: str  # "model" or "self.model"
-    call: ast.Call  # the DataParallel(...) construction (or the builder call)
+    source: Source
     scope: ast.AST  # function, class (for self.* attributes) or module
-    start: int  # line of the assignment
-    end: float  # line of the next reassignment, or infinity
+    start: int  # line of the assignment (or of the function, for a parameter)
+    end: float  # line of the next reassignment that can follow it, or infinity
+    origin: ast.AST | None = None  # the assignment, for branch exclusivity
+    parameter: bool = False
+
+    @property
+    def call(self) -> ast.AST:
+        return self.source.call
+
+    @property
+    def requires(self) -> tuple[frozenset[str], ...]:
+        """For a Violation: each condition its own singleton set (all must hold)."""
+        return tuple(frozenset({c}) for c in sorted(self.source.requires))
 
     @property
     def inner(self) -> ast.AST | None:
-        return self.call.args[0] if self.call.args else next(
-            (k.value for k in self.call.keywords if k.arg == "module"), None)
+        call = self.source.call
+        if not isinstance(call, ast.Call):
+            return None
+        return call.args[0] if call.args else next(
+            (k.value for k in call.keywords if k.arg == "module"), None)
 
 
 class ScriptFacts:
@@ -38,36 +89,382 @@ class ScriptFacts:
         self.ctx = ctx
         self.parents = ctx._index[1]
 
-    def is_dp_call(self, node: ast.AST) -> bool:
-        return isinstance(node, ast.Call) and (self.ctx.resolve(node.func) or "") in DATAPARALLEL_CLASSES
-
-    @property
-    def dp_calls(self) -> list[ast.Call]:
-        return self.ctx.dataparallel_calls
+    # --- DataParallel forms ------------------------------------------------------------
 
     @cached_property
-    def builders(self) -> set[str]:
-        """Functions in this file that return a DataParallel wrapper."""
-        found = set()
-        for node in self.ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
-            for ret in ast.walk(node):
-                if isinstance(ret, ast.Return) and ret.value is not None and self.dp_expression(ret.value, set()):
-                    found.add(node.name)
+    def _star_dataparallel(self) -> bool:
+        return any(isinstance(n, ast.ImportFrom) and n.module in DATAPARALLEL_STAR_MODULES
+                   and any(a.name == "*" for a in n.names) for n in self.ctx.nodes(ast.ImportFrom))
+
+    @cached_property
+    def local_dataparallel_classes(self) -> dict[str, str]:
+        """Classes of this file that subclass DataParallel -> note on scatter/gather overrides."""
+        found: dict[str, str] = {}
+        changed = True
+        while changed:
+            changed = False
+            for name, info in self.ctx.classes.items():
+                if name in found:
+                    continue
+                if any(self._dp_name(base, local_only=True) for base in info.bases):
+                    overrides = sorted(m for m in ("scatter", "gather") if m in info.methods)
+                    found[name] = f"`{name}` overrides {' and '.join(overrides)}" if overrides else ""
+                    changed = True
         return found
 
-    def dp_expression(self, node: ast.AST, builders: set[str] | None = None) -> ast.Call | None:
-        """The DataParallel construction ``node`` evaluates to (through `.cuda()`/`.to()` chains)."""
-        builders = self.builders if builders is None else builders
-        while isinstance(node, ast.Call):
-            if self.is_dp_call(node):
-                return node
-            if isinstance(node.func, ast.Name) and node.func.id in builders:
-                return node
-            if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to", "train", "eval", "float", "half"):
-                node = node.func.value
-                continue
+    def _dp_name(self, resolved: str, local_only: bool = False) -> bool:
+        if resolved in DATAPARALLEL_CLASSES:
+            return True
+        prefix = self.ctx.module + "."
+        if resolved.startswith(prefix):
+            local = resolved[len(prefix):]
+            if local == "DataParallel" and local not in self.ctx.classes and self._star_dataparallel:
+                return True
+            if not local_only and local in self.local_dataparallel_classes:
+                return True
+        return False
+
+    def dp_class(self, call: ast.AST) -> Source | None:
+        """The wrapper ``call`` constructs, if it is a DataParallel construction (of any form)."""
+        if not isinstance(call, ast.Call):
             return None
+        resolved = self.ctx.resolve(call.func)
+        if not resolved:
+            return None
+        dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
+        if dim is None and len(call.args) > 3:
+            dim = call.args[3]
+        if self._dp_name(resolved):
+            local = resolved[len(self.ctx.module) + 1:] if resolved.startswith(self.ctx.module + ".") else ""
+            return Source(call, frozenset(), dim, self.local_dataparallel_classes.get(local, ""))
+        last = resolved.rsplit(".", 1)[-1]
+        if "Parallel" in last and last[:1].isupper() and not resolved.startswith(
+                (self.ctx.module + ".", "torch.")) and "Distributed" not in last:
+            return Source(call, frozenset({f"dp:{resolved}"}), dim)
         return None
+
+    def is_dp_call(self, node: ast.AST) -> bool:
+        return self.dp_class(node) is not None
+
+    @cached_property
+    def dp_calls(self) -> list[ast.Call]:
+        """Every DataParallel construction in this file (conditional ones too: see ``source_of``)."""
+        return [n for n in self.ctx.nodes(ast.Call) if self.dp_class(n) is not None]
+
+    def source_of(self, call: ast.Call) -> Source:
+        return self.dp_class(call) or Source(call)
+
+    @cached_property
+    def data_parallel_calls(self) -> list[ast.Call]:
+        """`nn.parallel.data_parallel(module, inputs, ...)` calls."""
+        return [n for n in self.ctx.nodes(ast.Call) if (self.ctx.resolve(n.func) or "") in DATAPARALLEL_FUNCTIONS]
+
+    # --- values ------------------------------------------------------------------------
+
+    def wrapper_value(self, node: ast.AST | None, at: ast.AST | None = None) -> Source | None:
+        """The wrapper ``node`` evaluates to: a construction, a `.cuda()` chain on one, either arm
+        of a conditional expression, a name holding one, a call of a function returning one."""
+        for _ in range(8):
+            if node is None:
+                return None
+            if isinstance(node, ast.IfExp):
+                return self.wrapper_value(node.body, at) or self.wrapper_value(node.orelse, at)
+            if isinstance(node, (ast.Name, ast.Attribute)) and _target_text(node) is not None \
+                    and hasattr(node, "lineno"):
+                wrap = self.wrap_for(node)
+                return wrap.source if wrap is not None else None
+            if not isinstance(node, ast.Call):
+                return None
+            source = self.dp_class(node)
+            if source is not None:
+                return source
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _SELF_RETURNING:
+                node = func.value
+                continue
+            return self._builder_call(node)
+        return None
+
+    def dp_expression(self, node: ast.AST) -> ast.AST | None:
+        """The DataParallel construction (or wrapper-returning call) ``node`` evaluates to."""
+        source = self.wrapper_value(node)
+        return source.call if source is not None else None
+
+    def _builder_call(self, call: ast.Call) -> Source | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            if func.id in self._builders:
+                return self._builders[func.id]
+            if func.id in self.ctx.imports.aliases and func.id not in self._local_functions:
+                resolved = self.ctx.resolve(func) or ""
+                if _builder_like(func.id, resolved):
+                    return Source(call, frozenset({f"builder:{resolved}"}))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            cls = self._enclosing(call, ast.ClassDef)
+            key = f"{cls.name}.{func.attr}" if cls is not None else None
+            if key in self._builders:
+                return self._builders[key]
+        return None
+
+    # --- functions, call sites, fixpoint ------------------------------------------------
+
+    @cached_property
+    def _local_functions(self) -> dict[str, ast.AST]:
+        """Module-level functions by name, methods by `Class.name`."""
+        found: dict[str, ast.AST] = {}
+        for stmt in self.ctx.tree.body:
+            if isinstance(stmt, _FUNCTIONS):
+                found[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                for sub in stmt.body:
+                    if isinstance(sub, _FUNCTIONS):
+                        found[f"{stmt.name}.{sub.name}"] = sub
+        return found
+
+    @cached_property
+    def _assignments(self) -> dict[tuple[int, str], list[ast.AST]]:
+        """(scope, target text) -> assignments to it, in source order."""
+        found: dict[tuple[int, str], list[ast.AST]] = {}
+        for node in self.ctx.nodes(ast.Assign, ast.AnnAssign):
+            if node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for elt in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                    text = _target_text(elt)
+                    if text is None:
+                        continue
+                    scope = self.scope_of(node, attribute=text.startswith("self."))
+                    found.setdefault((id(scope), text), []).append(node)
+        for entries in found.values():
+            entries.sort(key=lambda n: (n.lineno, n.col_offset))
+        return found
+
+    def _value_for(self, node: ast.AST, text: str) -> ast.AST | None:
+        """What an assignment binds to ``text`` (None for a tuple target we cannot split)."""
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if _target_text(target) == text:
+                return node.value
+            if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                    and len(node.value.elts) == len(target.elts):
+                for elt, value in zip(target.elts, node.value.elts):
+                    if _target_text(elt) == text:
+                        return value
+        return None
+
+    def _ensure(self) -> None:
+        """Compute wrappers and builders to a fixpoint; a query during it sees the last pass."""
+        if self._done or self._computing:
+            return
+        self._computing = True
+        try:
+            for _ in range(_PASSES):
+                # Each step publishes what it found at once, so one pass follows a chain
+                # (builder -> name -> argument -> parameter -> self.attr) as far as it can.
+                params = [w for group in self._wraps_by_name.values() for w in group if w.parameter]
+                assigned = self._assignment_wraps()
+                self._wraps_by_name = _by_name(assigned + params)
+                params = self._parameter_wraps()
+                self._wraps_by_name = _by_name(assigned + params)
+                self._builders = self._compute_builders()
+                key = (len(assigned), len(params), frozenset(self._builders))
+                if key == self._last_key:
+                    break
+                self._last_key = key
+        finally:
+            self._computing = False
+        self._done = True
+
+    _done = False
+    _computing = False
+    _last_key: tuple = ()
+    _builders: dict[str, Source] = {}
+    _wraps_by_name: dict[str, list[Wrap]] = {}
+
+    def _assignment_wraps(self) -> list[Wrap]:
+        wraps: list[Wrap] = []
+        for (_, text), entries in self._assignments.items():
+            attribute = text.startswith("self.")
+            for i, node in enumerate(entries):
+                source = self.wrapper_value(self._value_for(node, text), node)
+                if source is None:
+                    continue
+                end: float = float("inf")
+                if not attribute:
+                    for later in entries[i + 1:]:
+                        if later.lineno > node.lineno and not self.exclusive(node, later):
+                            end = later.lineno
+                            break
+                wraps.append(Wrap(text, source, self.scope_of(node, attribute), node.lineno, end, node))
+        return wraps
+
+    def _compute_builders(self) -> dict[str, Source]:
+        found: dict[str, Source] = {}
+        for key, fn in self._local_functions.items():
+            for ret in self._own_returns(fn):
+                source = self.wrapper_value(ret.value, ret)
+                if source is not None:
+                    found[key] = source
+                    break
+        return found
+
+    def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
+        index = self.ctx.tree_index
+        for node in index.subtree(fn):
+            if isinstance(node, ast.Return) and node.value is not None \
+                    and self._enclosing(node, _FUNCTIONS) is fn:
+                yield node
+
+    def _parameter_wraps(self) -> list[Wrap]:
+        """Parameters that receive a wrapper at a call site in this file."""
+        wraps: list[Wrap] = []
+        seen: set[tuple[int, str]] = set()
+        for call in self.ctx.nodes(ast.Call):
+            fn, skip = self._callee(call)
+            if fn is None:
+                continue
+            params = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
+            passed: list[tuple[str, ast.AST]] = [(params[i], arg) for i, arg in enumerate(call.args)
+                                                 if i < len(params) and not isinstance(arg, ast.Starred)]
+            passed += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+            for param, arg in passed:
+                if (id(fn), param) in seen:
+                    continue
+                source = self.wrapper_value(arg, call)
+                if source is None:
+                    continue
+                seen.add((id(fn), param))
+                first = min((n.lineno for n in self._assignments.get((id(fn), param), ())), default=float("inf"))
+                wraps.append(Wrap(param, Source(call, source.requires, source.dim, source.note), fn,
+                                  fn.lineno, first, None, parameter=True))
+        return wraps
+
+    def _callee(self, call: ast.Call) -> tuple[ast.AST | None, int]:
+        """The function of this file a call runs, and how many leading parameters it binds itself."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            fn = self._local_functions.get(func.id)
+            if fn is not None:
+                return fn, 0
+            if func.id in self.ctx.classes:
+                init = self._local_functions.get(f"{func.id}.__init__")
+                return (init, 1) if init is not None else (None, 0)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            cls = self._enclosing(call, ast.ClassDef)
+            if cls is not None:
+                fn = self._local_functions.get(f"{cls.name}.{func.attr}")
+                if fn is not None:
+                    return fn, 1
+        return None, 0
+
+    # --- queries -------------------------------------------------------------------------
+
+    @property
+    def wraps(self) -> list[Wrap]:
+        self._ensure()
+        return [w for group in self._wraps_by_name.values() for w in group]
+
+    @property
+    def builders(self) -> dict[str, Source]:
+        """Functions of this file (`name`, `Class.method`) that return a wrapper."""
+        self._ensure()
+        return self._builders
+
+    def wrap_for(self, node: ast.AST) -> Wrap | None:
+        """The wrapper an expression (`model`, `self.model`) refers to at its position, if any."""
+        text = _target_text(node)
+        if text is None:
+            return None
+        self._ensure()
+        guard = self._isinstance_guard(node, text)
+        if guard is False:
+            return None
+        for wrap in self._wraps_by_name.get(text, ()):
+            if wrap.parameter:
+                if wrap.start < node.lineno < wrap.end and self._enclosing(node, _FUNCTIONS) is wrap.scope:
+                    return wrap
+                continue
+            if not (wrap.start < node.lineno <= wrap.end if wrap.end != float("inf") else wrap.start < node.lineno):
+                if not (text.startswith("self.") and wrap.scope is not self.ctx.tree):
+                    continue
+            if not self._inside(node, wrap.scope):
+                continue
+            if not text.startswith("self."):
+                innermost = self.scope_of(node)
+                if innermost is not wrap.scope and (wrap.scope is not self.ctx.tree or _binds(innermost, text)):
+                    continue  # a different local of the same name
+            if wrap.origin is not None and self.exclusive(wrap.origin, node):
+                continue
+            return wrap
+        if guard is not None:
+            return Wrap(text, Source(guard), self.scope_of(node), guard.lineno, float("inf"), guard)
+        return None
+
+    def _isinstance_guard(self, node: ast.AST, text: str) -> ast.AST | None | bool:
+        """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False."""
+        child, cur = node, self.parents.get(id(node))
+        while cur is not None:
+            if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
+                test, positive = _unnot(cur.test)
+                if self._wrapper_test(test, text):
+                    in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+                    return test if in_body == positive else False
+            # After `if isinstance(m, DataParallel): return ...` m is the bare model.
+            for block in ("body", "orelse", "finalbody"):
+                stmts = getattr(cur, block, None)
+                if isinstance(stmts, list) and child in stmts:
+                    for prev in reversed(stmts[:stmts.index(child)]):
+                        if isinstance(prev, ast.If) and not prev.orelse and prev.body \
+                                and isinstance(prev.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+                            test, positive = _unnot(prev.test)
+                            if self._wrapper_test(test, text):
+                                return False if positive else test
+            if isinstance(cur, _SCOPES):
+                break
+            child, cur = cur, self.parents.get(id(cur))
+        return None
+
+    def _wrapper_test(self, test: ast.AST, text: str) -> bool:
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and len(test.args) == 2
+                and _target_text(test.args[0]) == text):
+            return False
+        kind = test.args[1]
+        if test.func.id == "isinstance":
+            kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+            return any(self._dp_name(self.ctx.resolve(k) or "") or "DataParallel" in (self.ctx.resolve(k) or "")
+                       for k in kinds)
+        return test.func.id == "hasattr" and isinstance(kind, ast.Constant) and kind.value == "module"
+
+    # --- branches ----------------------------------------------------------------------
+
+    def _arms(self, node: ast.AST) -> list[tuple[ast.AST, str, ast.AST]]:
+        """(branching node, arm, test) for each if/try/ifexp enclosing ``node`` in its function."""
+        arms = []
+        child, cur = node, self.parents.get(id(node))
+        while cur is not None and not isinstance(cur, _SCOPES):
+            if isinstance(cur, (ast.If, ast.IfExp)) and child is not cur.test:
+                in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+                arms.append((cur, "body" if in_body else "orelse", cur.test))
+            elif isinstance(cur, ast.Try) and child not in cur.finalbody:
+                arm = "body" if child in cur.body or child in cur.orelse else "handler"
+                arms.append((cur, arm, None))
+            child, cur = cur, self.parents.get(id(cur))
+        return arms
+
+    def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
+        """Can ``a`` and ``b`` never both run: opposite arms of one `if`, or of two `if`s with
+        the same or contradicting tests (`if n > 1: ...` twice, `RANK == -1` vs `RANK != -1`)?"""
+        arms_a, arms_b = self._arms(a), self._arms(b)
+        by_node = {id(n): arm for n, arm, _ in arms_a}
+        for n, arm, _ in arms_b:
+            if id(n) in by_node:
+                return by_node[id(n)] != arm
+        facts_a = [f for _, arm, test in arms_a if test is not None for f in _conditions(test, arm == "body")]
+        facts_b = [f for _, arm, test in arms_b if test is not None for f in _conditions(test, arm == "body")]
+        return any(_contradict(x, y) for x in facts_a for y in facts_b)
+
+    # --- structure helpers ---------------------------------------------------------------
 
     def scope_of(self, node: ast.AST, attribute: bool = False) -> ast.AST:
         cur = self.parents.get(id(node))
@@ -79,46 +476,11 @@ class ScriptFacts:
             cur = self.parents.get(id(cur))
         return self.ctx.tree
 
-    @cached_property
-    def wraps(self) -> list[Wrap]:
-        assignments: dict[tuple[int, str], list[tuple[int, ast.AST]]] = {}
-        for node in self.ctx.nodes(ast.Assign, ast.AnnAssign):
-            if node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    text = _target_text(target)
-                    if text is None:
-                        continue
-                    scope = self.scope_of(node, attribute=text.startswith("self."))
-                    assignments.setdefault((id(scope), text), []).append((node.lineno, node))
-        wraps = []
-        for (_, text), entries in assignments.items():
-            entries.sort(key=lambda e: e[0])
-            for i, (line, node) in enumerate(entries):
-                call = self.dp_expression(node.value)
-                if call is None:
-                    continue
-                end = entries[i + 1][0] if i + 1 < len(entries) else float("inf")
-                wraps.append(Wrap(text, call, self.scope_of(node, text.startswith("self.")), line, end))
-        return wraps
-
-    def wrap_for(self, node: ast.AST) -> Wrap | None:
-        """The wrapper an expression (`model`, `self.model`) refers to at its position, if any."""
-        text = _target_text(node)
-        if text is None:
-            return None
-        for wrap in self.wraps:
-            if wrap.name != text or not (wrap.start < node.lineno <= wrap.end if wrap.end != float("inf")
-                                         else wrap.start < node.lineno):
-                continue
-            if not self._inside(node, wrap.scope):
-                continue
-            if not text.startswith("self."):
-                innermost = self.scope_of(node)
-                if innermost is not wrap.scope and (wrap.scope is not self.ctx.tree or _binds(innermost, text)):
-                    continue  # a different local of the same name
-            return wrap
-        return None
+    def _enclosing(self, node: ast.AST, kinds) -> ast.AST | None:
+        cur = self.parents.get(id(node))
+        while cur is not None and not isinstance(cur, kinds):
+            cur = self.parents.get(id(cur))
+        return cur
 
     def _inside(self, node: ast.AST, scope: ast.AST) -> bool:
         if scope is self.ctx.tree:
@@ -132,6 +494,61 @@ class ScriptFacts:
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(id(node))
+
+    def batch_dims(self) -> dict[int, ast.AST]:
+        """DataParallel constructions given `dim=k` (id of the call -> k's expression)."""
+        return {id(c): s.dim for c in self.dp_calls for s in [self.source_of(c)] if s.dim is not None}
+
+
+def _unnot(test: ast.AST) -> tuple[ast.AST, bool]:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand, False
+    return test, True
+
+
+def _by_name(wraps: list[Wrap]) -> dict[str, list[Wrap]]:
+    found: dict[str, list[Wrap]] = {}
+    for wrap in wraps:
+        found.setdefault(wrap.name, []).append(wrap)
+    return found
+
+
+# Imported callables from these roots never return a project's wrapper.
+_LIBRARY_ROOTS = ("torch.", "torchvision.", "numpy.", "np.", "os.", "sys.", "math.", "random.", "json.", "time.",
+                  "logging.", "collections.", "functools.", "itertools.", "typing.", "copy.", "argparse.",
+                  "tqdm.", "yaml.", "pathlib.", "re.", "shutil.", "pickle.",
+                  "builtins.", "PIL.", "cv2.", "scipy.", "sklearn.", "pandas.", "matplotlib.", "apex.")
+
+
+# Imported functions that may build and wrap a model (checked against the index); other
+# imported calls are not followed, which keeps the per-file cost of the condition small.
+_BUILDER_WORDS = ("model", "build", "create", "make", "net", "setup", "prepare", "parallel", "wrap", "init",
+                  "load", "define", "get_")
+
+
+def _builder_like(name: str, resolved: str) -> bool:
+    lowered = name.lower()
+    return (bool(resolved) and "." in resolved and not resolved.startswith(_LIBRARY_ROOTS)
+            and not name[:1].isupper() and any(w in lowered for w in _BUILDER_WORDS))
+
+
+def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
+    """The conjuncts a branch establishes, each as (dump of a comparison or name, truth)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _conditions(test.operand, not positive)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and positive:
+        return [c for v in test.values for c in _conditions(v, True)]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not positive:
+        return [c for v in test.values for c in _conditions(v, False)]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        flipped = ast.Compare(test.left, [ast.Eq() if isinstance(test.ops[0], ast.NotEq) else ast.Is()],
+                              test.comparators)
+        return [(ast.dump(flipped), not positive)]
+    return [(ast.dump(test), positive)]
+
+
+def _contradict(x: tuple[str, bool], y: tuple[str, bool]) -> bool:
+    return x[0] == y[0] and x[1] != y[1]
 
 
 def _binds(scope: ast.AST, name: str) -> bool:
@@ -156,5 +573,13 @@ def script_facts(ctx: FileContext) -> ScriptFacts:
 
 
 def mentions_dataparallel(ctx: FileContext) -> bool:
-    """Does the file construct an nn.DataParallel at all? (The script rules need one.)"""
-    return bool(ctx.dataparallel_calls)
+    """Can the file hold a DataParallel wrapper at all? (The script rules need one.)"""
+    text = ctx.source.text
+    if not any(token in text for token in SCRIPT_TOKENS) and not _imports_project_function(ctx):
+        return False
+    return bool(script_facts(ctx).wraps or script_facts(ctx).dp_calls)
+
+
+def _imports_project_function(ctx: FileContext) -> bool:
+    """Does the file import a lower-case name from outside the libraries (a possible builder)?"""
+    return any(_builder_like(name, target) for name, target in ctx.imports.aliases.items())

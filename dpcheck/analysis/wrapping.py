@@ -1,0 +1,143 @@
+"""Which classes are the wrapped model: evidence from this file, settled across files.
+
+A class is
+- "wrapped" when a script wraps an instance of it (`nn.DataParallel(Net())`, `net = Net()`
+  then `DataParallel(net)`, in any DataParallel form) or passes one to the functional
+  `nn.parallel.data_parallel(module, ...)` (also from inside another module's forward);
+- "submodule" when it is built inside another nn.Module (an attribute or a layer of it);
+- "top-level" otherwise: nothing says it is wrapped, nothing uses it as a layer.
+
+Each file records the classes it wraps and the classes it builds inside modules in its
+``FileResult`` (``wrapped``, ``submodules``, as resolved dotted names); the project index
+then settles the condition ``gathered:<class>`` (wrapped somewhere, or a submodule nowhere)
+that output-rule findings of a class that is top-level in its own file carry.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from dpcheck.analysis.scripts import SCRIPT_TOKENS, mentions_dataparallel, script_facts
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.context import FileContext
+    from dpcheck.analysis.model_class import ModelClass
+
+WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
+
+
+def wrapped_classes(ctx: "FileContext") -> dict[str, ast.AST | None]:
+    """Resolved names of the classes this file wraps -> the `dim=` of that wrapping (or None)."""
+    return ctx.fact(_find_wrapped)
+
+
+def _find_wrapped(ctx: "FileContext") -> dict[str, ast.AST | None]:
+    found: dict[str, ast.AST | None] = {}
+    if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
+        return found
+    facts = script_facts(ctx)
+    for call in facts.dp_calls:
+        inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
+        for name in _classes_of(inner, call, ctx):
+            found.setdefault(name, facts.source_of(call).dim)
+    for call in facts.data_parallel_calls:
+        inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
+        dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
+        for name in _classes_of(inner, call, ctx):
+            found.setdefault(name, dim)
+    return found
+
+
+def _classes_of(node: ast.AST | None, at: ast.AST, ctx: "FileContext", depth: int = 0) -> list[str]:
+    """Classes an expression may be an instance of: a construction, or a name or `self.x` built
+    from one in the same scope (through `.cuda()`/`.to()` chains and conditional expressions)."""
+    if node is None or depth > 4:
+        return []
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+            "cuda", "to", "train", "eval", "float", "half"):
+        node = node.func.value
+    if isinstance(node, ast.IfExp):
+        return _classes_of(node.body, at, ctx, depth + 1) + _classes_of(node.orelse, at, ctx, depth + 1)
+    if isinstance(node, ast.Call):
+        name = ctx.resolve(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last[:1].isupper() and not name.startswith("torch."):
+            return [name]
+        return []
+    facts = script_facts(ctx)
+    text = _text(node)
+    if text is None:
+        return []
+    attribute = text.startswith("self.")
+    scope = facts.scope_of(at, attribute=attribute)
+    found: list[str] = []
+    for sub in ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Assign):
+        if isinstance(sub, ast.Assign) and any(_text(t) == text for t in sub.targets) \
+                and facts.scope_of(sub, attribute=attribute) is scope:
+            found += _classes_of(sub.value, sub, ctx, depth + 1)
+    return found
+
+
+def _text(node: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+def submodule_classes(ctx: "FileContext") -> frozenset[str]:
+    """Resolved names of classes this file builds inside an nn.Module of its own (other than itself)."""
+    return ctx.fact(_find_submodules)
+
+
+def _find_submodules(ctx: "FileContext") -> frozenset[str]:
+    found: set[str] = set()
+    module_classes = {name for name in ctx.classes if any(ctx.class_is_module(name))}
+    if not module_classes:
+        return frozenset()
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        last = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if not last[:1].isupper():
+            continue
+        owner = ctx.parent(call)
+        while owner is not None and not isinstance(owner, ast.ClassDef):
+            owner = ctx.parent(owner)
+        if owner is None or owner.name not in module_classes or owner.name == last:
+            continue
+        name = ctx.resolve(func)
+        if name and not name.startswith("torch."):
+            found.add(name)
+    return frozenset(found)
+
+
+def wrap_evidence(model: "ModelClass") -> str:
+    """"wrapped" | "top-level" | "submodule", from this file's evidence (the project index
+    refines "top-level" through the ``gathered:`` condition)."""
+    qualname = model.info.qualname
+    if qualname in wrapped_classes(model.ctx):
+        return WRAPPED
+    from dpcheck.analysis.outputs import child_classes
+
+    if qualname in submodule_classes(model.ctx) or model.name in child_classes(model.ctx):
+        return SUBMODULE
+    return TOP_LEVEL
+
+
+def wrapped_batch_dim(model: "ModelClass") -> ast.AST | None:
+    """The `dim=` a script of this file wraps the class with (None: dim 0, or not wrapped here)."""
+    return wrapped_classes(model.ctx).get(model.info.qualname)
+
+
+def summarize_wrapping(ctx: "FileContext", result) -> None:
+    """Fill ``result.builders``, ``.wrapped`` and ``.submodules`` for the project index."""
+    result.submodules = sorted(submodule_classes(ctx))
+    if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
+        return
+    result.wrapped = sorted(wrapped_classes(ctx))
+    if mentions_dataparallel(ctx):
+        qualify = {name: f"{ctx.module}.{name}" for name in script_facts(ctx).builders if "." not in name}
+        result.builders = {qualify[name]: sorted(source.requires)
+                           for name, source in script_facts(ctx).builders.items() if name in qualify}
