@@ -83,8 +83,14 @@ class BatchNormStatisticsPerReplica(Rule):
     def check_file(self, ctx):
         if not _wraps_in_dataparallel(ctx):
             return
+        from dpcheck.analysis.scripts import script_facts
+
+        facts = script_facts(ctx)
         for node in ctx.nodes(ast.Call):
-            if (ctx.resolve(node.func) or "").endswith("convert_sync_batchnorm"):
+            # A wrapper in the same function counts unless it is on the other arm (DDP vs DP).
+            local = [dp for dp in ctx.dataparallel_calls if facts.scope_of(dp) is facts.scope_of(node)]
+            if (ctx.resolve(node.func) or "").endswith("convert_sync_batchnorm") \
+                    and not (local and all(facts.exclusive(node, dp) for dp in local)):
                 yield self.violation(node, "`convert_sync_batchnorm` on a model wrapped in nn.DataParallel: "
                                      "SyncBatchNorm needs DistributedDataParallel; here it silently acts as "
                                      "plain BatchNorm", severity=Severity.ERROR)

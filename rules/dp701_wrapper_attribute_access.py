@@ -66,12 +66,16 @@ class WrapperAttributeAccess(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
+        # `model.class_weights = w` on the wrapper makes `model.class_weights` readable from it.
+        stored = {(_text(n.value), n.attr) for n in ctx.nodes(ast.Attribute) if isinstance(n.ctx, ast.Store)}
         for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
                 continue
             if not isinstance(node.ctx, ast.Load):
                 continue  # setting an attribute on the wrapper does not raise
             base = node.value
+            if (_text(base), node.attr) in stored:
+                continue
             wrap = facts.wrap_for(base)
             if wrap is not None:
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
@@ -91,3 +95,11 @@ class WrapperAttributeAccess(Rule):
         if isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+def _text(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None

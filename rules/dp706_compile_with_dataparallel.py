@@ -68,20 +68,22 @@ class CompileWithDataParallel(Rule):
         compiled = _compiled_names(ctx)
         for call in facts.dp_calls:
             inner = call.args[0] if call.args else None
+            requires = tuple(frozenset({c}) for c in sorted(facts.source_of(call).requires))
             if isinstance(inner, ast.Call) and _is_compile(inner, ctx):
-                yield self._finding(call, "wraps a torch.compile'd model")
+                yield self._finding(call, "wraps a torch.compile'd model", requires)
             elif isinstance(inner, ast.Name) and any(line < call.lineno for line in compiled.get(inner.id, ())):
-                yield self._finding(call, f"wraps `{inner.id}`, which was compiled before")
+                yield self._finding(call, f"wraps `{inner.id}`, which was compiled before", requires)
         for node in ctx.nodes(ast.Call):
-            if _is_compile(node, ctx) and node.args and facts.wrap_for(node.args[0]) is not None:
-                yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)")
-            elif isinstance(node.func, ast.Attribute) and node.func.attr == "compile" \
-                    and facts.wrap_for(node.func.value) is not None:
-                yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)")
+            target = node.args[0] if _is_compile(node, ctx) and node.args else node.func.value \
+                if isinstance(node.func, ast.Attribute) and node.func.attr == "compile" else None
+            wrap = facts.wrap_for(target) if target is not None else None
+            if wrap is not None:
+                yield self._finding(node, "compiles a DataParallel wrapper (dynamo graph-breaks on it)",
+                                    wrap.requires)
 
-    def _finding(self, node, what):
+    def _finding(self, node, what, requires=()):
         return self.violation(node, f"This {what}: torch.compile and nn.DataParallel fail together or "
-                              "compile nothing")
+                              "compile nothing", requires=requires)
 
 
 def _is_compile(call, ctx) -> bool:

@@ -52,18 +52,32 @@ class AutocastDtypeNotPropagated(Rule):
         for node in ctx.nodes(ast.With, ast.AsyncWith):
             if not isinstance(node, (ast.With, ast.AsyncWith)):
                 continue
-            dtype = None
+            dtype, severity = None, None
             for item in node.items:
                 expr = item.context_expr
                 if isinstance(expr, ast.Call) and (ctx.resolve(expr.func) or "") in _AUTOCAST:
                     value = next((k.value for k in expr.keywords if k.arg == "dtype"), None)
                     if value is not None and ast.unparse(value).rsplit(".", 1)[-1] not in ("float16", "half"):
                         dtype = ast.unparse(value)
+                        # `dtype16 = torch.float16 if fp16 else torch.bfloat16`: bfloat16 only behind an option.
+                        if isinstance(value, ast.Name) and any(
+                                ast.unparse(v).rsplit(".", 1)[-1] in ("float16", "half")
+                                for v in _values(value.id, ctx)):
+                            severity = Severity.WARNING
             if dtype is None:
                 continue
             for stmt in node.body:
                 for call in ast.walk(stmt):
                     if isinstance(call, ast.Call) and facts.wrap_for(call.func) is not None:
+                        wrap = facts.wrap_for(call.func)
                         yield self.violation(call, f"`{ast.unparse(call.func)}` is DataParallel-wrapped and "
                                              f"called under autocast with dtype={dtype}: the replica threads "
-                                             "get only `enabled`, and compute in float16")
+                                             "get only `enabled`, and compute in float16", severity=severity,
+                                             requires=wrap.requires)
+
+
+def _values(name, ctx):
+    """Every value assigned to ``name`` anywhere in the file (both arms of an if, a conditional expression)."""
+    for node in ctx.nodes(ast.Assign):
+        if any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            yield from (node.value.body, node.value.orelse) if isinstance(node.value, ast.IfExp) else (node.value,)

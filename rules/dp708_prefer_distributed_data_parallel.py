@@ -38,6 +38,8 @@ class PreferDistributedDataParallel(Rule):
     def check_file(self, ctx):
         if not mentions_dataparallel(ctx):
             return
-        for call in script_facts(ctx).dp_calls:
+        facts = script_facts(ctx)
+        for call in facts.dp_calls:
+            requires = tuple(frozenset({c}) for c in sorted(facts.source_of(call).requires))
             yield self.violation(call, "nn.DataParallel: PyTorch recommends DistributedDataParallel, which "
-                                 "avoids per-step replication, GIL contention and GPU-0 imbalance")
+                                 "avoids per-step replication, GIL contention and GPU-0 imbalance", requires=requires)

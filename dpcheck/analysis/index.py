@@ -118,8 +118,9 @@ class ClassIndex:
     def gathered(self, name: str) -> bool:
         """Wrapped in some scanned file, or built as a layer of a module in none."""
         if self._canonical is None:
+            # (lookup may summarise unscanned modules, which adds names: iterate over copies)
             simple = {q.rsplit(".", 1)[-1] for q in self.bases}
-            self._canonical = tuple({self.lookup(n) or n for n in names if n.rsplit(".", 1)[-1] in simple}
+            self._canonical = tuple({self.lookup(n) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
                                     for names in (self._wrapped_names, self._submodule_names))
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules

@@ -29,7 +29,7 @@ settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) a
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
@@ -88,6 +88,11 @@ class ScriptFacts:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.parents = ctx._index[1]
+        # The fixpoint's state (see _ensure).
+        self._done = self._computing = False
+        self._last_key: tuple = ()
+        self._builders: dict[str, Source] = {}
+        self._wraps_by_name: dict[str, list[Wrap]] = {}
 
     # --- DataParallel forms ------------------------------------------------------------
 
@@ -276,12 +281,6 @@ class ScriptFacts:
             self._computing = False
         self._done = True
 
-    _done = False
-    _computing = False
-    _last_key: tuple = ()
-    _builders: dict[str, Source] = {}
-    _wraps_by_name: dict[str, list[Wrap]] = {}
-
     def _assignment_wraps(self) -> list[Wrap]:
         wraps: list[Wrap] = []
         for (_, text), entries in self._assignments.items():
@@ -385,8 +384,13 @@ class ScriptFacts:
                 if wrap.start < node.lineno < wrap.end and self._enclosing(node, _FUNCTIONS) is wrap.scope:
                     return wrap
                 continue
+            origin = wrap.origin
+            if origin is not None and self._within(node, origin):
+                continue  # `m = DataParallel(m)`: the inner `m` is not the new wrapper
             if not (wrap.start < node.lineno <= wrap.end if wrap.end != float("inf") else wrap.start < node.lineno):
-                if not (text.startswith("self.") and wrap.scope is not self.ctx.tree):
+                # `self.x` holds the wrapper in the other methods, and after the assignment in its own.
+                if not (text.startswith("self.") and wrap.scope is not self.ctx.tree) or (
+                        origin is not None and self._enclosing(node, _FUNCTIONS) is self._enclosing(origin, _FUNCTIONS)):
                     continue
             if not self._inside(node, wrap.scope):
                 continue
@@ -481,6 +485,12 @@ class ScriptFacts:
         while cur is not None and not isinstance(cur, kinds):
             cur = self.parents.get(id(cur))
         return cur
+
+    def _within(self, node: ast.AST, outer: ast.AST) -> bool:
+        """Is ``node`` in the subtree of ``outer``?"""
+        index = self.ctx.tree_index
+        start, here = index.position.get(id(outer)), index.position.get(id(node))
+        return start is not None and here is not None and start <= here < start + index.size[start]
 
     def _inside(self, node: ast.AST, scope: ast.AST) -> bool:
         if scope is self.ctx.tree:

@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
 
 
-def wrapped_classes(ctx: "FileContext") -> dict[str, ast.AST | None]:
+def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
     """Resolved names of the classes this file wraps -> the `dim=` of that wrapping (or None)."""
     return ctx.fact(_find_wrapped)
 
 
-def _find_wrapped(ctx: "FileContext") -> dict[str, ast.AST | None]:
+def _find_wrapped(ctx: FileContext) -> dict[str, ast.AST | None]:
     found: dict[str, ast.AST | None] = {}
     if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
         return found
@@ -49,7 +49,7 @@ def _find_wrapped(ctx: "FileContext") -> dict[str, ast.AST | None]:
     return found
 
 
-def _classes_of(node: ast.AST | None, at: ast.AST, ctx: "FileContext", depth: int = 0) -> list[str]:
+def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0) -> list[str]:
     """Classes an expression may be an instance of: a construction, or a name or `self.x` built
     from one in the same scope (through `.cuda()`/`.to()` chains and conditional expressions)."""
     if node is None or depth > 4:
@@ -87,12 +87,12 @@ def _text(node: ast.AST | None) -> str | None:
     return None
 
 
-def submodule_classes(ctx: "FileContext") -> frozenset[str]:
+def submodule_classes(ctx: FileContext) -> frozenset[str]:
     """Resolved names of classes this file builds inside an nn.Module of its own (other than itself)."""
     return ctx.fact(_find_submodules)
 
 
-def _find_submodules(ctx: "FileContext") -> frozenset[str]:
+def _find_submodules(ctx: FileContext) -> frozenset[str]:
     found: set[str] = set()
     module_classes = {name for name in ctx.classes if any(ctx.class_is_module(name))}
     if not module_classes:
@@ -113,7 +113,7 @@ def _find_submodules(ctx: "FileContext") -> frozenset[str]:
     return frozenset(found)
 
 
-def wrap_evidence(model: "ModelClass") -> str:
+def wrap_evidence(model: ModelClass) -> str:
     """"wrapped" | "top-level" | "submodule", from this file's evidence (the project index
     refines "top-level" through the ``gathered:`` condition)."""
     qualname = model.info.qualname
@@ -126,12 +126,12 @@ def wrap_evidence(model: "ModelClass") -> str:
     return TOP_LEVEL
 
 
-def wrapped_batch_dim(model: "ModelClass") -> ast.AST | None:
+def wrapped_batch_dim(model: ModelClass) -> ast.AST | None:
     """The `dim=` a script of this file wraps the class with (None: dim 0, or not wrapped here)."""
     return wrapped_classes(model.ctx).get(model.info.qualname)
 
 
-def summarize_wrapping(ctx: "FileContext", result) -> None:
+def summarize_wrapping(ctx: FileContext, result) -> None:
     """Fill ``result.builders``, ``.wrapped`` and ``.submodules`` for the project index."""
     result.submodules = sorted(submodule_classes(ctx))
     if not any(token in ctx.source.text for token in SCRIPT_TOKENS):

@@ -1,0 +1,251 @@
+"""Training-script facts (dpcheck.analysis.scripts) and wrap evidence (dpcheck.analysis.wrapping)."""
+
+import ast
+import json
+import textwrap
+
+from conftest import run_cli
+
+from dpcheck.analysis.classes import collect_classes, module_status
+from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.file import analyze_source
+from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.names import ImportMap
+from dpcheck.analysis.scripts import script_facts
+from dpcheck.analysis.source import SourceFile
+from dpcheck.analysis.tree import TreeIndex
+from dpcheck.analysis.wrapping import wrap_evidence, wrapped_batch_dim
+
+
+def context(text, module="m"):
+    text = textwrap.dedent(text)
+    tree = ast.parse(text)
+    imports = ImportMap(tree, module)
+    classes = collect_classes(tree, imports, module)
+    return FileContext(SourceFile(f"{module}.py", text), tree, module, imports, classes,
+                       module_status(classes, module), TreeIndex(tree))
+
+
+def held(text, line, name="model"):
+    """Does ``name`` hold a wrapper where it is read on ``line``?"""
+    ctx = context(text)
+    facts = script_facts(ctx)
+    nodes = [n for n in ctx.nodes(ast.Name, ast.Attribute) if n.lineno == line
+             and isinstance(getattr(n, "ctx", None), ast.Load) and ast.unparse(n) == name]
+    assert nodes, f"no `{name}` read on line {line}"
+    return facts.wrap_for(nodes[0]) is not None
+
+
+def test_every_dataparallel_form_is_a_construction():
+    text = """
+        import torch
+        from torch.nn import DataParallel as DP
+        from torch.nn.parallel import DataParallel
+        import torch.nn as nn
+
+        class Mine(nn.DataParallel):
+            def gather(self, outputs, device):
+                return outputs
+
+        a = DP(net)
+        b = torch.nn.parallel.DataParallel(net)
+        c = DataParallel(net, dim=1)
+        d = Mine(net)
+        e = nn.Linear(4, 4)
+    """
+    ctx = context(text)
+    facts = script_facts(ctx)
+    by_target = {n.targets[0].id: n.value for n in ctx.nodes(ast.Assign)}
+    assert all(facts.dp_class(by_target[k]) is not None for k in "abcd")
+    assert facts.dp_class(by_target["e"]) is None
+    assert "overrides gather" in facts.source_of(by_target["d"]).note
+    assert ast.unparse(facts.source_of(by_target["c"]).dim) == "1"
+
+
+def test_star_import_and_imported_subclass():
+    star = context("from torch.nn import *\nmodel = DataParallel(net)\n")
+    assert script_facts(star).dp_calls
+    plain = context("model = DataParallel(net)\n")  # an undefined name is not torch's class
+    assert not script_facts(plain).dp_calls
+    imported = context("from lib.sync import DataParallelWithCallback\nm = DataParallelWithCallback(net)\n")
+    (call,) = script_facts(imported).dp_calls
+    assert script_facts(imported).source_of(call).requires == {"dp:lib.sync.DataParallelWithCallback"}
+
+
+def test_builders_parameters_and_attributes():
+    text = """
+        import torch.nn as nn
+
+        def build(net, n):
+            model = net.cuda()
+            if n > 1:
+                model = nn.DataParallel(model)
+            return model
+
+        def train(model, steps):
+            return model.fc
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+
+            def step(self):
+                return self.model.fc
+
+        def main(net):
+            model = build(net, 2)
+            train(model, 1)
+            Trainer(model=model)
+            plain = net
+            train2(plain)
+    """
+    assert held(text, 11)  # parameter of train
+    assert held(text, 18, "self.model")  # attribute set from a constructor argument
+    assert held(text, 22)  # the builder's result
+    assert not held(text, 5, "net")
+
+
+def test_exclusive_arms_and_isinstance_guards():
+    text = """
+        import torch.nn as nn
+
+        def main(model, gpus, rank):
+            if len(gpus) > 1:
+                model = nn.DataParallel(model)
+                a = model.module
+            else:
+                b = model.fc
+            if len(gpus) > 1:
+                c = model.module
+            else:
+                d = model.fc
+            e = model.fc
+
+        def save(model):
+            if isinstance(model, nn.DataParallel):
+                return model.module
+            return model.fc
+    """
+    assert held(text, 7)
+    assert not held(text, 9)  # the other arm of the same if
+    assert held(text, 11)
+    assert not held(text, 13)  # the else arm of an if with the same test
+    assert held(text, 14)  # after the if: maybe wrapped, which is what multi-GPU runs see
+    assert held(text, 18)  # narrowed by isinstance
+    assert not held(text, 19)  # after the early return
+
+
+def test_inner_of_rewrap_is_not_the_new_wrapper():
+    text = """
+        import torch.nn as nn
+
+        class T:
+            def __init__(self, net):
+                self.model = net.cuda()
+                self.model = nn.DataParallel(
+                    self.model)
+    """
+    assert not held(text, 8, "self.model")
+
+
+def test_wrap_evidence_wrapped_submodule_top_level():
+    text = """
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+
+            def forward(self, x):
+                return self.block(x)
+
+        class Alone(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Replicated(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Outer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Replicated()
+
+            def forward(self, x):
+                return nn.parallel.data_parallel(self.inner, x, dim=1)
+
+        model = nn.DataParallel(Net().cuda())
+    """
+    ctx = context(text)
+    models = {name: ModelClass(ctx, info, frozenset()) for name, info in ctx.classes.items()}
+    assert wrap_evidence(models["Net"]) == "wrapped"
+    assert models["Net"].wrap_evidence == "wrapped"
+    assert wrap_evidence(models["Block"]) == "submodule"
+    assert wrap_evidence(models["Alone"]) == "top-level"
+    assert wrap_evidence(models["Replicated"]) == "wrapped"  # data_parallel in another forward
+    assert ast.unparse(wrapped_batch_dim(models["Replicated"])) == "1"
+
+
+def test_file_result_summarises_builders_wrapped_and_submodules():
+    text = textwrap.dedent("""
+        import torch.nn as nn
+        from .layers import Mlp
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mlp = Mlp()
+
+        def create_model():
+            return nn.DataParallel(Net())
+    """)
+    result = analyze_source(text, "pkg/models.py", [], "pkg.models")
+    assert result.builders == {"pkg.models.create_model": []}
+    assert result.wrapped == ["pkg.models.Net"]
+    assert result.submodules == ["pkg.layers.Mlp"]
+    assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+LAYER = """
+import torch
+import torch.nn as nn
+
+
+class Pool(nn.Module):
+    def forward(self, x):
+        return x.sum()
+"""
+
+USER = """
+import torch.nn as nn
+
+from layers import Pool
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = Pool()
+
+    def forward(self, x):
+        return self.pool(x)
+"""
+
+
+def test_output_rules_skip_a_class_another_file_uses_as_a_layer(project):
+    (project / "layers.py").write_text(LAYER)
+    alone = run_cli("layers.py", "--no-cache", "--output-format", "json", "--select", "DP401", cwd=project)
+    assert [f["code"] for f in json.loads(alone.stdout)] == ["DP401"]
+    (project / "user.py").write_text(USER)
+    both = run_cli(".", "--no-cache", "--output-format", "json", "--select", "DP401", cwd=project)
+    assert json.loads(both.stdout) == []
+    (project / "train.py").write_text("import torch.nn as nn\nfrom layers import Pool\n"
+                                      "model = nn.DataParallel(Pool().cuda())\n")
+    wrapped = run_cli(".", "--no-cache", "--output-format", "json", "--select", "DP401", cwd=project)
+    assert [f["code"] for f in json.loads(wrapped.stdout)] == ["DP401"]
