@@ -43,6 +43,8 @@ _SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "do
                              "requires_grad_", "type"})
 # Text in a file that can make any script rule fire (else they do not look at it).
 SCRIPT_TOKENS = ("DataParallel", "data_parallel", "Parallel")
+# Text of a training script: where a model built by an imported function may be a wrapper.
+TRAINING_TOKENS = ("backward(", "torch.save(", "argparse", ".step()", "save_checkpoint")
 _PASSES = 4  # fixpoint over builders and parameters: chains deeper than this are rare
 
 
@@ -202,7 +204,7 @@ class ScriptFacts:
                 return self._builders[func.id]
             if func.id in self.ctx.imports.aliases and func.id not in self._local_functions:
                 resolved = self.ctx.resolve(func) or ""
-                if _builder_like(func.id, resolved):
+                if self._script_like and _builder_like(func.id, resolved):
                     return Source(call, frozenset({f"builder:{resolved}"}))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             cls = self._enclosing(call, ast.ClassDef)
@@ -210,6 +212,12 @@ class ScriptFacts:
             if key in self._builders:
                 return self._builders[key]
         return None
+
+    @cached_property
+    def _script_like(self) -> bool:
+        """Does the file train or save a model? Only then are imported builders followed (a model
+        library calls its own factories everywhere, and none of them wraps)."""
+        return any(token in self.ctx.source.text for token in TRAINING_TOKENS)
 
     # --- functions, call sites, fixpoint ------------------------------------------------
 
@@ -261,6 +269,9 @@ class ScriptFacts:
     def _ensure(self) -> None:
         """Compute wrappers and builders to a fixpoint; a query during it sees the last pass."""
         if self._done or self._computing:
+            return
+        if not self.dp_calls and not (self._script_like and _imports_project_function(self.ctx)):
+            self._done = True  # nothing here can make a wrapper
             return
         self._computing = True
         try:
@@ -584,10 +595,17 @@ def script_facts(ctx: FileContext) -> ScriptFacts:
 
 def mentions_dataparallel(ctx: FileContext) -> bool:
     """Can the file hold a DataParallel wrapper at all? (The script rules need one.)"""
+    return ctx.fact(_mentions_dataparallel)
+
+
+def _mentions_dataparallel(ctx: FileContext) -> bool:
     text = ctx.source.text
-    if not any(token in text for token in SCRIPT_TOKENS) and not _imports_project_function(ctx):
-        return False
-    return bool(script_facts(ctx).wraps or script_facts(ctx).dp_calls)
+    if any(token in text for token in SCRIPT_TOKENS):
+        facts = script_facts(ctx)
+        return bool(facts.dp_calls or facts.wraps)
+    if any(token in text for token in TRAINING_TOKENS) and _imports_project_function(ctx):
+        return bool(script_facts(ctx).wraps)  # only a builder imported from another file can wrap here
+    return False
 
 
 def _imports_project_function(ctx: FileContext) -> bool:

@@ -94,22 +94,19 @@ def submodule_classes(ctx: FileContext) -> frozenset[str]:
 
 def _find_submodules(ctx: FileContext) -> frozenset[str]:
     found: set[str] = set()
-    module_classes = {name for name in ctx.classes if any(ctx.class_is_module(name))}
-    if not module_classes:
-        return frozenset()
-    for call in ctx.nodes(ast.Call):
-        func = call.func
-        last = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if not last[:1].isupper():
+    for name, info in ctx.classes.items():
+        if not any(ctx.class_is_module(name)):
             continue
-        owner = ctx.parent(call)
-        while owner is not None and not isinstance(owner, ast.ClassDef):
-            owner = ctx.parent(owner)
-        if owner is None or owner.name not in module_classes or owner.name == last:
-            continue
-        name = ctx.resolve(func)
-        if name and not name.startswith("torch."):
-            found.add(name)
+        for call in ctx.tree_index.subtree(info.node):
+            if type(call) is not ast.Call:
+                continue
+            func = call.func
+            last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+            if not last[:1].isupper() or last == name:
+                continue
+            resolved = ctx.resolve(func)
+            if resolved and not resolved.startswith("torch."):
+                found.add(resolved)
     return frozenset(found)
 
 
