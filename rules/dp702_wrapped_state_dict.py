@@ -2,12 +2,12 @@
 ## What it does
 In training scripts, flags checkpoints whose two ends disagree on the `module.` prefix:
 saving the `state_dict()` of a name that holds an `nn.DataParallel` wrapper (directly, in a
-dict, or through a helper that calls `torch.save`) when the same file loads a checkpoint into
-the bare model (`net.load_state_dict(torch.load(...))`, `model.module.load_state_dict(...)`);
-and loading into the wrapper (`model.load_state_dict(...)`) a state dict in the bare format
-(pretrained weights from a URL, or a file that this script saves only as
-`model.module.state_dict()`). Saving from the wrapper and loading back into the wrapper
-is consistent and not reported; so is a checkpoint whose other end this file does not show.
+dict, or through a helper that calls `torch.save`), unless the same file loads its
+checkpoints back into the wrapper and never into the bare model; and loading into the
+wrapper (`model.load_state_dict(...)`) a state dict in the bare format (pretrained weights
+from a URL, or a file that this script saves only as `model.module.state_dict()`).
+Saving from the wrapper and resuming into the wrapper is consistent and not reported; so is
+a load whose source this file does not show.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way
@@ -37,8 +37,8 @@ class WrappedStateDict(Rule):
     fix_hint = "Save and load model.module.state_dict() instead"
     bad_example = """
         model = nn.DataParallel(Net().cuda())
+        loss = model(x).mean()
         torch.save(model.state_dict(), "checkpoint.pt")
-        model.module.load_state_dict(torch.load("checkpoint.pt"))
     """
     good_example = """
         model = nn.DataParallel(Net().cuda())
@@ -68,11 +68,16 @@ class WrappedStateDict(Rule):
                 loads_wrapped.append((node, wrap))
             elif node.args and (through_module or _bare_model(owner, facts)) and _from_checkpoint(node.args[0], ctx):
                 loads_bare.append(node)
+        # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix.
+        round_trip = any(node.args and _from_checkpoint(node.args[0], ctx) for node, _ in loads_wrapped)
+        # A wrapper that is never called was made to write the prefix on purpose (a conversion script).
+        called = {id(w.source.call) for c in ctx.nodes(ast.Call) for w in [facts.wrap_for(c.func)] if w is not None}
         for node, wrap in saves_wrapped:
-            if loads_bare:
+            if (loads_bare or not round_trip) and id(wrap.source.call) in called:
+                why = (f"and this file loads checkpoints into the bare model (line {loads_bare[0].lineno}): "
+                       "Missing/Unexpected key(s)") if loads_bare else "that the bare model will not load"
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
-                                     "`module.`-prefixed keys, and this file loads checkpoints into the bare model "
-                                     f"(line {loads_bare[0].lineno}): Missing/Unexpected key(s)",
+                                     f"`module.`-prefixed keys {why}",
                                      requires=wrap.requires, fix=self.offer_fix(
                                          f"Save `{wrap.name}.module.state_dict()`", Applicability.SAFE))
         for node, wrap in loads_wrapped:
@@ -158,12 +163,12 @@ def _from_checkpoint(node, ctx, depth: int = 0) -> bool:
 
 
 def _local_values(name, ctx):
+    """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
     scope = name
     while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
         scope = ctx.parent(scope)
-    if scope is None:
-        return []
-    return [n.value for n in ctx.tree_index.subtree(scope) if isinstance(n, ast.Assign)
+    nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
+    return [n.value for n in nodes if isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
 
 

@@ -102,7 +102,7 @@ def _text(node) -> str | None:
 # Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
 _NON_MOVING = frozenset({"eval", "train", "parameters", "named_parameters", "modules", "named_modules",
                          "children", "state_dict", "load_state_dict", "apply", "zero_grad", "requires_grad_",
-                         "register_forward_hook", "register_buffer", "float", "half", "double", "module"})
+                         "register_forward_hook", "register_buffer", "float", "half", "double", "module", "compile"})
 
 
 def _handed_on(inner, call, holders, scope, facts) -> bool:
@@ -119,8 +119,9 @@ def _handed_on(inner, call, holders, scope, facts) -> bool:
             args = [*node.args, *(k.value for k in node.keywords)]
             if any(_text(a) in names for a in args):
                 return True
-            if isinstance(node.func, ast.Attribute) and _text(node.func.value) in names \
-                    and node.func.attr not in _NON_MOVING:
+            # (a method the wrapper lacks raises instead: DP701)
+            if isinstance(node.func, ast.Attribute) and isinstance(inner, ast.Name) \
+                    and _text(node.func.value) == inner.id and node.func.attr not in _NON_MOVING:
                 return True
         if isinstance(node, ast.Assign) and (_text(node.value) in names or node.value is call) \
                 and any(isinstance(t, ast.Attribute) for t in node.targets):
@@ -169,8 +170,8 @@ def _target_index(move) -> int | None:
 
 
 def _built_here(inner, scope, ctx) -> bool:
-    """The wrapped model is constructed in this scope from a class (so we can see all its moves),
-    and that class does not move itself in its constructor."""
+    """The wrapped model is constructed in this scope (so we can see all its moves), and neither
+    its class's constructor nor a builder function of this file moves it."""
     values = [inner] if isinstance(inner, ast.Call) else [
         n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
         and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
@@ -180,8 +181,13 @@ def _built_here(inner, scope, ctx) -> bool:
         if not isinstance(value, ast.Call):
             return False
         name = (ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
-        if not name[:1].isupper():
-            return False  # a builder function: it may move the model
+        if isinstance(value.func, ast.Attribute) and not name[:1].isupper():
+            return False  # `self.train()`, `obj.build()`: an existing object, or one built elsewhere
+        builder = next((n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and isinstance(value.func, ast.Name) and n.name == value.func.id), None)
+        if builder is not None and any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda")
+                                       for n in ast.walk(builder)):
+            return False  # a builder of this file that moves the model
         info = ctx.classes.get(name)
         if info is not None and any(
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")

@@ -472,11 +472,13 @@ class ScriptFacts:
         the same or contradicting tests (`if n > 1: ...` twice, `RANK == -1` vs `RANK != -1`)?"""
         arms_a, arms_b = self._arms(a), self._arms(b)
         by_node = {id(n): arm for n, arm, _ in arms_a}
-        for n, arm, _ in arms_b:
-            if id(n) in by_node:
-                return by_node[id(n)] != arm
-        facts_a = [f for _, arm, test in arms_a if test is not None for f in _conditions(test, arm == "body")]
-        facts_b = [f for _, arm, test in arms_b if test is not None for f in _conditions(test, arm == "body")]
+        if any(id(n) in by_node and by_node[id(n)] != arm for n, arm, _ in arms_b):
+            return True
+        shared = {id(n) for n, _, _ in arms_b} & by_node.keys()  # enclosing both, on the same arm
+        facts_a = [f for n, arm, test in arms_a if test is not None and id(n) not in shared
+                   for f in _conditions(test, arm == "body")]
+        facts_b = [f for n, arm, test in arms_b if test is not None and id(n) not in shared
+                   for f in _conditions(test, arm == "body")]
         return any(_contradict(x, y) for x in facts_a for y in facts_b)
 
     # --- structure helpers ---------------------------------------------------------------
