@@ -4,20 +4,20 @@ Each file runs in its own child process (`python -m dpcheck.harness.child`) with
 limit, so a model that hangs, exits, crashes or leaks costs that file's result only.
 Every static finding in the file gets `confirmation = {status, backend, evidence}`:
 
-* `confirmed`: an observation of the run explains it (an exception at its line, a lost
-  attribute it names, a scalar output it predicted, ...);
+* `confirmed`: an observation of the run explains it: one at its line, or one of a kind its
+  rule confirms about its subject (``Rule.confirms``/``Rule.matches``);
 * `not-reproduced`: its line ran under DataParallel and nothing it predicts happened;
 * `not-run`: the harness could not run it (no example, constructor failed, timeout) or
   its line never executed, with the reason.
 
-Observations no static finding explains become dynamic findings (DP8xx).
+Observations no static finding explains become the findings of the dynamic rule that
+reports their kind (``Rule.reports``). This module knows no rule by code.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -25,12 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dpcheck.constants import CHILD_RESULT_MARKER
-from dpcheck.findings import Confirmation, Finding
-
-# Static codes whose hazard is a device placement error.
-_DEVICE_CODES = frozenset({"DP201", "DP202", "DP301", "DP302", "DP303", "DP106", "DP203"})
-_SCRIPT_CODES = ("DP7",)
-_NOT_EXERCISED = {"DP602": "BatchNorm statistics are informational; the harness runs in eval mode"}
+from dpcheck.findings import Confirmation, Finding, Observation
 
 
 def run_child(path: Path, backend: str, devices: int | None, timeout: float, examples: Path | None) -> dict:
@@ -90,6 +85,9 @@ def _status(status: str, backend: str, evidence: str) -> Confirmation:
 
 def attribute(static: list[Finding], result: dict, filename: str) -> list[Finding]:
     """Mark each static finding from the child's result, and add dynamic findings."""
+    from dpcheck.registry import all_rules
+
+    rules = {cls.code: cls() for cls in all_rules()}
     backend = result.get("backend", "none")
     devices = result.get("devices")
     label = f"{backend}" + (f", {devices} devices" if devices else "")
@@ -107,20 +105,19 @@ def attribute(static: list[Finding], result: dict, filename: str) -> list[Findin
     if not compared:
         reasons = "; ".join(dict.fromkeys(e for m in ran for e in m["report"]["errors"]))
         return [replace(f, confirmation=_status("not-run", label, reasons)) for f in static]
-    observations = [(o, m) for m in ran for o in m["report"]["observations"]]
-    failures = [(o, m) for m in ran for o in m["report"]["reference_failures"]]
+    observations = [(Observation.from_dict(o), m) for m in ran for o in m["report"]["observations"]]
+    failures = [Observation.from_dict(o) for m in ran for o in m["report"]["reference_failures"]]
     explained: set[int] = set()
     marked: list[Finding] = []
     for finding in static:
-        evidence = _match(finding, observations, failures, explained,
-                          finding.row in executed or _statement_ran(finding, executed))
-        if finding.code.startswith(_SCRIPT_CODES):
-            status = _status("not-run", label, "training-script rules are not exercised by the harness")
-        elif finding.code in _NOT_EXERCISED:
-            status = _status("not-run", label, _NOT_EXERCISED[finding.code])
+        rule = rules.get(finding.code)
+        line_ran = finding.row in executed or _statement_ran(finding, executed)
+        evidence = _match(rule, finding, observations, failures, explained, line_ran)
+        if rule is not None and rule.not_confirmable:
+            status = _status("not-run", label, rule.not_confirmable)
         elif evidence:
             status = _status("confirmed", label, evidence)
-        elif finding.row not in executed and not _statement_ran(finding, executed):
+        elif not line_ran:
             skipped = "".join(f"; {m['label']} was not run: {m['not_run']}" for m in result["models"]
                               if "not_run" in m)
             status = _status("not-run", label, f"line {finding.row} did not run in the example "
@@ -129,7 +126,7 @@ def attribute(static: list[Finding], result: dict, filename: str) -> list[Findin
             status = _status("not-reproduced", label, "the line ran under DataParallel and the run matched "
                              f"the single-device run (batches {ran[0]['report']['batches']})")
         marked.append(replace(finding, confirmation=status))
-    marked.extend(_dynamic(observations, explained, filename, label))
+    marked.extend(_dynamic(rules, observations, explained, filename, label))
     return marked
 
 
@@ -137,54 +134,45 @@ def _statement_ran(finding: Finding, executed: set[int]) -> bool:
     return any(finding.row <= line <= finding.end_row for line in executed)
 
 
-_ATTR = re.compile(r"`self\.(\w+)")
+def _at_line(finding: Finding, observation: Observation) -> bool:
+    return observation.line is not None and finding.row <= observation.line <= finding.end_row
 
 
-def _match(finding: Finding, observations, failures, explained: set[int], ran: bool) -> str | None:
-    """Evidence for ``finding``: an observation at its line, or (when its line ran) one of the
-    kind it predicts: its rule code, the attribute it names, a device error for device rules."""
-    attrs = set(_ATTR.findall(finding.message))
+def _match(rule, finding: Finding, observations, failures, explained: set[int], ran: bool) -> str | None:
+    """Evidence for ``finding``: the observations its rule accepts (any at its lines when the
+    code has no rule). Single-device failures are evidence too, but never dynamic findings."""
+    def accepts(obs: Observation) -> bool:
+        return rule.matches(finding, obs, ran) if rule is not None else _at_line(finding, obs)
+
     hits = []
     for index, (obs, _model) in enumerate(observations):
-        line_hit = obs.get("line") is not None and finding.row <= obs["line"] <= finding.end_row
-        code_hit = finding.code in obs.get("codes", [])
-        attr_hit = obs.get("attr") is not None and obs["attr"] in attrs
-        device_hit = finding.code in _DEVICE_CODES and "same device" in obs["evidence"]
-        if line_hit or (ran and ((code_hit and (obs.get("attr") is None or attr_hit)) or device_hit)):
-            hits.append(obs["evidence"])
+        if accepts(obs):
+            hits.append(obs.evidence)
             explained.add(index)
-    for obs, _model in failures:
-        line_hit = obs.get("line") is not None and finding.row <= obs["line"] <= finding.end_row
-        device_hit = finding.code in _DEVICE_CODES and "same device" in obs["evidence"]
-        if line_hit or (ran and device_hit):
-            hits.append(obs["evidence"])
+    hits += [obs.evidence for obs in failures if accepts(obs)]
     if not hits:
         return None
     unique = list(dict.fromkeys(hits))
     return unique[0] + (f" (and {len(unique) - 1} more)" if len(unique) > 1 else "")
 
 
-def _dynamic(observations, explained: set[int], filename: str, label: str) -> list[Finding]:
-    from dpcheck.registry import rules_by_code
-
-    rules = rules_by_code()
+def _dynamic(rules, observations, explained: set[int], filename: str, label: str) -> list[Finding]:
+    """Findings of the dynamic rules for the observations no static finding explained."""
+    dynamic = [rule for rule in rules.values() if rule.kind == "dynamic"]
+    reporter = {index: next((r for r in dynamic if r.reports_observation(obs)), None)
+                for index, (obs, _model) in enumerate(observations) if index not in explained}
+    # A root cause (an argument split the wrong way) explains the differences it brings.
+    superseded = {code for r in reporter.values() if r is not None for code in r.supersedes}
     out, seen = [], set()
-    # A scattered argument (DP803-DP806) is the root cause of the output differences it brings.
-    root_causes = {o.get("dynamic") for i, (o, _) in enumerate(observations) if i not in explained} & {
-        "DP803", "DP804", "DP805", "DP806"}
-    if root_causes:
-        explained = explained | {i for i, (o, _) in enumerate(observations) if o.get("dynamic") in ("DP801", "DP802")}
-    for index, (obs, model) in enumerate(observations):
-        code = obs.get("dynamic")
-        if index in explained or not code or code not in rules:
-            continue
-        if code in seen:
+    for index, rule in reporter.items():
+        if rule is None or rule.code in superseded or rule.code in seen:
             continue  # one finding per dynamic rule and file: the first batch's evidence
-        seen.add(code)
-        row = obs.get("line") or 1
-        out.append(Finding(code, f"{rules[code].summary}: {obs['evidence']}", rules[code].severity.value,
+        seen.add(rule.code)
+        obs, model = observations[index]
+        row = obs.line or 1
+        out.append(Finding(rule.code, f"{rule.summary}: {obs.evidence}", rule.severity.value,
                            filename, row, 1, row, 1, _line(filename, row), None, row, (),
-                           _status("confirmed", label, f"{obs['evidence']} (model: {model['label']}, "
+                           _status("confirmed", label, f"{obs.evidence} (model: {model['label']}, "
                                    f"inputs: {model['inputs']})")))
     return out
 

@@ -208,6 +208,47 @@ class Finding:
                    Subject.from_dict(data.get("subject")), None if cell is None else int(cell))
 
 
+class ObservationKind(str, enum.Enum):
+    """The mechanisms the harness watches for, rule-agnostic: what differed between the
+    single-device run and the DataParallel run, never which rule explains it (rules declare
+    that themselves, see :attr:`dpcheck.rule.Rule.confirms`)."""
+
+    # Module state after one forward (``attr`` names the attribute).
+    STATE_LOST_ON_REPLICA = "state-lost-on-replica"  # a replica wrote it; the original never saw the write
+    STATE_MUTATED_PER_REPLICA = "state-mutated-per-replica"  # a shared container changed once per replica
+    STATE_DIFFERS = "state-differs"  # any other difference in an attribute or buffer
+    SUBMODULES_NOT_KEPT = "submodules-not-kept"  # submodules added in forward did not reach the model
+    # The gathered output (``output_path`` names the leaf).
+    OUTPUT_STRUCTURE_DIFFERS = "output-structure-differs"
+    SCALAR_OUTPUT_GATHERED = "scalar-output-gathered"  # a 0-dim tensor came back as one value per replica
+    SCALAR_OUTPUT_SHAPE_DIFFERS = "scalar-output-shape-differs"  # a 0-dim tensor came back in another shape
+    OUTPUT_SHAPE_DIFFERS = "output-shape-differs"  # a tensor of rank >= 1 came back in another shape
+    OUTPUT_VALUE_DIFFERS = "output-value-differs"  # a non-tensor leaf differs
+    VALUES_DIFFER = "values-differ"  # a floating-point tensor leaf differs beyond tolerance
+    INTEGER_VALUES_DIFFER = "integer-values-differ"
+    GRADS_DIFFER = "grads-differ"
+    # The DataParallel step raised (``line``: the model file's last line in the traceback).
+    # details: "exception" (the exception's type name; every raised observation has it),
+    # "first_batch_ran" (the first batch size, when it ran and this other batch size failed),
+    # "mentions_packed_sequence" (True when the error is about a PackedSequence).
+    DEVICE_MISMATCH = "device-mismatch"  # tensors on different devices met
+    EXCEPTION_AT_LINE = "exception-at-line"
+    GATHER_FAILED = "gather-failed"  # the outputs could not be gathered (no model line)
+    KEYWORD_CHUNK_MISMATCH = "keyword-chunk-mismatch"  # keyword and positional arguments split differently
+    # The scattered arguments (``argument`` names the argument).
+    ARGUMENT_NOT_BATCH_SPLIT = "argument-not-batch-split"  # a tensor whose dim 0 is not the batch was split
+    ARGUMENT_ZERO_DIM = "argument-zero-dim"  # a 0-dim tensor cannot be scattered
+    ARGUMENT_LIST_SPLIT_PER_ELEMENT = "argument-list-split-per-element"  # a list of tensors: each one split
+    ARGUMENT_PACKED_SEQUENCE_SPLIT = "argument-packed-sequence-split"  # its fields split independently
+    ARGUMENT_NOT_SPLIT = "argument-not-split"  # a non-tensor passed whole to every replica
+    # Cost.
+    MEMORY_IMBALANCE = "memory-imbalance"
+    # The single-device reference run itself failed (kept apart from the observations: it is
+    # evidence at its line, never a DataParallel difference).
+    REFERENCE_FAILED = "reference-failed"
+
+
+
 @dataclass(frozen=True)
 class Observation:
     """One thing the harness saw differ between the single-device and DataParallel runs.
@@ -220,13 +261,18 @@ class Observation:
     kind: str
     evidence: str
     line: int | None = None  # a line of the model file, when the observation has one
-    attr: str | None = None  # `<submodule path>.<attr>` for state observations: the attribute's name
+    attr: str | None = None  # state observations: the attribute's own name (details["path"]: its full path)
     output_path: str | None = None
     argument: str | None = None
     batch: int | None = None
     model: str | None = None  # the example's label (a class name or dpcheck_example)
     class_name: str | None = None  # the class whose code the observation is about, when known
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def raised(self) -> bool:
+        """The observation is an exception (its type is ``details["exception"]``)."""
+        return bool(self.details.get("exception"))
 
     def to_dict(self) -> dict:
         data = {k: v for k, v in self.__dict__.items() if v is not None and k != "details"}

@@ -13,12 +13,15 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
-from dpcheck.findings import Applicability, Finding, Fix, RuleInfo, Severity, Subject
+from dpcheck.findings import Applicability, Finding, Fix, Observation, RuleInfo, Severity, Subject
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
     from dpcheck.analysis.model_class import ModelClass
     from dpcheck.fixes.cst import FixEditor
+
+# `not_confirmable` of the rules that check training scripts: the harness runs models, not scripts.
+TRAINING_SCRIPT = "training-script rules are not exercised by the harness"
 
 REPO_URL = "https://github.com/dpcheck/dpcheck"
 # Each rule's documentation is its module's docstring; the link points at that file.
@@ -51,6 +54,35 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     # "static" rules check source; "dynamic" ones are only reported by the harness.
     kind: ClassVar[str] = "static"
+
+    # --confirm. A static rule names the observation kinds (dpcheck.findings.ObservationKind)
+    # that confirm its findings once the finding's line ran under DataParallel; `matches`
+    # decides for one finding and one observation.
+    confirms: ClassVar[frozenset[str]] = frozenset()
+    # Why --confirm cannot tell anything about this rule's findings ("" when it can).
+    not_confirmable: ClassVar[str] = ""
+    # A dynamic rule names the observation kinds it reports when no static finding explains
+    # them (`reports_observation` decides for one observation) ...
+    reports: ClassVar[frozenset[str]] = frozenset()
+    # ... and the dynamic codes whose observations are consequences of its own, so they are
+    # not reported next to it (a badly scattered argument explains the outputs that differ).
+    supersedes: ClassVar[frozenset[str]] = frozenset()
+
+    def matches(self, finding: Finding, observation: Observation, ran: bool) -> bool:
+        """Is ``observation`` evidence for ``finding``? ``ran``: the finding's line ran under
+        DataParallel. Default: the observation happened at the finding's lines, or it is of a
+        kind this rule confirms, the line ran, and it is about the finding's subject."""
+        if observation.line is not None and finding.row <= observation.line <= finding.end_row:
+            return True
+        return ran and observation.kind in self.confirms and self.matches_subject(finding, observation)
+
+    def matches_subject(self, finding: Finding, observation: Observation) -> bool:
+        """An observation about an attribute is evidence only for a finding about that attribute."""
+        return observation.attr is None or observation.attr == finding.subject.attr
+
+    def reports_observation(self, observation: Observation) -> bool:
+        """Dynamic rules: does this rule report ``observation`` (when nothing static explains it)?"""
+        return observation.kind in self.reports
 
     def check_class(self, model: "ModelClass") -> Iterable[Violation]:
         """Findings in one nn.Module subclass (forward-reachable code and its facts)."""

@@ -32,7 +32,8 @@ from dpcheck.analysis.dataflow import (
     reads_before_write,
     under_lazy_guard,
 )
-from dpcheck.findings import Severity
+from dpcheck.findings import ObservationKind as K
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 
@@ -40,6 +41,7 @@ class AttributeAssignedInForward(Rule):
     code = "DP101"
     name = "attribute-assigned-in-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER})
     summary = "Attribute assigned on `self` during forward is lost on DataParallel replicas"
     fix_hint = "Return the value from forward, or keep it in a buffer updated in place"
     bad_example = """
@@ -81,10 +83,11 @@ class AttributeAssignedInForward(Rule):
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
                                              "lost: DataParallel runs forward on a replica whose "
                                              "attributes are discarded after the call",
-                                             fix=_counter_fix(model, fn, node, name))
+                                             fix=_counter_fix(model, fn, node, name),
+                                             subject=Subject(attr=name))
                     else:
                         yield self.violation(target, _WARNINGS[kind].format(name=name, where=where),
-                                             severity=Severity.WARNING)
+                                             severity=Severity.WARNING, subject=Subject(attr=name))
 
     def fix(self, finding, editor):
         import libcst as cst

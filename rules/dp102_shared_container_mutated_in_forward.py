@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.findings import Severity
+from dpcheck.findings import ObservationKind as K
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 # Methods that exist only on containers (lists, deques): safe to flag even when we
@@ -36,6 +37,7 @@ class SharedContainerMutatedInForward(Rule):
     code = "DP102"
     name = "shared-container-mutated-in-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER})
     summary = "A list, dict or set on `self` is mutated in forward by every replica thread at once"
     fix_hint = "Return the data from forward and collect it outside the model"
     bad_example = """
@@ -114,11 +116,11 @@ class SharedContainerMutatedInForward(Rule):
                         yield self.violation(target, f"Cache `self.{name}[...]` {verb} a dict shared by "
                                              "every DataParallel replica thread: entries written by "
                                              "one replica (on its GPU) are read by the others; key "
-                                             "it by device", severity=Severity.WARNING)
+                                             "it by device", severity=Severity.WARNING, subject=Subject(attr=name))
                         continue
                     yield self.violation(target, f"`self.{name}[...]` {verb} a container shared by "
                                          "every DataParallel replica thread: the last replica to "
-                                         "write wins, holding only its slice of the batch")
+                                         "write wins, holding only its slice of the batch", subject=Subject(attr=name))
 
 
 def _keyed_by_device(fn, key) -> bool:

@@ -31,7 +31,8 @@ from dpcheck.analysis.dataflow import (
     reads_before_write,
     under_lazy_guard,
 )
-from dpcheck.findings import Severity
+from dpcheck.findings import ObservationKind as K
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 _IN_PLACE = lambda name: name.endswith("_") and not name.startswith("_") and name not in ("requires_grad_",)
@@ -41,6 +42,7 @@ class BufferUpdatedInForward(Rule):
     code = "DP103"
     name = "buffer-updated-in-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "A buffer reassigned in forward is lost; an in-place update keeps only replica 0's chunk"
     fix_hint = "Update buffers in place from whole-batch statistics, outside forward if possible"
     bad_example = """
@@ -117,7 +119,7 @@ class BufferUpdatedInForward(Rule):
     def _in_place(self, node, name):
         return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "
                               "under DataParallel only replica 0's update (its chunk of the batch) "
-                              "is kept", severity=Severity.WARNING)
+                              "is kept", severity=Severity.WARNING, subject=Subject(attr=name))
 
 
 def _root_call_receiver(node):

@@ -21,8 +21,10 @@ the pieces in device order after the call.
 from __future__ import annotations
 
 import ast
+import re
 
-from dpcheck.findings import Severity
+from dpcheck.findings import ObservationKind as K
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault", "__setitem__"})
@@ -32,6 +34,7 @@ class HookWritesSharedState(Rule):
     code = "DP104"
     name = "hook-writes-shared-state"
     severity = Severity.ERROR
+    confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS})
     summary = "A hook that writes shared state runs once per replica: the last replica's chunk wins"
     fix_hint = "Return the features from forward, or key the store by output.device and concatenate"
     bad_example = """
@@ -132,7 +135,14 @@ class HookWritesSharedState(Rule):
 
     def _finding(self, node, what):
         return self.violation(node, f"Hook writes `{what}`: under DataParallel it runs once per replica "
-                              "thread and the last writer wins, keeping one replica's chunk of the batch")
+                              "thread and the last writer wins, keeping one replica's chunk of the batch",
+                              subject=Subject(attr=_self_attr(what)))
+
+
+def _self_attr(written: str) -> str | None:
+    """`self.counts[...]` -> `counts`: the module attribute a hook writes, when it writes one."""
+    match = re.match(r"self\.(\w+)", written)
+    return match.group(1) if match else None
 
 
 def _root_name(node):

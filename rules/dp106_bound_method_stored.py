@@ -25,6 +25,7 @@ import ast
 
 from dpcheck.analysis.dataflow import behind_non_default_option
 from dpcheck.analysis.outputs import parameter_free
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -33,6 +34,7 @@ class BoundMethodStored(Rule):
     code = "DP106"
     name = "bound-method-stored"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A bound method or compiled callable stored on self makes every replica call the original"
     fix_hint = "Store a name and dispatch with getattr(self, name), or call the submodule directly"
     bad_example = """

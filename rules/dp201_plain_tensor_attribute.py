@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.findings import Applicability, Severity
+from dpcheck.findings import Applicability, Severity, Subject
+from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
 
 
@@ -30,6 +31,7 @@ class PlainTensorAttribute(Rule):
     code = "DP201"
     name = "plain-tensor-attribute"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A tensor on `self` that is not a buffer or Parameter is not moved or replicated"
     fix_hint = "Use self.register_buffer(name, tensor, persistent=False) instead of a plain attribute"
     bad_example = """
@@ -82,7 +84,8 @@ class PlainTensorAttribute(Rule):
                                              Applicability.SAFE if safe else Applicability.UNSAFE)
                     yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
                                          "forward: `.to()` does not move it and DataParallel "
-                                         "replicas share the original's copy on one device", fix=fix)
+                                         "replicas share the original's copy on one device", fix=fix,
+                                         subject=Subject(attr=name))
                     break
 
     def fix(self, finding, editor):

@@ -25,7 +25,8 @@ import ast
 
 from dpcheck.analysis.outputs import parameter_free
 from dpcheck.analysis.torch_api import is_torch_nn_class
-from dpcheck.findings import Applicability, Severity
+from dpcheck.findings import Applicability, Severity, Subject
+from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
 
 
@@ -33,6 +34,7 @@ class UnregisteredSubmodules(Rule):
     code = "DP202"
     name = "unregistered-submodules"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "Modules or Parameters in a plain list/tuple/dict are not registered, moved or replicated"
     fix_hint = "Wrap the container in nn.ModuleList / nn.ModuleDict / nn.ParameterList / nn.ParameterDict"
     bad_example = """
@@ -80,7 +82,8 @@ class UnregisteredSubmodules(Rule):
             yield self.violation(target, f"`self.{name}` holds {what} in a plain Python container: "
                                  "they are not registered, so `.to()`, `parameters()`, `state_dict()` "
                                  f"and DataParallel replication all miss them (use {container})",
-                                 requires=requires, fix=_registering_fix(model, fn, target, value, what))
+                                 requires=requires, fix=_registering_fix(model, fn, target, value, what),
+                                 subject=Subject(attr=name))
 
     def fix(self, finding, editor):
         import libcst as cst

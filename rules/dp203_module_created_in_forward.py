@@ -22,7 +22,8 @@ import ast
 
 from dpcheck.analysis.dataflow import under_lazy_guard
 from dpcheck.analysis.outputs import parameter_free
-from dpcheck.findings import Severity
+from dpcheck.findings import ObservationKind as K
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 
@@ -30,6 +31,7 @@ class ModuleCreatedInForward(Rule):
     code = "DP203"
     name = "module-created-in-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.SUBMODULES_NOT_KEPT, K.STATE_LOST_ON_REPLICA, K.DEVICE_MISMATCH, K.VALUES_DIFFER})
     summary = "A module or Parameter created in forward and kept on self never reaches the original model"
     fix_hint = "Create submodules in __init__ (nn.Lazy* modules cover sizes known only at the first call)"
     bad_example = """
@@ -61,7 +63,7 @@ class ModuleCreatedInForward(Rule):
                     for target in node.targets:
                         name = fn.self_attr(target)
                         if name is not None:
-                            yield from self._report(model, target, f"self.{name}", node.value, fn)
+                            yield from self._report(model, target, f"self.{name}", node.value, fn, name)
                     continue
                 func = node.func
                 if not isinstance(func, ast.Attribute):
@@ -71,9 +73,10 @@ class ModuleCreatedInForward(Rule):
                     yield from self._report(model, node, f"self.{func.attr}(...)", node.args[1])
                 elif func.attr in ("append", "extend", "insert", "__setitem__") and node.args \
                         and fn.self_attr(func.value) is not None:
-                    yield from self._report(model, node, ast.unparse(func.value), node.args[-1])
+                    yield from self._report(model, node, ast.unparse(func.value), node.args[-1],
+                                            attr=fn.self_attr(func.value))
 
-    def _report(self, model, node, where, value, fn=None):
+    def _report(self, model, node, where, value, fn=None, attr=None):
         kind, _, requires = model.classify(value)
         if kind not in ("module", "parameter", "maybe_module"):
             return
@@ -82,7 +85,8 @@ class ModuleCreatedInForward(Rule):
         if kind == "module" and name and parameter_free(name) and fn is not None and under_lazy_guard(fn, node):
             yield self.violation(node, f"A weightless {name.rsplit('.', 1)[-1]} built lazily in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
-                                 "every call (a speed cost only)", severity=Severity.WARNING)
+                                 "every call (a speed cost only)", severity=Severity.WARNING,
+                                 subject=Subject(attr=attr))
             return
         if kind == "parameter" and _frozen(fn, where, value):
             yield self.violation(node, f"A frozen Parameter (requires_grad=False) built in forward is kept on "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -29,6 +30,7 @@ class AutogradInForward(Rule):
     code = "DP205"
     name = "autograd-in-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.GRADS_DIFFER})
     summary = "backward(), zero_grad() or autograd.grad on parameters inside forward breaks on replicas"
     fix_hint = "Compute gradients and penalties in the training loop, on the gathered output"
     bad_example = """

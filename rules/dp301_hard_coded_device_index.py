@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.devices import is_int_constant, pinned_device, placement_arguments
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -32,6 +33,7 @@ class HardCodedDeviceIndex(Rule):
     code = "DP301"
     name = "hard-coded-device-index"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A fixed GPU index in forward puts tensors on the wrong device for every other replica"
     fix_hint = "Use the input's device (device=x.device, x.new_zeros, torch.zeros_like)"
     bad_example = """

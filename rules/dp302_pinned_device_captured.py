@@ -29,6 +29,7 @@ from dpcheck.analysis.devices import (
     pinned_device,
     placement_arguments,
 )
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -37,6 +38,7 @@ class PinnedDeviceCaptured(Rule):
     code = "DP302"
     name = "pinned-device-captured"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A device captured outside forward (an index, or the parameters' device) pins every replica"
     fix_hint = "Use x.device inside forward instead of a stored device"
     bad_example = """

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -39,6 +40,7 @@ class TensorCreatedWithoutDevice(Rule):
     code = "DP303"
     name = "tensor-created-without-device"
     severity = Severity.ERROR
+    confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A tensor factory without device= in forward makes a CPU tensor that meets GPU inputs"
     fix_hint = "Pass device=x.device, or use x.new_zeros / torch.zeros_like"
     bad_example = """

@@ -23,6 +23,7 @@ gathered vector in the training loop (`loss = loss.mean()`).
 from __future__ import annotations
 
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves, scalar_reason
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -31,6 +32,7 @@ class ScalarReturnedFromForward(Rule):
     code = "DP401"
     name = "scalar-returned-from-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.GRADS_DIFFER})
     summary = "A 0-dim tensor returned from forward is gathered into a vector with one value per GPU"
     fix_hint = "Return per-sample values (reduction='none') or reduce the gathered output outside the model"
     bad_example = """

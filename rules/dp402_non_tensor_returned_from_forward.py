@@ -17,7 +17,8 @@ numbers after the forward pass.
 
 from __future__ import annotations
 
-from dpcheck.analysis.outputs import gathered_class, optional_severity, non_tensor_reason, returned_leaves
+from dpcheck.analysis.outputs import gathered_class, non_tensor_reason, optional_severity, returned_leaves
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -26,6 +27,7 @@ class NonTensorReturnedFromForward(Rule):
     code = "DP402"
     name = "non-tensor-returned-from-forward"
     severity = Severity.ERROR
+    confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.OUTPUT_VALUE_DIFFERS, K.GATHER_FAILED})
     summary = "Python numbers, strings or dataclasses returned from forward break DataParallel's gather"
     fix_hint = "Return tensors (or tuples/dicts of tensors); convert to Python values after forward"
     bad_example = """

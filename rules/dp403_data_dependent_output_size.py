@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -31,6 +32,8 @@ class DataDependentOutputSize(Rule):
     code = "DP403"
     name = "data-dependent-output-size"
     severity = Severity.ERROR
+    confirms = frozenset({
+        K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "unique/nonzero/masked_select/boolean-mask results returned from forward gather wrongly"
     fix_hint = "Return dense tensors or masks and compute unique/nonzero after the forward pass"
     bad_example = """

@@ -23,6 +23,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -33,6 +34,7 @@ class OutputNotBatchMajor(Rule):
     code = "DP404"
     name = "output-not-batch-major"
     severity = Severity.ERROR
+    confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "An output whose dim 0 is not the batch is concatenated along the wrong axis by gather"
     fix_hint = "Return batch-first tensors (stack on dim=1, transpose h_n); read parameters off the model"
     bad_example = """

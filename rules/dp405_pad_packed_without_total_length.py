@@ -22,6 +22,7 @@ import ast
 
 from dpcheck.analysis.dataflow import keyword
 from dpcheck.findings import Applicability, Severity
+from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
 
 _FUNCTION = ("torch.nn.utils.rnn.pad_packed_sequence",)
@@ -31,6 +32,7 @@ class PadPackedWithoutTotalLength(Rule):
     code = "DP405"
     name = "pad-packed-without-total-length"
     severity = Severity.ERROR
+    confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED})
     summary = "pad_packed_sequence without total_length pads each replica to its own length"
     fix_hint = "Pass total_length=padded_input.size(1) (the full padded length)"
     bad_example = """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -27,6 +28,7 @@ class CpuOutput(Rule):
     code = "DP406"
     name = "cpu-output"
     severity = Severity.ERROR
+    confirms = frozenset({K.GATHER_FAILED})
     summary = "CPU tensors or numpy arrays returned from forward cannot be gathered"
     fix_hint = "Return GPU tensors; call .cpu()/.numpy() on the gathered output"
     bad_example = """

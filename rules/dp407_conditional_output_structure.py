@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -30,6 +31,7 @@ class ConditionalOutputStructure(Rule):
     code = "DP407"
     name = "conditional-output-structure"
     severity = Severity.ERROR
+    confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.GATHER_FAILED})
     summary = "Output keys or items added under a data-dependent condition differ between replicas"
     fix_hint = "Always return every key/item, using zero tensors when the condition does not hold"
     bad_example = """

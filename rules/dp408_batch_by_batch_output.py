@@ -24,6 +24,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, pairwise_over_batch
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -36,6 +37,7 @@ class BatchByBatchOutput(Rule):
     code = "DP408"
     name = "batch-by-batch-output"
     severity = Severity.ERROR
+    confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED})
     summary = "A (B, B) similarity matrix returned from forward is gathered as (B, B/N) blocks"
     fix_hint = "Return the embeddings and compute the similarity matrix after the DataParallel call"
     bad_example = """

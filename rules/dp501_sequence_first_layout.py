@@ -26,6 +26,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword, parameters_of
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -38,6 +39,7 @@ class SequenceFirstLayout(Rule):
     code = "DP501"
     name = "sequence-first-layout"
     severity = Severity.ERROR
+    confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.OUTPUT_SHAPE_DIFFERS, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "A sequence-first RNN/Transformer on forward inputs: DataParallel splits time, not batch"
     fix_hint = "Use batch_first=True (and (B, T, F) inputs), or DataParallel(model, dim=1) consistently"
     bad_example = """

@@ -21,6 +21,7 @@ import ast
 
 from dpcheck.analysis.dataflow import parameters_of, rnn_kind
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -31,6 +32,7 @@ class HiddenStateArgument(Rule):
     code = "DP502"
     name = "hidden-state-argument"
     severity = Severity.ERROR
+    confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.VALUES_DIFFER})
     summary = "An RNN hidden state (layers, B, H) passed into forward is split along layers"
     fix_hint = "Build the initial state inside forward, or pass it batch-first and transpose inside"
     bad_example = """
@@ -69,6 +71,11 @@ class HiddenStateArgument(Rule):
                 if isinstance(sub, ast.Name) and sub.id in params and not _rebound_before(fn, sub.id, call.lineno):
                     yield self.violation(sub, f"forward argument `{sub.id}` is an RNN hidden state shaped "
                                          "(layers, B, H): DataParallel splits it along layers, not batch")
+
+    def matches(self, finding, observation, ran):
+        # Keyword and positional arguments chunked differently made the replica's call fail.
+        return super().matches(finding, observation, ran) or (
+            ran and observation.kind == K.KEYWORD_CHUNK_MISMATCH and observation.raised)
 
 
 def _rebound_before(fn, name, line) -> bool:

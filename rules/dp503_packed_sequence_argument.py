@@ -20,6 +20,7 @@ import ast
 
 from dpcheck.analysis.dataflow import parameters_of
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -28,6 +29,7 @@ class PackedSequenceArgument(Rule):
     code = "DP503"
     name = "packed-sequence-argument"
     severity = Severity.ERROR
+    confirms = frozenset({K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.ARGUMENT_PACKED_SEQUENCE_SPLIT})
     summary = "A PackedSequence passed to forward has its fields scattered independently"
     fix_hint = "Pass padded tensors plus lengths and pack inside forward"
     bad_example = """
@@ -80,3 +82,8 @@ class PackedSequenceArgument(Rule):
         name = getattr(node, "arg", None) or getattr(node, "id", "?")
         return self.violation(node, f"forward receives `{name}` as a PackedSequence: DataParallel scatters "
                               "its data, batch_sizes and sorted_indices fields independently")
+
+    def matches(self, finding, observation, ran):
+        # The DataParallel step failed on a PackedSequence.
+        return super().matches(finding, observation, ran) or (
+            ran and observation.raised and bool(observation.details.get("mentions_packed_sequence")))

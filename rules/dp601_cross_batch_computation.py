@@ -24,6 +24,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -37,6 +38,7 @@ class CrossBatchComputation(Rule):
     code = "DP601"
     name = "cross-batch-computation"
     severity = Severity.ERROR
+    confirms = frozenset({K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "Batch-wide statistics or in-batch similarities in forward see only one replica's slice"
     fix_hint = "Return embeddings and compute batch-wide terms after DataParallel's gather"
     bad_example = """

@@ -32,6 +32,7 @@ class BatchNormStatisticsPerReplica(Rule):
     code = "DP602"
     name = "batchnorm-statistics-per-replica"
     severity = Severity.INFO
+    not_confirmable = "BatchNorm statistics are informational; the harness runs in eval mode"
     summary = "BatchNorm under DataParallel uses per-replica statistics; SyncBatchNorm is silently inert"
     fix_hint = "Use larger per-GPU batches or GroupNorm, or DistributedDataParallel with SyncBatchNorm"
     bad_example = """

@@ -20,6 +20,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword
 from dpcheck.findings import Applicability, Severity
+from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
 
 
@@ -27,6 +28,7 @@ class SqueezeWithoutDim(Rule):
     code = "DP603"
     name = "squeeze-without-dim"
     severity = Severity.WARNING
+    confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED})
     summary = "squeeze() without a dim drops the batch dim of a one-sample replica chunk"
     fix_hint = "Pass the dimension to squeeze: x.squeeze(-1)"
     bad_example = """
@@ -73,6 +75,11 @@ class SqueezeWithoutDim(Rule):
         call = editor.node
         if isinstance(call, cst.Call) and not call.args:
             editor.replace(call, call.with_changes(args=[cst.Arg(cst.parse_expression("-1"))]))
+
+    def matches(self, finding, observation, ran):
+        # The run failed only at a batch size other than the first (a chunk of one sample).
+        return super().matches(finding, observation, ran) or (
+            ran and observation.raised and "first_batch_ran" in observation.details)
 
 
 _RESHAPED = frozenset({"reshape", "view", "item", "tolist"})

@@ -26,7 +26,7 @@ import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Applicability, Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import Rule, TRAINING_SCRIPT
 
 # The public API of nn.DataParallel and nn.Module: fine to reach through the wrapper.
 MODULE_API = frozenset({
@@ -48,6 +48,7 @@ class WrapperAttributeAccess(Rule):
     code = "DP701"
     name = "wrapper-attribute-access"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "Custom attributes are not on the DataParallel wrapper; model.module.method() runs on one GPU"
     fix_hint = "Use model.module.<attr> for attributes; keep parallel work in forward"
     bad_example = """

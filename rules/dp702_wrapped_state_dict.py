@@ -26,13 +26,14 @@ import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Applicability, Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import Rule, TRAINING_SCRIPT
 
 
 class WrappedStateDict(Rule):
     code = "DP702"
     name = "wrapped-state-dict"
     severity = Severity.WARNING
+    not_confirmable = TRAINING_SCRIPT
     summary = "state_dict() of the DataParallel wrapper has `module.` prefixes that plain models reject"
     fix_hint = "Save and load model.module.state_dict() instead"
     bad_example = """

@@ -20,13 +20,14 @@ import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 
 class UnreducedLossBackward(Rule):
     code = "DP703"
     name = "unreduced-loss-backward"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "backward() on a DataParallel output: per-GPU losses are a vector, not a scalar"
     fix_hint = "Reduce the gathered loss first: loss = model(x, y).mean()"
     bad_example = """

@@ -25,7 +25,7 @@ import re
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 _INDEX = re.compile(r"^cuda:(\d+)$")
 
@@ -34,6 +34,7 @@ class ModelNotOnFirstDevice(Rule):
     code = "DP704"
     name = "model-not-on-first-device"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "The wrapped model must live on device_ids[0] when DataParallel runs"
     fix_hint = "Move the model to f'cuda:{device_ids[0]}' before calling the wrapper"
     bad_example = """

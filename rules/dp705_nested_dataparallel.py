@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 
 class NestedDataParallel(Rule):
     code = "DP705"
     name = "nested-dataparallel"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "DataParallel inside DataParallel replicates twice and prefixes keys with module.module."
     fix_hint = "Wrap once; test isinstance(model, nn.DataParallel) before wrapping"
     bad_example = """

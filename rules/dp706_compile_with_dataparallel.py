@@ -27,13 +27,14 @@ import ast
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 
 class CompileWithDataParallel(Rule):
     code = "DP706"
     name = "compile-with-dataparallel"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "torch.compile and nn.DataParallel do not combine: errors or no compilation"
     fix_hint = "Use DistributedDataParallel with torch.compile, or drop one of them"
     bad_example = """

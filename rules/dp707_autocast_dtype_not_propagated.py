@@ -23,7 +23,7 @@ import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 _AUTOCAST = ("torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast_mode.autocast")
 
@@ -32,6 +32,7 @@ class AutocastDtypeNotPropagated(Rule):
     code = "DP707"
     name = "autocast-dtype-not-propagated"
     severity = Severity.ERROR
+    not_confirmable = TRAINING_SCRIPT
     summary = "Replicas ignore the autocast dtype (bfloat16 becomes float16) in DataParallel threads"
     fix_hint = "Enter torch.autocast with the dtype inside the model's forward"
     bad_example = """

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
-from dpcheck.rule import Rule
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 
 class PreferDistributedDataParallel(Rule):
     code = "DP708"
     name = "prefer-distributed-data-parallel"
     severity = Severity.INFO
+    not_confirmable = TRAINING_SCRIPT
     default_enabled = False
     summary = "PyTorch recommends DistributedDataParallel over nn.DataParallel"
     fix_hint = "Use DistributedDataParallel (one process per GPU, launched with torchrun)"

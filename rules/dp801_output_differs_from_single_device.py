@@ -19,6 +19,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -27,6 +28,12 @@ class OutputDiffersFromSingleDevice(Rule):
     code = "DP801"
     name = "output-differs-from-single-device"
     severity = Severity.ERROR
+    reports = frozenset({
+        K.EXCEPTION_AT_LINE, K.DEVICE_MISMATCH, K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER,
+        K.STATE_LOST_ON_REPLICA, K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS, K.SUBMODULES_NOT_KEPT})
     kind = "dynamic"
     summary = "The DataParallel run differs from the single-device run (values, state or an error)"
     fix_hint = "Compare the evidence with the static findings' fixes; return values instead of storing them"
+
+    def reports_observation(self, observation):
+        return super().reports_observation(observation) and "first_batch_ran" not in observation.details

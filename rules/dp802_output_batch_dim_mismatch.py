@@ -17,6 +17,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -25,6 +26,9 @@ class OutputBatchDimMismatch(Rule):
     code = "DP802"
     name = "output-batch-dim-mismatch"
     severity = Severity.ERROR
+    reports = frozenset({
+        K.GATHER_FAILED, K.OUTPUT_STRUCTURE_DIFFERS, K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS,
+        K.OUTPUT_SHAPE_DIFFERS, K.OUTPUT_VALUE_DIFFERS})
     kind = "dynamic"
     summary = "The gathered output's shape or structure differs from the single-device output"
     fix_hint = "Return batch-first tensors with the same structure on every replica"

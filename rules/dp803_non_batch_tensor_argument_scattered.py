@@ -18,6 +18,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -26,6 +27,9 @@ class NonBatchTensorArgumentScattered(Rule):
     code = "DP803"
     name = "non-batch-tensor-argument-scattered"
     severity = Severity.ERROR
+    reports = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.ARGUMENT_ZERO_DIM})
+    # A badly scattered argument explains the outputs, state and gradients that differ after it.
+    supersedes = frozenset({"DP801", "DP802"})
     kind = "dynamic"
     summary = "A tensor argument whose dim 0 is not the batch is split across replicas anyway"
     fix_hint = "Register constant tensors as buffers, or expand them to the batch size"

@@ -17,6 +17,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -25,6 +26,12 @@ class KeywordArgumentChunkMismatch(Rule):
     code = "DP806"
     name = "keyword-argument-chunk-mismatch"
     severity = Severity.ERROR
+    reports = frozenset({K.KEYWORD_CHUNK_MISMATCH})
+    # A badly scattered argument explains the outputs, state and gradients that differ after it.
+    supersedes = frozenset({"DP801", "DP802"})
     kind = "dynamic"
     summary = "Keyword arguments scatter into fewer chunks than positional ones"
     fix_hint = "Give every tensor argument the same batch dimension (and drop_last=True)"
+
+    def reports_observation(self, observation):
+        return super().reports_observation(observation) and "first_batch_ran" not in observation.details

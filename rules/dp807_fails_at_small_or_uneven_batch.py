@@ -19,6 +19,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -27,6 +28,11 @@ class FailsAtSmallOrUnevenBatch(Rule):
     code = "DP807"
     name = "fails-at-small-or-uneven-batch"
     severity = Severity.ERROR
+    reports = frozenset({K.EXCEPTION_AT_LINE, K.DEVICE_MISMATCH, K.KEYWORD_CHUNK_MISMATCH})
     kind = "dynamic"
     summary = "The model works at a batch divisible by the GPU count but not at an uneven or smaller one"
     fix_hint = "Avoid squeeze() without dim and batch-size assumptions; use drop_last=True for training"
+
+    def reports_observation(self, observation):
+        # Raised at a batch size other than the first, which ran.
+        return super().reports_observation(observation) and "first_batch_ran" in observation.details

@@ -17,6 +17,7 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -25,6 +26,7 @@ class Device0MemoryImbalance(Rule):
     code = "DP808"
     name = "device0-memory-imbalance"
     severity = Severity.WARNING
+    reports = frozenset({K.MEMORY_IMBALANCE})
     kind = "dynamic"
     summary = "Device 0 peaks far above the other GPUs under DataParallel"
     fix_hint = "Compute the loss inside forward so only scalars are gathered, or use DistributedDataParallel"

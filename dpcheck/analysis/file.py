@@ -198,6 +198,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                 found = list(rule.check_class(model))
                 conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
                 for v in found:
+                    if v.subject.class_name is None:  # every class rule's finding names its class
+                        v.subject = replace(v.subject, class_name=model.name)
                     raw.append((v, base_req + conditions))
             for v in rule.check_file(ctx):
                 raw.append((v, ()))

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from dpcheck.constants import CHILD_RESULT_MARKER
@@ -105,6 +106,8 @@ def main(argv=None) -> int:
                     result["models"].append({"label": label, "not_run": how})
                     continue
                 report = run_model(build, backend, default_batch_sizes(backend.n), args.file)
+                report.observations = [replace(o, model=label) for o in report.observations]
+                report.reference_failures = [replace(o, model=label) for o in report.reference_failures]
                 result["models"].append({"label": label, "inputs": how, "report": report.as_dict()})
             sys.settrace(None)
             result["executed_lines"] = sorted(executed)

@@ -401,7 +401,7 @@ def parallel_apply(modules, inputs, kwargs_tup, devices):
         set_current_device(device)
         try:
             # Mode stacks are per thread: each replica enters the tagging mode itself. (CUDA
-            # autocast has no CPU counterpart to re-enter here; DP707 is a static check.)
+            # autocast has no CPU counterpart to re-enter here; a static rule checks autocast.)
             with VirtualDevices():
                 if not isinstance(args, (list, tuple)):
                     args = (args,)

@@ -4,8 +4,9 @@ For each batch size: build the model twice from the same seed, run the reference
 one device (forward, backward of a reduction of the output, a snapshot of module
 state), run the DataParallel steps (replicate, scatter, parallel_apply in threads,
 gather, backward) on the other copy, and turn every difference into an observation:
-what differed, the evidence in words, the model-file line when there is one, and the
-rule codes it can confirm.
+what differed (an :class:`~dpcheck.findings.ObservationKind`), the evidence in words, and
+where (the model-file line, the attribute, the output leaf, the argument) as data. Which
+rule an observation confirms is the rules' business (``Rule.confirms``), not the harness's.
 """
 
 from __future__ import annotations
@@ -14,25 +15,17 @@ import math
 import sys
 import traceback
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
 
+from dpcheck.findings import Observation
+from dpcheck.findings import ObservationKind as K
+
 # Attributes every nn.Module has: not model state.
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) | {"_former_parameters", "_is_replica"}
 _ATOL, _RTOL = 1e-4, 1e-3
-
-
-@dataclass
-class Observation:
-    kind: str
-    evidence: str
-    codes: list[str]  # static rule codes this can confirm
-    dynamic: str | None = None  # the DP8xx code to report when no static finding explains it
-    attr: str | None = None
-    line: int | None = None
-    batch: int | None = None
 
 
 @dataclass
@@ -45,7 +38,15 @@ class RunReport:
     reference_failures: list[Observation] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
+                "observations": [o.to_dict() for o in self.observations], "errors": list(self.errors),
+                "reference_failures": [o.to_dict() for o in self.reference_failures]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunReport:
+        return cls(str(data["backend"]), int(data["devices"]), [int(b) for b in data["batches"]],
+                   [Observation.from_dict(o) for o in data["observations"]], [str(e) for e in data["errors"]],
+                   [Observation.from_dict(o) for o in data["reference_failures"]])
 
 
 # --- backends ---------------------------------------------------------------------------
@@ -264,15 +265,15 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     for batch in batch_sizes:
         before = len(report.observations)
         ok = _run_batch(build, backend, batch, model_file, report)
-        raised[batch] = ok is False and any(o.kind == "exception" for o in report.observations[before:])
+        raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
     first = batch_sizes[0]
     if first in raised and not raised[first]:
-        # Runs at a batch divisible by N, raises at an uneven or smaller one.
-        for obs in report.observations:  # (gather errors keep DP802: the output is the cause)
-            if obs.kind == "exception" and obs.batch != first and obs.dynamic != "DP802":
-                obs.dynamic = "DP807"
-                obs.codes = sorted(set(obs.codes) | {"DP603"})
-                obs.evidence += f" (batch {first} ran)"
+        # Runs at a batch divisible by N, raises at an uneven or smaller one. (A failed gather is
+        # about the output, whatever the batch: it is not marked.)
+        report.observations = [
+            replace(o, evidence=f"{o.evidence} (batch {first} ran)", details={**o.details, "first_batch_ran": first})
+            if o.raised and o.batch != first and o.kind != K.GATHER_FAILED else o
+            for o in report.observations]
     return report
 
 
@@ -310,8 +311,10 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
             if loss is not None:
                 loss.backward()
         except Exception as exc:
-            obs = Observation("reference-exception", f"fails on a single device too: {_first_line(exc)}",
-                              [], None, line=_model_line(exc, model_file), batch=batch)
+            kind = K.DEVICE_MISMATCH if "same device" in str(exc) else K.REFERENCE_FAILED
+            obs = Observation(kind, f"fails on a single device too: {_first_line(exc)}",
+                              line=_model_line(exc, model_file), batch=batch,
+                              details={"exception": type(exc).__name__})
             report.reference_failures.append(obs)
             return None
         ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
@@ -336,7 +339,7 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
         dp_state, dp_grads = snapshot(dp_model), _grads(dp_model)
         imbalance = backend.memory_imbalance()
         if imbalance:
-            report.observations.append(Observation("memory", imbalance, [], "DP808", batch=batch))
+            report.observations.append(Observation(K.MEMORY_IMBALANCE, imbalance, batch=batch))
         gather_warned = any("all input tensors were scalars" in str(w.message) for w in caught)
 
     found = len(report.observations)
@@ -385,18 +388,19 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
     line = _model_line(exc, model_file)
     text = _first_line(exc)
     where = ""
-    gather = line is None and any(word in str(exc) for word in (
+    message = str(exc)
+    gather = line is None and any(word in message for word in (
         "Gather", "gather", "not iterable", "same number of keys", "invalid shape", "number of dimensions",
         "zip()", "KeyError"))
-    codes = ["DP401", "DP402", "DP403", "DP404", "DP405", "DP406", "DP407", "DP408", "DP603"] if gather else []
-    if "PackedSequence" in str(exc) or "batch_sizes" in str(exc):
-        codes.append("DP503")
-    if "number of kwargs_tup" in str(exc) or "missing" in str(exc) and "positional argument" in str(exc):
-        return Observation("exception", f"DataParallel run on {backend.n} devices raised {text}", ["DP502"],
-                           "DP806", line=line, batch=batch)
-    return Observation("exception", f"DataParallel run on {backend.n} devices at batch {batch} raised "
-                       f"{text}{where}; the single-device run did not", codes,
-                       "DP802" if gather else "DP801", line=line, batch=batch)
+    details: dict[str, Any] = {"exception": type(exc).__name__}
+    if "PackedSequence" in message or "batch_sizes" in message:
+        details["mentions_packed_sequence"] = True
+    if "number of kwargs_tup" in message or "missing" in message and "positional argument" in message:
+        return Observation(K.KEYWORD_CHUNK_MISMATCH, f"DataParallel run on {backend.n} devices raised {text}",
+                           line=line, batch=batch, details=details)
+    kind = K.GATHER_FAILED if gather else K.DEVICE_MISMATCH if "same device" in message else K.EXCEPTION_AT_LINE
+    return Observation(kind, f"DataParallel run on {backend.n} devices at batch {batch} raised "
+                       f"{text}{where}; the single-device run did not", line=line, batch=batch, details=details)
 
 
 def _argument_observations(args, kwargs, scattered, batch, backend, report):
@@ -404,47 +408,44 @@ def _argument_observations(args, kwargs, scattered, batch, backend, report):
     first = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0), None)
     batch = first.shape[0] if first is not None else batch  # the example may scale the batch
     for position, arg in enumerate(args):
-        label = f"argument {position}"
-        _check_argument(label, arg, batch, backend, report)
+        _check_argument(f"argument {position}", None, arg, batch, backend, report)
     for key, value in kwargs.items():
-        _check_argument(f"keyword argument `{key}`", value, batch, backend, report)
+        _check_argument(f"keyword argument `{key}`", key, value, batch, backend, report)
     inputs, kw = scattered.get("inputs"), scattered.get("kwargs")
     if inputs is not None and kwargs and kw is not None:
         empty = [i for i, k in enumerate(kw) if not k]
         if len(inputs) != len(kw) or empty:
             what = f"replica(s) {empty} got none of them" if empty else "the replica counts disagree"
             report.observations.append(Observation(
-                "argument", f"keyword arguments were split into {sum(1 for k in kw if k)} chunk(s) but the "
-                f"positional ones into {len(inputs)}: {what}", [], "DP806", batch=batch))
+                K.KEYWORD_CHUNK_MISMATCH, f"keyword arguments were split into {sum(1 for k in kw if k)} chunk(s) "
+                f"but the positional ones into {len(inputs)}: {what}", batch=batch))
 
 
-def _check_argument(label, arg, batch, backend, report):
+def _check_argument(label, keyword, arg, batch, backend, report):
     from torch.nn.utils.rnn import PackedSequence
+
+    def observe(kind, evidence):
+        report.observations.append(Observation(kind, evidence, argument=keyword, batch=batch, details={
+            "argument": label}))
+
     if isinstance(arg, PackedSequence):
-        report.observations.append(Observation(
-            "argument", f"{label} is a PackedSequence: DataParallel chunks its data, batch_sizes and "
-            "sorted_indices fields independently", ["DP503"], "DP805", batch=batch))
+        observe(K.ARGUMENT_PACKED_SEQUENCE_SPLIT, f"{label} is a PackedSequence: DataParallel chunks its data, "
+                "batch_sizes and sorted_indices fields independently")
         return
     if isinstance(arg, torch.Tensor):
         if arg.dim() == 0:
-            report.observations.append(Observation(
-                "argument", f"{label} is a 0-dim tensor, which DataParallel cannot scatter", [], "DP803",
-                batch=batch))
+            observe(K.ARGUMENT_ZERO_DIM, f"{label} is a 0-dim tensor, which DataParallel cannot scatter")
         elif arg.shape[0] != batch:
-            report.observations.append(Observation(
-                "argument", f"{label} has shape {tuple(arg.shape)}: dim 0 is {arg.shape[0]}, not the batch "
-                f"({batch}), but DataParallel splits it across {backend.n} devices anyway",
-                ["DP502", "DP501"], "DP803", batch=batch))
+            observe(K.ARGUMENT_NOT_BATCH_SPLIT, f"{label} has shape {tuple(arg.shape)}: dim 0 is {arg.shape[0]}, "
+                    f"not the batch ({batch}), but DataParallel splits it across {backend.n} devices anyway")
     elif isinstance(arg, (list, tuple)) and arg and all(isinstance(a, torch.Tensor) for a in arg):
-        report.observations.append(Observation(
-            "argument", f"{label} is a {type(arg).__name__} of {len(arg)} tensors: DataParallel splits each "
-            "element along its own dim 0 instead of splitting the list", ["DP503"], "DP805", batch=batch))
+        observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} tensors: "
+                "DataParallel splits each element along its own dim 0 instead of splitting the list")
     elif (not isinstance(arg, (torch.Tensor, type(None), bool, int, float, str, dict, tuple, list))) or (
             isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") and len(arg) == batch):
         size = f" of length {len(arg)}" if hasattr(arg, "__len__") else ""
-        report.observations.append(Observation(
-            "argument", f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole to every "
-            "replica instead of splitting it", [], "DP804", batch=batch))
+        observe(K.ARGUMENT_NOT_SPLIT, f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole "
+                "to every replica instead of splitting it")
 
 
 def _leaves(obj, path="output"):
@@ -464,39 +465,38 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
     ref_leaves, dp_leaves = dict(_leaves(ref)), dict(_leaves(dp))
     if set(ref_leaves) != set(dp_leaves):
         report.observations.append(Observation(
-            "output", f"the output structure differs: single device {sorted(ref_leaves)}, DataParallel "
-            f"{sorted(dp_leaves)}", ["DP407", "DP402"], "DP802", batch=batch))
+            K.OUTPUT_STRUCTURE_DIFFERS, f"the output structure differs: single device {sorted(ref_leaves)}, "
+            f"DataParallel {sorted(dp_leaves)}", batch=batch))
         return
     for path, r in ref_leaves.items():
         d = dp_leaves[path]
         if isinstance(r, torch.Tensor) and isinstance(d, torch.Tensor):
             if r.dim() == 0 and d.dim() == 1 and d.shape[0] > 1:
                 report.observations.append(Observation(
-                    "output", f"{path} is a 0-dim tensor on one device but DataParallel on {backend.n} devices "
-                    f"returned shape {tuple(d.shape)} (one value per replica)", ["DP401"], "DP802", batch=batch))
+                    K.SCALAR_OUTPUT_GATHERED, f"{path} is a 0-dim tensor on one device but DataParallel on "
+                    f"{backend.n} devices returned shape {tuple(d.shape)} (one value per replica)",
+                    output_path=path, batch=batch))
             elif r.shape != d.shape:
-                codes = ["DP401", "DP603"] if r.dim() == 0 else ["DP404", "DP403", "DP405", "DP408", "DP501", "DP603"]
                 report.observations.append(Observation(
-                    "output", f"{path} has shape {tuple(r.shape)} on one device but {tuple(d.shape)} under "
-                    f"DataParallel (batch {batch})", codes, "DP802", batch=batch))
+                    K.SCALAR_OUTPUT_SHAPE_DIFFERS if r.dim() == 0 else K.OUTPUT_SHAPE_DIFFERS,
+                    f"{path} has shape {tuple(r.shape)} on one device but {tuple(d.shape)} under DataParallel "
+                    f"(batch {batch})", output_path=path, batch=batch))
             elif not compare_values:
                 continue
             elif r.is_floating_point() and not torch.allclose(r.detach().cpu().float(), d.detach().cpu().float(),
                                                                atol=_ATOL, rtol=_RTOL, equal_nan=True):
                 diff = float((r.detach().cpu().float() - d.detach().cpu().float()).abs().max())
                 report.observations.append(Observation(
-                    "values", f"{path} differs from the single-device run by up to {diff:.3g} (same shape "
-                    f"{tuple(r.shape)})", ["DP501", "DP601", "DP502", "DP103", "DP203", "DP202", "DP403", "DP404",
-                                           "DP101", "DP102"], "DP801",
-                    batch=batch))
+                    K.VALUES_DIFFER, f"{path} differs from the single-device run by up to {diff:.3g} (same shape "
+                    f"{tuple(r.shape)})", output_path=path, batch=batch))
             elif not r.is_floating_point() and not torch.equal(r.detach().cpu(), d.detach().cpu()):
                 report.observations.append(Observation(
-                    "values", f"{path} differs from the single-device run (integer values)",
-                    ["DP403", "DP601"], "DP801", batch=batch))
+                    K.INTEGER_VALUES_DIFFER, f"{path} differs from the single-device run (integer values)",
+                    output_path=path, batch=batch))
         elif type(r) is not type(d) or (not isinstance(r, torch.Tensor) and r != d):
             report.observations.append(Observation(
-                "output", f"{path} is {r!r:.60} on one device but {d!r:.60} under DataParallel",
-                ["DP402"], "DP802", batch=batch))
+                K.OUTPUT_VALUE_DIFFERS, f"{path} is {r!r:.60} on one device but {d!r:.60} under DataParallel",
+                output_path=path, batch=batch))
 
 
 def _compare_state(before, ref, dp, batch, backend, report):
@@ -510,23 +510,22 @@ def _compare_state(before, ref, dp, batch, backend, report):
         where = f"`{key}`"
         if key.endswith("<submodules>"):
             report.observations.append(Observation(
-                "state", f"the single-device run added submodules ({_show(b)} -> {_show(r)}) but after "
-                f"DataParallel the model still has {_show(d)}", ["DP203"], "DP801", attr=None, batch=batch))
-        elif d == b:
-            report.observations.append(Observation(
-                "state", f"after one DataParallel forward on {backend.n} devices, {where} is {_show(d)} on the "
-                f"model and {_show(r)} in the single-device run", ["DP101", "DP103", "DP203", "DP104"],
-                "DP801", attr=attr, batch=batch))
+                K.SUBMODULES_NOT_KEPT, f"the single-device run added submodules ({_show(b)} -> {_show(r)}) but "
+                f"after DataParallel the model still has {_show(d)}", batch=batch, details={"path": key}))
+            continue
+        if d == b:
+            kind = K.STATE_LOST_ON_REPLICA
+            evidence = (f"after one DataParallel forward on {backend.n} devices, {where} is {_show(d)} on the "
+                        f"model and {_show(r)} in the single-device run")
         elif r and d and r[0] == "container" and d[0] == "container":
-            report.observations.append(Observation(
-                "state", f"after one forward, {where} is {_show(r)} in the single-device run and "
-                f"{_show(d)} under DataParallel on {backend.n} devices (mutated once per replica)",
-                ["DP102", "DP104"], "DP801", attr=attr, batch=batch))
+            kind = K.STATE_MUTATED_PER_REPLICA
+            evidence = (f"after one forward, {where} is {_show(r)} in the single-device run and "
+                        f"{_show(d)} under DataParallel on {backend.n} devices (mutated once per replica)")
         else:
-            report.observations.append(Observation(
-                "state", f"after one forward, {where} is {_show(r)} in the single-device run but {_show(d)} "
-                f"under DataParallel on {backend.n} devices", ["DP103", "DP101", "DP104", "DP102"], "DP801",
-                attr=attr, batch=batch))
+            kind = K.STATE_DIFFERS
+            evidence = (f"after one forward, {where} is {_show(r)} in the single-device run but {_show(d)} "
+                        f"under DataParallel on {backend.n} devices")
+        report.observations.append(Observation(kind, evidence, attr=attr, batch=batch, details={"path": key}))
 
 
 def _compare_grads(ref, dp, batch, backend, report):
@@ -542,8 +541,8 @@ def _compare_grads(ref, dp, batch, backend, report):
         if (r is None) != (d is None) or r.shape != d.shape or not torch.allclose(
                 r.cpu().float(), d.cpu().float(), atol=_ATOL, rtol=_RTOL, equal_nan=True):
             report.observations.append(Observation(
-                "grads", f"the gradient of `{name}` differs from the single-device run",
-                ["DP601", "DP501", "DP205", "DP202", "DP103", "DP401", "DP403", "DP404"], "DP801", batch=batch))
+                K.GRADS_DIFFER, f"the gradient of `{name}` differs from the single-device run", batch=batch,
+                details={"parameter": name}))
             return  # one is enough evidence
 
 

@@ -1,0 +1,179 @@
+"""The --confirm side of the findings contract: the harness observes mechanisms, the rules
+decide what confirms them, and nothing in between knows a rule by its code."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from dpcheck.confirm import attribute
+from dpcheck.engine import check_stdin
+from dpcheck.findings import Finding, Observation, ObservationKind, Subject
+from dpcheck.registry import all_rules, rules_by_code
+
+CODE = re.compile(r"DP\d{3}")
+ENGINE_CODES = {"DP001", "DP002"}
+RULES = {cls.code: cls() for cls in all_rules()}
+DYNAMIC = [r for r in RULES.values() if r.kind == "dynamic"]
+
+
+def _code_strings(path: Path):
+    """String constants in a module's code: docstrings and `help=` texts (examples for users) left out."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.add(id(node.body[0].value))
+        if isinstance(node, ast.keyword) and node.arg == "help":
+            skip.update(id(n) for n in ast.walk(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            yield node.value
+        if isinstance(node, ast.Name):
+            yield node.id
+
+
+def test_the_harness_and_confirm_know_no_rule_code():
+    files = [*sorted((ROOT / "dpcheck" / "harness").glob("*.py")), ROOT / "dpcheck" / "confirm.py",
+             ROOT / "dpcheck" / "run.py", ROOT / "dpcheck" / "engine.py"]
+    for path in files:
+        assert not CODE.findall(path.read_text()), path  # not even in comments
+
+
+def test_dpcheck_code_names_only_the_engine_codes():
+    for path in sorted((ROOT / "dpcheck").rglob("*.py")):
+        found = {c for text in _code_strings(path) for c in CODE.findall(text)}
+        assert found <= ENGINE_CODES, (path, found - ENGINE_CODES)
+
+
+def test_rules_declare_only_known_observation_kinds():
+    kinds = {k.value for k in ObservationKind}
+    for rule in RULES.values():
+        assert set(rule.confirms) <= kinds, rule.code
+        assert set(rule.reports) <= kinds, rule.code
+        assert set(rule.supersedes) <= {r.code for r in DYNAMIC}, rule.code
+        if rule.kind == "dynamic":
+            assert rule.reports and not rule.confirms, rule.code
+        else:
+            assert not rule.reports and not rule.supersedes, rule.code
+
+
+def _variants(kind):
+    raised = kind in (ObservationKind.DEVICE_MISMATCH, ObservationKind.EXCEPTION_AT_LINE,
+                      ObservationKind.GATHER_FAILED, ObservationKind.KEYWORD_CHUNK_MISMATCH)
+    yield Observation(kind.value, "x")
+    if raised:
+        yield Observation(kind.value, "x", details={"exception": "RuntimeError"})
+        if kind != ObservationKind.GATHER_FAILED:
+            yield Observation(kind.value, "x", details={"exception": "RuntimeError", "first_batch_ran": 4})
+
+
+@pytest.mark.parametrize("kind", [k for k in ObservationKind if k != ObservationKind.REFERENCE_FAILED])
+def test_every_observation_kind_is_reported_by_exactly_one_dynamic_rule(kind):
+    for obs in _variants(kind):
+        reporters = [r.code for r in DYNAMIC if r.reports_observation(obs)]
+        assert len(reporters) == 1, (obs, reporters)
+
+
+def test_observation_round_trips():
+    obs = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "lost", line=3, attr="steps",
+                      output_path="output[0]", argument="x", batch=4, model="Net", class_name="Net",
+                      details={"path": "enc.steps"})
+    assert Observation.from_dict(obs.to_dict()) == obs
+
+
+def _finding(code, row=10, end_row=None, attr=None, class_name="Net"):
+    return Finding(code, "message", "error", "m.py", row, 1, end_row or row, 5, "", None, row,
+                   subject=Subject(attr=attr, class_name=class_name))
+
+
+def test_a_state_observation_confirms_only_the_finding_about_its_attribute():
+    lost = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "`steps` lost", attr="steps")
+    dp101 = RULES["DP101"]
+    assert dp101.matches(_finding("DP101", attr="steps"), lost, ran=True)
+    assert not dp101.matches(_finding("DP101", attr="other"), lost, ran=True)
+    assert not dp101.matches(_finding("DP101", attr="steps"), lost, ran=False)  # its line never ran
+    # A kind the rule does not confirm.
+    assert not RULES["DP301"].matches(_finding("DP301"), lost, ran=True)
+
+
+def test_an_observation_at_a_findings_line_confirms_it_whatever_its_kind():
+    at = Observation(ObservationKind.EXCEPTION_AT_LINE.value, "boom", line=11, details={"exception": "E"})
+    assert RULES["DP401"].matches(_finding("DP401", row=10, end_row=12), at, ran=False)
+    assert not RULES["DP401"].matches(_finding("DP401", row=13), at, ran=True)
+
+
+def test_a_scalar_output_is_not_evidence_for_a_squeeze():
+    gathered = Observation(ObservationKind.SCALAR_OUTPUT_GATHERED.value, "0-dim -> (2,)", output_path="output")
+    assert RULES["DP401"].matches(_finding("DP401"), gathered, ran=True)
+    assert not RULES["DP603"].matches(_finding("DP603"), gathered, ran=True)
+
+
+def _result(observations, executed=(10,), failures=()):
+    return {"backend": "emulated", "devices": 2, "executed_lines": list(executed), "models": [{
+        "label": "dpcheck_example", "inputs": "dpcheck_example() in the model file",
+        "report": {"backend": "emulated", "devices": 2, "batches": [4, 3, 1], "errors": [],
+                   "observations": [o.to_dict() for o in observations],
+                   "reference_failures": [o.to_dict() for o in failures]}}]}
+
+
+def test_attribute_confirms_by_subject_and_reports_the_rest_through_dynamic_rules():
+    lost = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "`steps` lost", attr="steps", batch=4)
+    other = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "`other` lost", attr="other", batch=4)
+    out = attribute([_finding("DP101", attr="steps")], _result([lost, other]), "m.py")
+    static = [f for f in out if f.code == "DP101"]
+    assert static[0].confirmation.status == "confirmed" and "`steps` lost" in static[0].confirmation.evidence
+    dynamic = [f for f in out if f.code != "DP101"]
+    # The unexplained observation is reported by the dynamic rule that declares its kind.
+    assert [f.code for f in dynamic] == [r.code for r in DYNAMIC if r.reports_observation(other)]
+    assert "`other` lost" in dynamic[0].message
+
+
+def test_a_badly_split_argument_supersedes_the_differences_it_causes():
+    split = Observation(ObservationKind.ARGUMENT_NOT_BATCH_SPLIT.value, "argument 1 split", batch=4)
+    values = Observation(ObservationKind.VALUES_DIFFER.value, "output differs", output_path="output", batch=4)
+    out = attribute([], _result([values, split]), "m.py")
+    root = next(r for r in DYNAMIC if r.reports_observation(split))
+    assert [f.code for f in out] == [root.code]
+    # Without the root cause, the difference itself is reported.
+    alone = attribute([], _result([values]), "m.py")
+    assert [f.code for f in alone] == [next(r.code for r in DYNAMIC if r.reports_observation(values))]
+
+
+def test_a_single_device_failure_is_evidence_but_never_a_dynamic_finding():
+    failed = Observation(ObservationKind.DEVICE_MISMATCH.value, "fails on a single device too", line=30)
+    out = attribute([_finding("DP301", row=10)], _result([], failures=[failed]), "m.py")
+    assert [(f.code, f.confirmation.status) for f in out] == [("DP301", "confirmed")]
+
+
+def test_rules_that_cannot_be_confirmed_say_why():
+    script = next(r for r in RULES.values() if r.not_confirmable and r.code.startswith("DP7"))
+    out = attribute([_finding(script.code)], _result([]), "m.py")
+    assert out[0].confirmation.status == "not-run" and out[0].confirmation.evidence == script.not_confirmable
+
+
+SOURCE = '''import torch
+import torch.nn as nn
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.steps = 0
+
+    def forward(self, x):
+        self.steps += 1
+        return self.fc(x)
+'''
+
+
+def test_class_rule_findings_carry_their_subject():
+    result = check_stdin(SOURCE, "m.py", list(rules_by_code()))
+    dp101 = [f for f in result.findings if f.code == "DP101"]
+    assert dp101 and dp101[0].subject == Subject(attr="steps", class_name="Counter")
+    # The subject survives the cache and the child protocol.
+    assert Finding.from_dict(dp101[0].to_dict()).subject == dp101[0].subject
