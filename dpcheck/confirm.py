@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.constants import CHILD_RESULT_MARKER
+from dpcheck.constants import CHILD_RESULT_MARKER, CONFIRM_NOT_RUN
 from dpcheck.findings import Confirmation, Finding, Observation
 
 
@@ -84,10 +84,43 @@ def _status(status: str, backend: str, evidence: str) -> Confirmation:
 
 
 def attribute(static: list[Finding], result: dict, filename: str) -> list[Finding]:
-    """Mark each static finding from the child's result, and add dynamic findings."""
+    """Mark each static finding from the child's result, and add dynamic findings; a file whose
+    model could not be compared gets a file-level finding saying why (never a clean result)."""
     from dpcheck.registry import all_rules
 
     rules = {cls.code: cls() for cls in all_rules()}
+    marked = _mark(rules, static, result, filename)
+    reason = not_compared(result)
+    if reason is None:
+        return marked
+    rule = rules[CONFIRM_NOT_RUN]
+    backend, devices = result.get("backend", "none"), result.get("devices")
+    label = backend + (f", {devices} devices" if devices else "")
+    return marked + [Finding(CONFIRM_NOT_RUN, f"--confirm could not compare this file's model: {reason}",
+                             rule.severity.value, filename, 1, 1, 1, 1, _line(filename, 1), None, 1,
+                             confirmation=_status("not-run", label, reason))]
+
+
+def not_compared(result: dict) -> str | None:
+    """Why no model of the file was compared on one device and under DataParallel, or None
+    when one was (or when the file has nothing to run)."""
+    if result.get("error"):
+        return result["error"]
+    models = result.get("models") or []
+    if not models:
+        return None  # no nn.Module subclass and no example: nothing to confirm
+    if any(m.get("report", {}).get("compared") for m in models):
+        return None
+    reasons = [f"{m['label']}: {m['not_run']}" for m in models if "not_run" in m]
+    for m in models:
+        report = m.get("report")
+        if report is not None:
+            why = [*report["errors"], *(o["evidence"] for o in report["reference_failures"])]
+            reasons.append(f"{m['label']}: {'; '.join(dict.fromkeys(why)) or 'nothing was compared'}")
+    return "; ".join(reasons)
+
+
+def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Finding]:
     backend = result.get("backend", "none")
     devices = result.get("devices")
     label = f"{backend}" + (f", {devices} devices" if devices else "")

@@ -8,6 +8,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 # The engine's own codes (every other code belongs to a rule module).
 SYNTAX_ERROR = "DP001"
 INTERNAL_ERROR = "DP002"
+CONFIRM_NOT_RUN = "DP003"  # --confirm could not run or compare a file's model
 
 OUTPUT_FORMATS = ("full", "concise", "json", "json-lines", "sarif", "github")
 BACKENDS = ("auto", "cuda", "emulated")

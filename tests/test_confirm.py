@@ -127,6 +127,37 @@ def test_models_that_raise_hang_or_exit_are_not_run_and_others_still_checked(pro
     assert results["raises.py"]["status"] == "not-run" and "no weights here" in results["raises.py"]["evidence"]
     assert results["hangs.py"]["status"] == "not-run" and "did not finish within 20 s" in results["hangs.py"]["evidence"]
     assert results["exits.py"]["status"] == "not-run" and "sys.exit" in results["exits.py"]["evidence"]
+    # Each file that could not be compared says so once, at file level; the good one does not.
+    not_run = sorted(f["filename"].rsplit("/", 1)[-1] for f in json.loads(proc.stdout) if f["code"] == "DP003")
+    assert not_run == ["exits.py", "hangs.py", "raises.py"]
+
+
+def test_a_file_that_could_not_be_compared_is_never_reported_clean(project):
+    # No static finding at all: before, --confirm printed "All checks passed!" and exited 0.
+    (project / "wrapper.py").write_text(textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def dpcheck_example(batch_size=4):
+            raise RuntimeError("weights not downloaded")
+    '''))
+    args = ("wrapper.py", "--confirm", "--backend", "emulated", "--no-cache", "--timeout", "300")
+    for fmt in ("full", "concise", "json", "json-lines", "sarif", "github"):
+        proc = run_cli(*args, "--output-format", fmt, cwd=project)
+        assert proc.returncode == 1, (fmt, proc.stdout, proc.stderr)
+        assert "All checks passed!" not in proc.stdout, fmt
+        assert "DP003" in proc.stdout and "weights not downloaded" in proc.stdout, (fmt, proc.stdout)
+    assert run_cli(*args, "--exit-zero", cwd=project).returncode == 0
+    # Without --confirm nothing was run, so nothing is claimed either way.
+    assert "DP003" not in run_cli("wrapper.py", "--no-cache", cwd=project).stdout
 
 
 def test_synthesized_inputs_and_missing_examples(project):

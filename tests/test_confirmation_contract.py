@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from dpcheck.confirm import attribute
+from dpcheck.confirm import attribute, not_compared
 from dpcheck.engine import check_stdin
 from dpcheck.findings import Finding, Observation, ObservationKind, Subject
 from dpcheck.registry import all_rules, rules_by_code
 
 CODE = re.compile(r"DP\d{3}")
-ENGINE_CODES = {"DP001", "DP002"}
+ENGINE_CODES = {"DP001", "DP002", "DP003"}
 RULES = {cls.code: cls() for cls in all_rules()}
 DYNAMIC = [r for r in RULES.values() if r.kind == "dynamic"]
 
@@ -115,8 +115,8 @@ def test_a_scalar_output_is_not_evidence_for_a_squeeze():
 def _result(observations, executed=(10,), failures=()):
     return {"backend": "emulated", "devices": 2, "executed_lines": list(executed), "models": [{
         "label": "dpcheck_example", "inputs": "dpcheck_example() in the model file",
-        "report": {"backend": "emulated", "devices": 2, "batches": [4, 3, 1], "errors": [],
-                   "observations": [o.to_dict() for o in observations],
+        "report": {"backend": "emulated", "devices": 2, "batches": [4, 3, 1], "compared": [4, 3, 1],
+                   "errors": [], "observations": [o.to_dict() for o in observations],
                    "reference_failures": [o.to_dict() for o in failures]}}]}
 
 
@@ -177,3 +177,25 @@ def test_class_rule_findings_carry_their_subject():
     assert dp101 and dp101[0].subject == Subject(attr="steps", class_name="Counter")
     # The subject survives the cache and the child protocol.
     assert Finding.from_dict(dp101[0].to_dict()).subject == dp101[0].subject
+
+
+def test_a_file_whose_model_was_not_compared_gets_a_file_level_not_run_finding():
+    broken = {"backend": "emulated", "devices": 2, "error": "importing or running the model raised ImportError: x"}
+    out = attribute([], broken, "m.py")
+    assert [(f.code, f.row, f.confirmation.status) for f in out] == [("DP003", 1, "not-run")]
+    assert "ImportError: x" in out[0].message and "ImportError: x" in out[0].confirmation.evidence
+    # The reference run failed at every batch size: nothing was compared either.
+    failed = Observation(ObservationKind.REFERENCE_FAILED.value, "fails on a single device too: ValueError: y")
+    result = _result([], failures=[failed])
+    result["models"][0]["report"]["compared"] = []
+    assert "ValueError: y" in not_compared(result)
+    assert [f.code for f in attribute([], result, "m.py")] == ["DP003"]
+    # No input could be made for the only model.
+    unmade = {"backend": "emulated", "devices": 2, "models": [{"label": "Net", "not_run": "needs arguments (w)"}]}
+    assert "Net: needs arguments (w)" in not_compared(unmade)
+
+
+def test_a_compared_file_or_one_with_nothing_to_run_gets_no_file_level_finding():
+    assert not_compared(_result([])) is None
+    assert attribute([], _result([]), "m.py") == []
+    assert not_compared({"backend": "emulated", "devices": 2, "models": []}) is None

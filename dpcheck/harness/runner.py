@@ -36,9 +36,13 @@ class RunReport:
     observations: list[Observation] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # why a batch could not be compared
     reference_failures: list[Observation] = field(default_factory=list)
+    # The batch sizes at which both runs happened and were compared (a DataParallel run
+    # that raised where the single-device one did not counts: that is a difference).
+    compared: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
+                "compared": list(self.compared),
                 "observations": [o.to_dict() for o in self.observations], "errors": list(self.errors),
                 "reference_failures": [o.to_dict() for o in self.reference_failures]}
 
@@ -46,7 +50,8 @@ class RunReport:
     def from_dict(cls, data: dict) -> RunReport:
         return cls(str(data["backend"]), int(data["devices"]), [int(b) for b in data["batches"]],
                    [Observation.from_dict(o) for o in data["observations"]], [str(e) for e in data["errors"]],
-                   [Observation.from_dict(o) for o in data["reference_failures"]])
+                   [Observation.from_dict(o) for o in data["reference_failures"]],
+                   [int(b) for b in data.get("compared", [])])
 
 
 # --- backends ---------------------------------------------------------------------------
@@ -265,6 +270,8 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     for batch in batch_sizes:
         before = len(report.observations)
         ok = _run_batch(build, backend, batch, model_file, report)
+        if ok is not None:
+            report.compared.append(batch)
         raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
     first = batch_sizes[0]
     if first in raised and not raised[first]:
