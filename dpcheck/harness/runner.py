@@ -220,11 +220,19 @@ def _show(desc: Any) -> str:
 # --- running ------------------------------------------------------------------------------
 
 
-def _reduce(output: Any) -> torch.Tensor | None:
+def _reduce(output: Any, scalars: frozenset[int] = frozenset()) -> torch.Tensor | None:
+    """What a training step backpropagates: the sum of every differentiable output, except that
+    a leaf at a position in ``scalars`` (0-dim in the single-device run: a loss) is averaged, as
+    trainers do with the vector of per-replica losses DataParallel gathers (`loss.mean()`)."""
     from torch.utils._pytree import tree_flatten
-    parts = [t.float().sum() for t in tree_flatten(output)[0]
+    parts = [t.float().mean() if i in scalars else t.float().sum() for i, t in enumerate(tree_flatten(output)[0])
              if isinstance(t, torch.Tensor) and t.requires_grad and (t.is_floating_point())]
     return sum(parts) if parts else None
+
+
+def _scalar_positions(output: Any) -> frozenset[int]:
+    from torch.utils._pytree import tree_flatten
+    return frozenset(i for i, t in enumerate(tree_flatten(output)[0]) if isinstance(t, torch.Tensor) and t.dim() == 0)
 
 
 def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
@@ -336,7 +344,7 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
         backend.reset_memory()
         try:
             dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
-            loss = _reduce(dp_out)
+            loss = _reduce(dp_out, _scalar_positions(ref_out))
             if loss is not None:
                 loss.backward()
         except Exception as exc:
