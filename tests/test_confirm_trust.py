@@ -29,3 +29,62 @@ def test_a_scalar_loss_is_averaged_like_a_trainer_does_not_summed():
     # ... but `loss.mean()` of the gathered vector gives the single-device gradient (equal chunks):
     # summing it used to double the gradient and "confirm" a difference that trainers never see.
     assert K.GRADS_DIFFER not in kinds(report), [o.evidence for o in report.observations]
+
+
+def run(model_class, make_args, sizes=(4, 3, 1)):
+    from dpcheck.harness.runner import make_backend, run_model
+
+    def build(batch):
+        torch.manual_seed(0)
+        return model_class(), make_args(batch)
+    return run_model(build, make_backend("emulated", 2), list(sizes))
+
+
+class TakesPair(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, pair, sizes=None):
+        x, y = pair
+        return self.fc(x) + y
+
+
+def argument_kinds(report):
+    return {o.kind for o in report.observations if o.kind.startswith("argument")}
+
+
+def test_a_tuple_of_batch_major_tensors_is_scattered_correctly_and_not_reported():
+    report = run(TakesPair, lambda b: ((torch.randn(b, 4), torch.randn(b, 4)),))
+    assert argument_kinds(report) == set(), [o.evidence for o in report.observations]
+
+
+def test_a_list_with_one_tensor_per_sample_is_reported_as_split_per_element():
+    report = run(TakesPair, lambda b: ([torch.randn(4) for _ in range(b)],))
+    assert K.ARGUMENT_LIST_SPLIT_PER_ELEMENT in argument_kinds(report)
+
+
+def test_a_config_list_whose_length_happens_to_equal_the_batch_is_not_a_batch():
+    # Four kernel sizes at batch 4: the old guess (length == batch) called it an unsplit batch.
+    report = run(TakesPair, lambda b: ((torch.randn(b, 4), torch.randn(b, 4)), [3, 5, 7, 9]))
+    assert K.ARGUMENT_NOT_SPLIT not in argument_kinds(report), [o.evidence for o in report.observations]
+    # A list that grows with the batch is per-sample data passed whole to every replica.
+    report = run(TakesPair, lambda b: ((torch.randn(b, 4), torch.randn(b, 4)), list(range(b))))
+    assert K.ARGUMENT_NOT_SPLIT in argument_kinds(report)
+
+
+class SequenceFirst(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.LSTM(4, 4)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def test_the_batch_dim_is_measured_not_guessed_from_the_first_tensor():
+    # (time, batch, features): DataParallel splits the time steps. Guessing the batch from
+    # dim 0 took the time length (7) for the batch and saw nothing wrong with the input.
+    report = run(SequenceFirst, lambda b: (torch.randn(7, b, 4),))
+    split = [o for o in report.observations if o.kind == K.ARGUMENT_NOT_BATCH_SPLIT]
+    assert split and split[0].details["argument"] == "argument 0"

@@ -275,9 +275,10 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     """Compare single-device and DataParallel runs of ``build(batch_size)`` for each batch size."""
     report = RunReport(backend.name, backend.n)
     raised: dict[int, bool] = {}
+    arguments: dict[int, tuple] = {}  # batch size -> the example's (args, kwargs) at that size
     for batch in batch_sizes:
         before = len(report.observations)
-        ok = _run_batch(build, backend, batch, model_file, report)
+        ok = _run_batch(build, backend, batch, model_file, report, arguments)
         if ok is not None:
             report.compared.append(batch)
         raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
@@ -289,20 +290,21 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
             replace(o, evidence=f"{o.evidence} (batch {first} ran)", details={**o.details, "first_batch_ran": first})
             if o.raised and o.batch != first and o.kind != K.GATHER_FAILED else o
             for o in report.observations]
+    _argument_observations(arguments, backend, report)
     return report
 
 
-def _run_batch(build, backend, batch, model_file, report) -> bool | None:
+def _run_batch(build, backend, batch, model_file, report, arguments) -> bool | None:
     """Returns True if the DataParallel run matched, False if it failed or differed, None if not comparable."""
     report.batches.append(batch)
     try:
-        return _run_batch_inner(build, backend, batch, model_file, report)
+        return _run_batch_inner(build, backend, batch, model_file, report, arguments)
     except Exception as exc:  # anything the steps below did not expect: this batch is not comparable
         report.errors.append(f"batch {batch} could not be compared: {_first_line(exc)}")
         return None
 
 
-def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
+def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bool | None:
     with backend.context(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -313,6 +315,7 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
         except Exception as exc:  # the user's constructor or example failed
             report.errors.append(f"building the model at batch {batch} failed: {_first_line(exc)}")
             return None
+        arguments[batch] = (args, kwargs)
         for m in (ref_model, dp_model):
             backend.place_module(m, 0)
             m.eval()
@@ -349,7 +352,7 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
                 loss.backward()
         except Exception as exc:
             report.observations.append(_dp_exception(exc, model_file, batch, backend))
-            _argument_observations(args, kwargs, scattered, batch, backend, report)
+            _keyword_chunks(kwargs, scattered, batch, report)
             return False
         dp_state, dp_grads = snapshot(dp_model), _grads(dp_model)
         imbalance = backend.memory_imbalance()
@@ -358,7 +361,7 @@ def _run_batch_inner(build, backend, batch, model_file, report) -> bool | None:
         gather_warned = any("all input tensors were scalars" in str(w.message) for w in caught)
 
     found = len(report.observations)
-    _argument_observations(args, kwargs, scattered, batch, backend, report)
+    _keyword_chunks(kwargs, scattered, batch, report)
     _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
     _compare_state(before, ref_state, dp_state, batch, backend, report)
     if not stochastic:
@@ -418,14 +421,7 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
                        f"{text}{where}; the single-device run did not", line=line, batch=batch, details=details)
 
 
-def _argument_observations(args, kwargs, scattered, batch, backend, report):
-    from torch.utils._pytree import tree_flatten
-    first = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0), None)
-    batch = first.shape[0] if first is not None else batch  # the example may scale the batch
-    for position, arg in enumerate(args):
-        _check_argument(f"argument {position}", None, arg, batch, backend, report)
-    for key, value in kwargs.items():
-        _check_argument(f"keyword argument `{key}`", key, value, batch, backend, report)
+def _keyword_chunks(kwargs, scattered, batch, report):
     inputs, kw = scattered.get("inputs"), scattered.get("kwargs")
     if inputs is not None and kwargs and kw is not None:
         empty = [i for i, k in enumerate(kw) if not k]
@@ -436,13 +432,52 @@ def _argument_observations(args, kwargs, scattered, batch, backend, report):
                 f"but the positional ones into {len(inputs)}: {what}", batch=batch))
 
 
-def _check_argument(label, keyword, arg, batch, backend, report):
+def _argument_observations(arguments: dict[int, tuple], backend, report):
+    """How DataParallel scatters each argument, against what scales with the batch size.
+
+    With the example built at two or more batch sizes, which dims (and list lengths) scale
+    is measured; with one (the Python API), dim 0 of the first tensor is taken as the batch."""
+    if not arguments:
+        return
+    sizes = sorted(arguments)
+    batch = sizes[-1]  # evidence at the largest batch the example was built for
+    args, kwargs = arguments[batch]
+    others = [arguments[b] for b in sizes[:-1]]
+    if not others:
+        from torch.utils._pytree import tree_flatten
+        first = next((t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0),
+                     None)
+        guess = first.shape[0] if first is not None else batch
+    else:
+        guess = None
+    for position, arg in enumerate(args):
+        same = [o[0][position] if position < len(o[0]) else None for o in others]
+        _check_argument(f"argument {position}", None, arg, same, guess, batch, backend, report)
+    for key, value in kwargs.items():
+        same = [o[1].get(key) for o in others]
+        _check_argument(f"keyword argument `{key}`", key, value, same, guess, batch, backend, report)
+
+
+def _scales(value, others, guess) -> bool:
+    """Does dim 0 (a tensor) or the length (a list) of ``value`` change with the batch size?
+    ``others``: the same argument at other batch sizes; ``guess``: the batch, when not measured."""
+    def size(v):
+        if isinstance(v, torch.Tensor):
+            return v.shape[0] if v.dim() else None
+        return len(v) if isinstance(v, (list, tuple)) else None
+    if guess is not None:
+        return size(value) == guess
+    return any(size(o) is not None and size(o) != size(value) for o in others)
+
+
+def _check_argument(label, keyword, arg, others, guess, batch, backend, report):
     from torch.nn.utils.rnn import PackedSequence
 
     def observe(kind, evidence):
         report.observations.append(Observation(kind, evidence, argument=keyword, batch=batch, details={
             "argument": label}))
 
+    measured = "" if guess is not None else " (its size does not change with the example's batch size)"
     if isinstance(arg, PackedSequence):
         observe(K.ARGUMENT_PACKED_SEQUENCE_SPLIT, f"{label} is a PackedSequence: DataParallel chunks its data, "
                 "batch_sizes and sorted_indices fields independently")
@@ -450,14 +485,26 @@ def _check_argument(label, keyword, arg, batch, backend, report):
     if isinstance(arg, torch.Tensor):
         if arg.dim() == 0:
             observe(K.ARGUMENT_ZERO_DIM, f"{label} is a 0-dim tensor, which DataParallel cannot scatter")
-        elif arg.shape[0] != batch:
-            observe(K.ARGUMENT_NOT_BATCH_SPLIT, f"{label} has shape {tuple(arg.shape)}: dim 0 is {arg.shape[0]}, "
-                    f"not the batch ({batch}), but DataParallel splits it across {backend.n} devices anyway")
+        elif not _scales(arg, others, guess):
+            observe(K.ARGUMENT_NOT_BATCH_SPLIT, f"{label} has shape {tuple(arg.shape)}: dim 0 ({arg.shape[0]}) is "
+                    f"not the batch{measured}, but DataParallel splits it across {backend.n} devices anyway")
     elif isinstance(arg, (list, tuple)) and arg and all(isinstance(a, torch.Tensor) for a in arg):
-        observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} tensors: "
-                "DataParallel splits each element along its own dim 0 instead of splitting the list")
+        if not hasattr(arg, "_fields") and _scales(arg, others, guess):
+            observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} tensors, "
+                    "one per sample: DataParallel splits each element along its own dim 0 instead of splitting "
+                    "the list")
+            return
+        # A tuple of batch-major tensors is scattered correctly; one whose elements' dim 0 is not
+        # the batch is not.
+        for index, element in enumerate(arg):
+            same = [o[index] for o in others if isinstance(o, (list, tuple)) and index < len(o)]
+            if element.dim() == 0 or not _scales(element, same, guess):
+                observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} "
+                        f"tensors whose element {index} has shape {tuple(element.shape)}: DataParallel splits it "
+                        f"along dim 0, which is not the batch{measured}")
+                return
     elif (not isinstance(arg, (torch.Tensor, type(None), bool, int, float, str, dict, tuple, list))) or (
-            isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") and len(arg) == batch):
+            isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") and _scales(arg, others, guess)):
         size = f" of length {len(arg)}" if hasattr(arg, "__len__") else ""
         observe(K.ARGUMENT_NOT_SPLIT, f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole "
                 "to every replica instead of splitting it")
