@@ -77,8 +77,14 @@ class Rule:
         return ran and observation.kind in self.confirms and self.matches_subject(finding, observation)
 
     def matches_subject(self, finding: Finding, observation: Observation) -> bool:
-        """An observation about an attribute is evidence only for a finding about that attribute."""
-        return observation.attr is None or observation.attr == finding.subject.attr
+        """An observation about an attribute is evidence only for a finding about that attribute,
+        and one about a class's state only for findings in that class (or a base of it)."""
+        if observation.attr is not None and observation.attr != finding.subject.attr:
+            return False
+        wanted = finding.subject.class_name
+        if observation.class_name is None or wanted is None:
+            return True
+        return wanted.rsplit(".", 1)[-1] in observation.details.get("classes", [observation.class_name])
 
     def reports_observation(self, observation: Observation) -> bool:
         """Dynamic rules: does this rule report ``observation`` (when nothing static explains it)?"""

@@ -199,3 +199,41 @@ def test_a_compared_file_or_one_with_nothing_to_run_gets_no_file_level_finding()
     assert not_compared(_result([])) is None
     assert attribute([], _result([]), "m.py") == []
     assert not_compared({"backend": "emulated", "devices": 2, "models": []}) is None
+
+
+def test_a_state_observation_confirms_only_findings_in_the_class_whose_state_differed():
+    lost = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "`steps` lost", attr="steps",
+                       class_name="Outer", details={"path": "steps", "classes": ["Outer", "Base"]})
+    dp101 = RULES["DP101"]
+    assert dp101.matches(_finding("DP101", attr="steps", class_name="Outer"), lost, ran=True)
+    assert dp101.matches(_finding("DP101", attr="steps", class_name="Base"), lost, ran=True)  # inherited forward
+    # Another class with an attribute of the same name: before, any `self.steps` finding was confirmed.
+    assert not dp101.matches(_finding("DP101", attr="steps", class_name="Inner"), lost, ran=True)
+
+
+def test_state_observations_name_the_class_that_owns_the_attribute():
+    import torch
+
+    from dpcheck.harness import check
+
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.fc(x)
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x)
+
+    report = check(Outer(), (torch.randn(4, 4),), backend="emulated")
+    lost = [o for o in report.observations if o.attr == "calls"]
+    assert lost and lost[0].class_name == "Inner" and lost[0].details["path"] == "inner.calls"

@@ -363,7 +363,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
     found = len(report.observations)
     _keyword_chunks(kwargs, scattered, batch, report)
     _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
-    _compare_state(before, ref_state, dp_state, batch, backend, report)
+    _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model))
     if not stochastic:
         _compare_grads(ref_grads, dp_grads, batch, backend, report)
     elif batch == report.batches[0]:
@@ -561,7 +561,17 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
                 output_path=path, batch=batch))
 
 
-def _compare_state(before, ref, dp, batch, backend, report):
+def _owners(model: torch.nn.Module) -> dict[str, list[str]]:
+    """Submodule path -> the class names of that submodule (its MRO up to nn.Module): state
+    observations say whose attribute differed, so they confirm findings in that class only."""
+    owners = {}
+    for name, module in model.named_modules():
+        mro = type(module).__mro__
+        owners[name] = [c.__name__ for c in mro[:mro.index(torch.nn.Module)]] if torch.nn.Module in mro else []
+    return owners
+
+
+def _compare_state(before, ref, dp, batch, backend, report, owners=None):
     for key in sorted(set(before) | set(ref) | set(dp)):
         b, r, d = before.get(key), ref.get(key), dp.get(key)
         if r == b or r == d:
@@ -587,7 +597,10 @@ def _compare_state(before, ref, dp, batch, backend, report):
             kind = K.STATE_DIFFERS
             evidence = (f"after one forward, {where} is {_show(r)} in the single-device run but {_show(d)} "
                         f"under DataParallel on {backend.n} devices")
-        report.observations.append(Observation(kind, evidence, attr=attr, batch=batch, details={"path": key}))
+        classes = (owners or {}).get(key.rpartition(".")[0], [])
+        report.observations.append(Observation(kind, evidence, attr=attr, batch=batch,
+                                               class_name=classes[0] if classes else None,
+                                               details={"path": key, "classes": classes}))
 
 
 def _compare_grads(ref, dp, batch, backend, report):
