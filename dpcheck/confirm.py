@@ -140,16 +140,34 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
         return [replace(f, confirmation=_status("not-run", label, reasons)) for f in static]
     observations = [(Observation.from_dict(o), m) for m in ran for o in m["report"]["observations"]]
     failures = [Observation.from_dict(o) for m in ran for o in m["report"]["reference_failures"]]
+    # Lines that ran during a DataParallel step (older children report only all lines).
+    under_dp = set(result.get("dataparallel_lines", executed))
     explained: set[int] = set()
-    marked: list[Finding] = []
+    claimed: dict[int, str] = {}  # observation index -> the code of the first finding it confirmed
+    evidences = []
     for finding in static:
         rule = rules.get(finding.code)
-        line_ran = finding.row in executed or _statement_ran(finding, executed)
-        evidence = _match(rule, finding, observations, failures, explained, line_ran)
+        line_ran = finding.row in under_dp or _statement_ran(finding, under_dp)
+        evidence, indices = _match(rule, finding, observations, failures, line_ran)
+        explained |= indices
+        for index in indices:
+            claimed.setdefault(index, finding.code)
+        evidences.append(evidence)
+    stopped = _stop(rules, observations, claimed)
+    marked: list[Finding] = []
+    for finding, evidence in zip(static, evidences):
+        rule = rules.get(finding.code)
+        line_ran = finding.row in under_dp or _statement_ran(finding, under_dp)
+        ran_alone = finding.row in executed or _statement_ran(finding, executed)
         if rule is not None and rule.not_confirmable:
             status = _status("not-run", label, rule.not_confirmable)
         elif evidence:
             status = _status("confirmed", label, evidence)
+        elif ran_alone and not line_ran and stopped:
+            status = _status("not-run", label, f"the DataParallel run stopped at {stopped} before this line ran")
+        elif ran_alone and not line_ran:
+            status = _status("not-run", label, f"line {finding.row} ran on a single device but not under "
+                             "DataParallel")
         elif not line_ran:
             skipped = "".join(f"; {m['label']} was not run: {m['not_run']}" for m in result["models"]
                               if "not_run" in m)
@@ -171,22 +189,34 @@ def _at_line(finding: Finding, observation: Observation) -> bool:
     return observation.line is not None and finding.row <= observation.line <= finding.end_row
 
 
-def _match(rule, finding: Finding, observations, failures, explained: set[int], ran: bool) -> str | None:
-    """Evidence for ``finding``: the observations its rule accepts (any at its lines when the
-    code has no rule). Single-device failures are evidence too, but never dynamic findings."""
+def _match(rule, finding: Finding, observations, failures, ran: bool) -> tuple[str | None, set[int]]:
+    """Evidence for ``finding`` and the indices of the observations it explains: those its
+    rule accepts (any at its lines when the code has no rule). Single-device failures are
+    evidence too, but never dynamic findings."""
     def accepts(obs: Observation) -> bool:
         return rule.matches(finding, obs, ran) if rule is not None else _at_line(finding, obs)
 
-    hits = []
+    hits, indices = [], set()
     for index, (obs, _model) in enumerate(observations):
         if accepts(obs):
             hits.append(obs.evidence)
-            explained.add(index)
+            indices.add(index)
     hits += [obs.evidence for obs in failures if accepts(obs)]
     if not hits:
-        return None
+        return None, indices
     unique = list(dict.fromkeys(hits))
-    return unique[0] + (f" (and {len(unique) - 1} more)" if len(unique) > 1 else "")
+    return unique[0] + (f" (and {len(unique) - 1} more)" if len(unique) > 1 else ""), indices
+
+
+def _stop(rules, observations, claimed: dict[int, str]) -> str | None:
+    """Where the DataParallel run stopped, in words ("line 12 (<code>)"), when an exception
+    stopped it at a line of the model file; the code is the finding that explains it."""
+    for index, (obs, _model) in enumerate(observations):
+        if obs.raised and obs.line is not None:
+            code = claimed.get(index) or next(
+                (r.code for r in rules.values() if r.kind == "dynamic" and r.reports_observation(obs)), None)
+            return f"line {obs.line}" + (f" ({code})" if code else "")
+    return None
 
 
 def _dynamic(rules, observations, explained: set[int], filename: str, label: str) -> list[Finding]:
@@ -198,10 +228,15 @@ def _dynamic(rules, observations, explained: set[int], filename: str, label: str
     superseded = {code for r in reporter.values() if r is not None for code in r.supersedes}
     out, seen = [], set()
     for index, rule in reporter.items():
-        if rule is None or rule.code in superseded or rule.code in seen:
-            continue  # one finding per dynamic rule and file: the first batch's evidence
-        seen.add(rule.code)
+        if rule is None or rule.code in superseded:
+            continue
         obs, model = observations[index]
+        # Each occurrence once (the first batch's evidence): one per line of the model file
+        # where it arose, and one per attribute or argument for those that have no line.
+        occurrence = (rule.code, obs.line, obs.kind, obs.attr, obs.details.get("argument"))
+        if occurrence in seen:
+            continue
+        seen.add(occurrence)
         row = obs.line or 1
         out.append(Finding(rule.code, f"{rule.summary}: {obs.evidence}", rule.severity.value,
                            filename, row, 1, row, 1, _line(filename, row), None, row, (),

@@ -237,3 +237,29 @@ def test_state_observations_name_the_class_that_owns_the_attribute():
     report = check(Outer(), (torch.randn(4, 4),), backend="emulated")
     lost = [o for o in report.observations if o.attr == "calls"]
     assert lost and lost[0].class_name == "Inner" and lost[0].details["path"] == "inner.calls"
+
+
+def test_a_finding_whose_line_never_ran_under_dataparallel_because_the_run_stopped_is_not_run():
+    stop = Observation(ObservationKind.DEVICE_MISMATCH.value, "raised: not on the same device", line=12,
+                       batch=4, details={"exception": "RuntimeError"})
+    result = _result([stop], executed=(12, 20))
+    result["dataparallel_lines"] = [12]  # line 20 ran on a single device only
+    out = {f.row: f for f in attribute([_finding("DP301", row=12), _finding("DP101", row=20, attr="steps")],
+                                       result, "m.py")}
+    assert out[12].confirmation.status == "confirmed"
+    later = out[20].confirmation
+    # Before: "not-reproduced: the line ran under DataParallel" (it ran on one device only).
+    assert later.status == "not-run"
+    assert later.evidence == "the DataParallel run stopped at line 12 (DP301) before this line ran"
+
+
+def test_dynamic_findings_are_reported_at_each_line_where_they_arose():
+    first = Observation(ObservationKind.EXCEPTION_AT_LINE.value, "raised at 12", line=12, batch=4,
+                        details={"exception": "E"})
+    again = Observation(ObservationKind.EXCEPTION_AT_LINE.value, "raised at 12", line=12, batch=3,
+                        details={"exception": "E"})
+    other = Observation(ObservationKind.EXCEPTION_AT_LINE.value, "raised at 15", line=15, batch=1,
+                        details={"exception": "E"})
+    out = attribute([], _result([first, again, other], executed=(12, 15)), "m.py")
+    # One per line (the same failure at another batch size is the same occurrence), not one per file at 1:1.
+    assert sorted(f.row for f in out) == [12, 15]

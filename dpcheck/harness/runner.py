@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import traceback
 import warnings
 from dataclasses import dataclass, field, replace
@@ -346,14 +347,17 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         dp_args, dp_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         backend.reset_memory()
         try:
+            _UNDER_DATAPARALLEL.set()
             dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
             loss = _reduce(dp_out, _scalar_positions(ref_out))
             if loss is not None:
                 loss.backward()
         except Exception as exc:
+            _UNDER_DATAPARALLEL.clear()
             report.observations.append(_dp_exception(exc, model_file, batch, backend))
             _keyword_chunks(kwargs, scattered, batch, report)
             return False
+        _UNDER_DATAPARALLEL.clear()
         dp_state, dp_grads = snapshot(dp_model), _grads(dp_model)
         imbalance = backend.memory_imbalance()
         if imbalance:
@@ -627,11 +631,17 @@ def default_batch_sizes(n: int) -> list[int]:
     return list(dict.fromkeys(sizes))
 
 
+# Set while the DataParallel step runs (replicas run in other threads: an Event, not a local).
+_UNDER_DATAPARALLEL = threading.Event()
+
+
 def trace_lines(model_file: str):
-    """A settrace function recording the model file's executed lines (all threads)."""
+    """A settrace function recording the model file's executed lines (all threads): every
+    line that ran, and those that ran during a DataParallel step."""
     import os
     target = os.path.realpath(model_file)
     executed: set[int] = set()
+    under_dp: set[int] = set()
     cache: dict[str, bool] = {}
 
     def tracer(frame, event, arg):
@@ -642,17 +652,20 @@ def trace_lines(model_file: str):
         if not hit:
             return None
         executed.add(frame.f_lineno)
+        if _UNDER_DATAPARALLEL.is_set():
+            under_dp.add(frame.f_lineno)
 
         def local(frame, event, arg):
             if event == "line":
                 executed.add(frame.f_lineno)
+                if _UNDER_DATAPARALLEL.is_set():
+                    under_dp.add(frame.f_lineno)
             return local
         return local
 
-    return tracer, executed
+    return tracer, executed, under_dp
 
 
 def install_tracer(tracer):
-    import threading
     sys.settrace(tracer)
     threading.settrace(tracer)
