@@ -88,3 +88,24 @@ def test_the_batch_dim_is_measured_not_guessed_from_the_first_tensor():
     report = run(SequenceFirst, lambda b: (torch.randn(7, b, 4),))
     split = [o for o in report.observations if o.kind == K.ARGUMENT_NOT_BATCH_SPLIT]
     assert split and split[0].details["argument"] == "argument 0"
+
+
+def test_tolerances_follow_the_dtype():
+    # bf16 rounds per-replica gradient sums differently from one device: not a DataParallel hazard.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(torch.bfloat16)
+    report = check(model, (torch.randn(8, 64, dtype=torch.bfloat16),), backend="emulated")
+    assert K.GRADS_DIFFER not in kinds(report), [o.evidence for o in report.observations]
+    # A real difference in bf16 is still seen.
+
+    class Normalised(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.fc(x) - self.fc(x).mean(0)  # depends on the whole batch
+
+    torch.manual_seed(0)
+    report = check(Normalised().to(torch.bfloat16), (torch.randn(8, 8, dtype=torch.bfloat16) * 4,), backend="emulated")
+    assert K.VALUES_DIFFER in kinds(report)
