@@ -109,3 +109,21 @@ def test_tolerances_follow_the_dtype():
     torch.manual_seed(0)
     report = check(Normalised().to(torch.bfloat16), (torch.randn(8, 8, dtype=torch.bfloat16) * 4,), backend="emulated")
     assert K.VALUES_DIFFER in kinds(report)
+
+
+def test_check_copies_the_model_outside_the_emulation_mode():
+    from torch.overrides import _get_current_function_mode_stack
+
+    modes_while_copying = []
+
+    class Recorded(torch.nn.Linear):
+        def __deepcopy__(self, memo):
+            modes_while_copying.append(len(_get_current_function_mode_stack()))
+            clone = Recorded(4, 4)
+            clone.load_state_dict(self.state_dict())
+            return clone
+
+    check(Recorded(4, 4), (torch.randn(4, 4),), backend="emulated")
+    # Copying under the emulation's TorchFunctionMode routes every tensor op through it
+    # (Faster R-CNN: 6.8 s against 0.02 s outside).
+    assert modes_while_copying and not any(modes_while_copying)
