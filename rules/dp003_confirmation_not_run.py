@@ -7,8 +7,8 @@ could be synthesized, the single-device (reference) run itself failed at every b
 size, or the child process timed out or crashed. The reason is in the finding's
 confirmation (`not-run`).
 
-Without this finding such a file would look clean ("All checks passed!"), although
-nothing about it was checked at run time. It is reported only under `--confirm`, once per
+Without this finding such a file would be reported as clean, although nothing about it
+was checked at run time. It is reported only under `--confirm`, once per
 file, at line 1, and makes the run exit 1 like any finding (unless `--exit-zero`).
 Files with nothing to run (no `nn.Module` subclass and no `dpcheck_example`) do not get
 it: there is nothing to confirm.
