@@ -91,8 +91,8 @@ def attribute(static: list[Finding], result: dict, filename: str) -> list[Findin
     rules = {cls.code: cls() for cls in all_rules()}
     marked = _mark(rules, static, result, filename)
     reason = not_compared(result)
-    if reason is None:
-        return marked
+    if reason is None or any(f.confirmation.status == "confirmed" for f in marked):
+        return marked  # compared, or a single-device failure already confirmed a finding
     rule = rules[CONFIRM_NOT_RUN]
     backend, devices = result.get("backend", "none"), result.get("devices")
     label = backend + (f", {devices} devices" if devices else "")
@@ -140,14 +140,17 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
         return [replace(f, confirmation=_status("not-run", label, reasons)) for f in static]
     observations = [(Observation.from_dict(o), m) for m in ran for o in m["report"]["observations"]]
     failures = [Observation.from_dict(o) for m in ran for o in m["report"]["reference_failures"]]
-    # Lines that ran during a DataParallel step (older children report only all lines).
+    # Lines that ran during a DataParallel step and during a single-device step. A line that
+    # ran in the single-device forward but never under DataParallel did not run because the
+    # DataParallel run stopped first (lines of __init__ run in neither step).
     under_dp = set(result.get("dataparallel_lines", executed))
+    in_reference = set(result.get("reference_lines", ()))
     explained: set[int] = set()
     claimed: dict[int, str] = {}  # observation index -> the code of the first finding it confirmed
     evidences = []
     for finding in static:
         rule = rules.get(finding.code)
-        line_ran = finding.row in under_dp or _statement_ran(finding, under_dp)
+        line_ran = finding.row in executed or _statement_ran(finding, executed)
         evidence, indices = _match(rule, finding, observations, failures, line_ran)
         explained |= indices
         for index in indices:
@@ -157,17 +160,14 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
     marked: list[Finding] = []
     for finding, evidence in zip(static, evidences):
         rule = rules.get(finding.code)
-        line_ran = finding.row in under_dp or _statement_ran(finding, under_dp)
-        ran_alone = finding.row in executed or _statement_ran(finding, executed)
+        line_ran = finding.row in executed or _statement_ran(finding, executed)
+        only_alone = _statement_ran(finding, in_reference) and not _statement_ran(finding, under_dp)
         if rule is not None and rule.not_confirmable:
             status = _status("not-run", label, rule.not_confirmable)
         elif evidence:
             status = _status("confirmed", label, evidence)
-        elif ran_alone and not line_ran and stopped:
+        elif only_alone and stopped:
             status = _status("not-run", label, f"the DataParallel run stopped at {stopped} before this line ran")
-        elif ran_alone and not line_ran:
-            status = _status("not-run", label, f"line {finding.row} ran on a single device but not under "
-                             "DataParallel")
         elif not line_ran:
             skipped = "".join(f"; {m['label']} was not run: {m['not_run']}" for m in result["models"]
                               if "not_run" in m)

@@ -127,3 +127,12 @@ def test_check_copies_the_model_outside_the_emulation_mode():
     # Copying under the emulation's TorchFunctionMode routes every tensor op through it
     # (Faster R-CNN: 6.8 s against 0.02 s outside).
     assert modes_while_copying and not any(modes_while_copying)
+
+
+def test_lazy_modules_materialise_under_the_emulation():
+    from dpcheck.harness.emulation import emulated_cuda
+
+    with emulated_cuda(2):
+        model = torch.nn.LazyLinear(4)
+        model(torch.randn(2, 3))  # registering the uninitialized parameter asked for its dims
+    assert model.weight.shape == (4, 3)

@@ -243,7 +243,8 @@ def test_a_finding_whose_line_never_ran_under_dataparallel_because_the_run_stopp
     stop = Observation(ObservationKind.DEVICE_MISMATCH.value, "raised: not on the same device", line=12,
                        batch=4, details={"exception": "RuntimeError"})
     result = _result([stop], executed=(12, 20))
-    result["dataparallel_lines"] = [12]  # line 20 ran on a single device only
+    result["dataparallel_lines"] = [12]
+    result["reference_lines"] = [12, 20]  # line 20 ran in the single-device forward only
     out = {f.row: f for f in attribute([_finding("DP301", row=12), _finding("DP101", row=20, attr="steps")],
                                        result, "m.py")}
     assert out[12].confirmation.status == "confirmed"
@@ -263,3 +264,13 @@ def test_dynamic_findings_are_reported_at_each_line_where_they_arose():
     out = attribute([], _result([first, again, other], executed=(12, 15)), "m.py")
     # One per line (the same failure at another batch size is the same occurrence), not one per file at 1:1.
     assert sorted(f.row for f in out) == [12, 15]
+
+
+def test_a_single_device_failure_that_confirms_a_finding_needs_no_file_level_finding():
+    failed = Observation(ObservationKind.DEVICE_MISMATCH.value, "fails on a single device too", line=30)
+    result = _result([], failures=[failed])
+    result["models"][0]["report"]["compared"] = []
+    assert not_compared(result)  # nothing was compared ...
+    out = attribute([_finding("DP301", row=10)], result, "m.py")
+    # ... but the file is not reported clean either: its finding is confirmed.
+    assert [(f.code, f.confirmation.status) for f in out] == [("DP301", "confirmed")]

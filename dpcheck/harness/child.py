@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             )
             backend = make_backend(args.backend, args.devices)
             result["backend"], result["devices"] = backend.name, backend.n
-            tracer, executed, under_dp = trace_lines(args.file)
+            tracer, executed, under_dp, in_reference = trace_lines(args.file)
             install_tracer(tracer)
             with backend.context():  # the import sees N GPUs too
                 module = load_module(Path(args.file))
@@ -112,6 +112,7 @@ def main(argv=None) -> int:
             sys.settrace(None)
             result["executed_lines"] = sorted(executed)
             result["dataparallel_lines"] = sorted(under_dp)
+            result["reference_lines"] = sorted(in_reference)
         except BaseException as exc:  # SystemExit from the model too: report it, don't die silently
             sys.settrace(None)
             kind = "called sys.exit" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"

@@ -177,6 +177,8 @@ def _devices_of(args, kwargs) -> set[int]:
     """Devices of the tensor arguments, leaving out 0-dim CPU tensors (CUDA ops accept them)."""
     found = set()
     for leaf in tree_flatten((args, kwargs))[0]:
+        if isinstance(leaf, torch.nn.parameter.UninitializedTensorMixin):
+            continue  # a lazy module's parameter before its first forward: no data, no device yet
         if isinstance(leaf, torch.Tensor):
             tag = tag_of(leaf)
             if tag < 0 and leaf.dim() == 0:

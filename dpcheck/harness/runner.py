@@ -334,11 +334,14 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         # Reference: everything on device 0, no replication.
         ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         try:
+            _IN_REFERENCE.set()
             ref_out = ref_model(*ref_args, **ref_kwargs)
             loss = _reduce(ref_out)
             if loss is not None:
                 loss.backward()
+            _IN_REFERENCE.clear()
         except Exception as exc:
+            _IN_REFERENCE.clear()
             kind = K.DEVICE_MISMATCH if "same device" in str(exc) else K.REFERENCE_FAILED
             obs = Observation(kind, f"fails on a single device too: {_first_line(exc)}",
                               line=_model_line(exc, model_file), batch=batch,
@@ -637,17 +640,20 @@ def default_batch_sizes(n: int) -> list[int]:
     return list(dict.fromkeys(sizes))
 
 
-# Set while the DataParallel step runs (replicas run in other threads: an Event, not a local).
+# Set while the DataParallel step runs (replicas run in other threads: an Event, not a local),
+# and while the single-device step runs.
 _UNDER_DATAPARALLEL = threading.Event()
+_IN_REFERENCE = threading.Event()
 
 
 def trace_lines(model_file: str):
     """A settrace function recording the model file's executed lines (all threads): every
-    line that ran, and those that ran during a DataParallel step."""
+    line that ran, those that ran during a single-device step and during a DataParallel step."""
     import os
     target = os.path.realpath(model_file)
     executed: set[int] = set()
     under_dp: set[int] = set()
+    in_reference: set[int] = set()
     cache: dict[str, bool] = {}
 
     def tracer(frame, event, arg):
@@ -657,19 +663,22 @@ def trace_lines(model_file: str):
             hit = cache[name] = os.path.realpath(name) == target
         if not hit:
             return None
-        executed.add(frame.f_lineno)
-        if _UNDER_DATAPARALLEL.is_set():
-            under_dp.add(frame.f_lineno)
+        def record(line):
+            executed.add(line)
+            if _UNDER_DATAPARALLEL.is_set():
+                under_dp.add(line)
+            elif _IN_REFERENCE.is_set():
+                in_reference.add(line)
+
+        record(frame.f_lineno)
 
         def local(frame, event, arg):
             if event == "line":
-                executed.add(frame.f_lineno)
-                if _UNDER_DATAPARALLEL.is_set():
-                    under_dp.add(frame.f_lineno)
+                record(frame.f_lineno)
             return local
         return local
 
-    return tracer, executed, under_dp
+    return tracer, executed, under_dp, in_reference
 
 
 def install_tracer(tracer):
