@@ -1,5 +1,5 @@
 """
-## What happened?
+## Why is this bad?
 
 `--confirm` could not compare this file's model on one device and under DataParallel:
 the model file raised on import, its `dpcheck_example` or constructor failed, no input
