@@ -275,3 +275,11 @@ def test_a_single_device_failure_that_confirms_a_finding_needs_no_file_level_fin
     out = attribute([_finding("DP301", row=10)], result, "m.py")
     # ... but the file is not reported clean either: its finding is confirmed.
     assert [(f.code, f.confirmation.status) for f in out] == [("DP301", "confirmed")]
+
+
+def test_a_findings_subject_attribute_is_read_from_its_node():
+    source = SOURCE.replace("        self.steps += 1\n", "        self.steps += 1\n        self.log.append(x)\n") \
+        .replace("        self.steps = 0\n", "        self.steps = 0\n        self.log = []\n")
+    result = check_stdin(source, "m.py", list(rules_by_code()))
+    attrs = {(f.code, f.subject.attr) for f in result.findings if f.code in ("DP101", "DP102")}
+    assert ("DP101", "steps") in attrs and ("DP102", "log") in attrs, attrs

@@ -200,6 +200,14 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                 for v in found:
                     if v.subject.class_name is None:  # every class rule's finding names its class
                         v.subject = replace(v.subject, class_name=model.name)
+                model.conditions.clear()
+                found = list(rule.check_class(model))
+                conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
+                for v in found:
+                    if v.subject.class_name is None:  # every class rule's finding names its class
+                        v.subject = replace(v.subject, class_name=model.name)
+                    if v.subject.attr is None:  # `self.<attr>` the flagged node is about, if any
+                        v.subject = replace(v.subject, attr=_self_attribute(v.node))
                     raw.append((v, base_req + conditions))
             for v in rule.check_file(ctx):
                 raw.append((v, ()))
@@ -232,3 +240,13 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
                    requires + tuple(v.requires), subject=v.subject)
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    """`self.steps`, `self.cache[k]`, `self.items.append(x)` -> the attribute of `self` they
+    are about (read from the node, never from a message)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return node.attr
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return None
