@@ -200,12 +200,6 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                 for v in found:
                     if v.subject.class_name is None:  # every class rule's finding names its class
                         v.subject = replace(v.subject, class_name=model.name)
-                model.conditions.clear()
-                found = list(rule.check_class(model))
-                conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
-                for v in found:
-                    if v.subject.class_name is None:  # every class rule's finding names its class
-                        v.subject = replace(v.subject, class_name=model.name)
                     if v.subject.attr is None:  # `self.<attr>` the flagged node is about, if any
                         v.subject = replace(v.subject, attr=_self_attribute(v.node))
                     raw.append((v, base_req + conditions))
