@@ -154,12 +154,11 @@ def unimportable(module: str) -> str | None:
 
 
 @functools.cache
-def confirm(file: str, backend: str) -> tuple[dict, ...]:
-    """One `dpcheck --confirm` child process for one model file; its JSON findings."""
+def confirm(file: str, backend: str) -> tuple[int, str, str]:
+    """One `dpcheck --confirm` child process for one model file (run once, even when it fails)."""
     proc = run_cli(MODELS / file, "--config", MODELS / "dpcheck.toml", "--confirm", "--backend", backend,
                    "--devices", DEVICES, "--timeout", 600, "--output-format", "json", "--no-cache", timeout=900)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    return tuple(json.loads(proc.stdout))
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def results(case: Case, backend: str) -> list[dict]:
@@ -167,7 +166,9 @@ def results(case: Case, backend: str) -> list[dict]:
         reason = unimportable(module)
         if reason:
             pytest.skip(reason)
-    return list(confirm(case.file, backend))
+    returncode, stdout, stderr = confirm(case.file, backend)
+    assert returncode in (0, 1), stderr[-3000:]
+    return json.loads(stdout)
 
 
 @functools.cache
