@@ -136,3 +136,22 @@ def test_lazy_modules_materialise_under_the_emulation():
         model = torch.nn.LazyLinear(4)
         model(torch.randn(2, 3))  # registering the uninitialized parameter asked for its dims
     assert model.weight.shape == (4, 3)
+
+
+def test_a_file_whose_name_is_not_an_import_name_is_still_run(tmp_path):
+    """`model.v2.py` cannot be imported by name; it is loaded from its path and compared."""
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "model.v2.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
+        "        self.steps = 0\n\n    def forward(self, x):\n        self.steps += 1\n"
+        "        return self.fc(x)\n\n\ndef dpcheck_example(batch_size=4):\n"
+        "    return Net(), (torch.randn(batch_size, 4),)\n")
+    proc = run_cli("model.v2.py", "--isolated", "--no-cache", "--confirm", "--backend", "emulated",
+                   "--output-format", "json", "--timeout", "240", cwd=tmp_path, timeout=400)
+    findings = json.loads(proc.stdout)
+    assert [f["confirmation"]["status"] for f in findings if f["code"] == "DP101"] == ["confirmed"], findings
+    assert not [f for f in findings if f["code"] == "DP003"]

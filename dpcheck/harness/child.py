@@ -30,6 +30,16 @@ def load_module(path: Path):
     """Import the file under its package name, so relative imports work."""
     from dpcheck.analysis.names import module_name_for
 
+    if not path.stem.isidentifier():
+        # `model.v2.py`, `train-net.py`: no import name reaches it, so load it by location
+        # under a name it can have (its folder on the path for its own imports).
+        sys.path.insert(0, str(Path(os.path.abspath(path)).parent))
+        name = "".join(c if c.isalnum() else "_" for c in path.stem)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
     dotted = module_name_for(path)
     root = Path(os.path.abspath(path)).parents[dotted.count(".")]
     sys.path.insert(0, str(root))
