@@ -34,7 +34,10 @@ _SMALL = 8
 class CacheKeyedOnModule(Rule):
     code = "DP107"
     name = "cache-keyed-on-module"
-    severity = Severity.ERROR
+    # Growth that costs memory (and ends in an out-of-memory error only after many steps):
+    # cost-only by the severity policy. Measured at error on the zoos, 3 of 7 were bounded
+    # caches or caches behind non-default options.
+    severity = Severity.WARNING
     summary = "An lru_cache keyed on the module grows by one replica per GPU per DataParallel call"
     fix_hint = "Cache on shapes/dtype/device in a module-level function, not on self or a submodule"
     bad_example = """
