@@ -75,6 +75,8 @@ def test_dynamic_findings_are_exactly_the_expected_ones(fixture_results):
     grouped = by_file(fixture_results)
     for path in fixture_files():
         rel = path.relative_to(ROOT).as_posix()
+        if "confirm-skip" in path.read_text():
+            continue  # its outcome depends on thread timing (the marker says why)
         dynamic = {f["code"] for f in grouped.get(rel, []) if f["code"].startswith("DP8")}
         assert dynamic == expected_dynamic(path), rel
 
