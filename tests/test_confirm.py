@@ -68,6 +68,8 @@ def test_safe_fixtures_stay_clean_under_confirm(fixture_results):
     grouped = by_file(fixture_results)
     for path in fixture_files("safe_*.py"):
         rel = path.relative_to(ROOT).as_posix()
+        if "confirm-skip" in path.read_text():
+            continue  # not comparable under --confirm (the marker says why)
         assert grouped.get(rel, []) == [], f"{rel}: {grouped.get(rel)}"
 
 
