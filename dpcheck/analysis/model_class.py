@@ -155,7 +155,7 @@ class ModelClass:
 
     @cached_property
     def in_forward(self) -> list[FunctionInfo]:
-        """Reachable code minus the hooks (DP104 owns what hooks write)."""
+        """Reachable code minus the hooks (what hooks write is judged as hook code)."""
         hooks = {id(h.node) for h in self.hooks}
         return [fn for fn in self.reachable if id(fn.node) not in hooks]
 

@@ -204,7 +204,7 @@ def _helper_method(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> Funct
 def _output_record(call: ast.Call, model: ModelClass) -> bool:
     """A call building a dict-like output record (`CausalLMOutput(...)`, `BaseOutput(...)`).
 
-    Plain dataclasses are left as leaves: gather cannot take them at all (DP402).
+    Plain dataclasses are left as leaves: gather cannot take them at all.
     """
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
