@@ -1,6 +1,6 @@
 """`--confirm`: run each checked file's model under the harness and mark the static findings.
 
-Each file runs in its own child process (`python -m dpcheck.harness.child`) with a time
+Each file runs in its own child process (see `dpcheck.harness.processes`) with a time
 limit, so a model that hangs, exits, crashes or leaks costs that file's result only.
 Every static finding in the file gets `confirmation = {status, backend, evidence}`:
 
@@ -16,39 +16,14 @@ reports their kind (``Rule.reports``). This module knows no rule by code.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.constants import CHILD_RESULT_MARKER, CONFIRM_NOT_RUN
+from dpcheck.constants import CONFIRM_NOT_RUN
 from dpcheck.findings import Confirmation, Finding, Observation
-
-
-def run_child(path: Path, backend: str, devices: int | None, timeout: float, examples: Path | None) -> dict:
-    cmd = [sys.executable, "-m", "dpcheck.harness.child", str(path), "--backend", backend]
-    if devices:
-        cmd += ["--devices", str(devices)]
-    if examples:
-        cmd += ["--examples", str(examples)]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"the model did not finish within {timeout:g} s (--timeout)"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(CHILD_RESULT_MARKER):
-            try:
-                return json.loads(line[len(CHILD_RESULT_MARKER):])
-            except ValueError:
-                break
-    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    if proc.returncode < 0:
-        return {"error": f"the model process was killed by signal {-proc.returncode} ({tail})"}
-    return {"error": f"the model process exited with status {proc.returncode} before reporting ({tail})"}
+from dpcheck.harness.processes import Launcher
 
 
 def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options) -> list[Finding]:
@@ -67,9 +42,9 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
     workers = getattr(options, "jobs", None) or default_jobs()
     if settings.backend != "emulated":
         workers = min(workers, 4)
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda p: run_child(Path(p), settings.backend, settings.devices,
-                                                    settings.timeout, settings.examples), files))
+    with Launcher(settings.backend, settings.devices, settings.timeout, settings.examples) as launcher, \
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(lambda p: launcher.run(Path(p)), files))
     for path, result in zip(files, results):
         static = by_file.pop(os.path.abspath(path), [])
         out.extend(attribute(static, result, str(path)))
@@ -232,8 +207,12 @@ def _dynamic(rules, observations, explained: set[int], filename: str, label: str
             continue
         obs, model = observations[index]
         # Each occurrence once (the first batch's evidence): one per line of the model file
-        # where it arose, and one per attribute or argument for those that have no line.
-        occurrence = (rule.code, obs.line, obs.kind, obs.attr, obs.details.get("argument"))
+        # where it arose, and one per attribute, output or argument for those that have no
+        # line. The same symptom seen at another batch size, or described by a neighbouring
+        # kind (a 0-dim loss gathered into (2,) at one batch and (1,) at another), is the
+        # same occurrence.
+        occurrence = (rule.code, obs.model, obs.line, obs.attr, obs.output_path,
+                      obs.argument or obs.details.get("argument"))
         if occurrence in seen:
             continue
         seen.add(occurrence)

@@ -99,30 +99,34 @@ def test_text_output_prints_the_evidence():
     assert "= confirmed (emulated, 2 devices): after one DataParallel forward on 2 devices" in proc.stdout
 
 
+# A runnable model with a lost-state hazard (DP101 on `steps`), and room for what its
+# constructor and forward do besides.
+RUNNABLE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.steps = 0
+            {init}
+
+        def forward(self, x):
+            self.steps += 1
+            {forward}
+            return self.fc(x)
+
+    def dpcheck_example(batch_size=4):
+        return Net(), (torch.randn(batch_size, 4),)
+''')
+
+
 def test_models_that_raise_hang_or_exit_are_not_run_and_others_still_checked(project):
-    hazard = textwrap.dedent('''
-        import torch
-        import torch.nn as nn
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-                self.steps = 0
-                {init}
-
-            def forward(self, x):
-                self.steps += 1
-                {forward}
-                return self.fc(x)
-
-        def dpcheck_example(batch_size=4):
-            return Net(), (torch.randn(batch_size, 4),)
-    ''')
-    (project / "raises.py").write_text(hazard.format(init="raise RuntimeError('no weights here')", forward=""))
-    (project / "hangs.py").write_text(hazard.format(init="", forward="import time; time.sleep(60)"))
-    (project / "exits.py").write_text(hazard.format(init="import sys; sys.exit(3)", forward=""))
-    (project / "good.py").write_text(hazard.format(init="", forward=""))
+    (project / "raises.py").write_text(RUNNABLE.format(init="raise RuntimeError('no weights here')", forward=""))
+    (project / "hangs.py").write_text(RUNNABLE.format(init="", forward="import time; time.sleep(60)"))
+    (project / "exits.py").write_text(RUNNABLE.format(init="import sys; sys.exit(3)", forward=""))
+    (project / "good.py").write_text(RUNNABLE.format(init="", forward=""))
     proc = run_cli(".", "--confirm", "--backend", "emulated", "--timeout", "20", "--output-format", "json",
                    "--no-cache", cwd=project)
     results = {f["filename"].rsplit("/", 1)[-1]: f["confirmation"] for f in json.loads(proc.stdout)
@@ -134,6 +138,81 @@ def test_models_that_raise_hang_or_exit_are_not_run_and_others_still_checked(pro
     # Each file that could not be compared says so once, at file level; the good one does not.
     not_run = sorted(f["filename"].rsplit("/", 1)[-1] for f in json.loads(proc.stdout) if f["code"] == "DP003")
     assert not_run == ["exits.py", "hangs.py", "raises.py"]
+
+
+def test_a_model_that_dies_or_prints_costs_only_its_own_result(project):
+    # Each file runs in a process of its own (forked from a warm server on the emulation): a
+    # model killed by a signal or leaving through os._exit is not-run with the reason, and
+    # what models print never reaches dpcheck's own output.
+    (project / "killed.py").write_text(RUNNABLE.format(init="", forward="import os; os.kill(os.getpid(), 9)"))
+    (project / "leaves.py").write_text(RUNNABLE.format(init="", forward="import os; os._exit(7)"))
+    noise = "import os, sys; print('{\"not\": 1}'); sys.stdout.write('noise'); os.write(1, b'raw')"
+    (project / "chatty.py").write_text(RUNNABLE.format(init="", forward=noise))
+    proc = run_cli(".", "--confirm", "--backend", "emulated", "--timeout", "60", "--output-format", "json",
+                   "--no-cache", cwd=project)
+    findings = json.loads(proc.stdout)  # nothing the models printed broke the report
+    results = {f["filename"].rsplit("/", 1)[-1]: f["confirmation"] for f in findings if f["code"] == "DP101"}
+    assert results["chatty.py"]["status"] == "confirmed"
+    assert results["killed.py"]["status"] == "not-run" and "signal 9" in results["killed.py"]["evidence"]
+    assert results["leaves.py"]["status"] == "not-run" and "status 7" in results["leaves.py"]["evidence"]
+
+
+def test_killing_dpcheck_ends_the_models_it_runs(project):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (project / "hangs.py").write_text(textwrap.dedent('''
+        import os, time
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                with open("model.pid", "w") as f:
+                    f.write(str(os.getpid()))
+                time.sleep(120)
+                return self.fc(x)
+
+        def dpcheck_example(batch_size=4):
+            return Net(), (torch.randn(batch_size, 4),)
+    '''))
+    proc = subprocess.Popen([sys.executable, "-m", "dpcheck", "hangs.py", "--confirm", "--backend", "emulated",
+                             "--no-cache", "--timeout", "300"], cwd=project, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    pid_file = project / "model.pid"
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the model never started"
+        time.sleep(0.2)
+    model_pid = int(pid_file.read_text())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(model_pid, 0)
+        except ProcessLookupError:
+            return
+        if _is_zombie(model_pid):
+            return
+        time.sleep(0.2)
+    os.kill(model_pid, signal.SIGKILL)
+    raise AssertionError("the model kept running after dpcheck was killed")
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def test_a_file_that_could_not_be_compared_is_never_reported_clean(project):

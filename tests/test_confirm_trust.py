@@ -155,3 +155,40 @@ def test_a_file_whose_name_is_not_an_import_name_is_still_run(tmp_path):
     findings = json.loads(proc.stdout)
     assert [f["confirmation"]["status"] for f in findings if f["code"] == "DP101"] == ["confirmed"], findings
     assert not [f for f in findings if f["code"] == "DP003"]
+
+
+class AutocastInside(torch.nn.Module):
+    """Enters CUDA autocast inside forward, the fix DP707 recommends."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+
+    def forward(self, x):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return self.fc(x)
+
+
+def test_cuda_autocast_runs_on_the_emulation_and_its_rounding_is_not_a_difference():
+    # Before: "Torch not compiled with CUDA enabled" on a single device (not-run); then
+    # float32 gradients of a bf16 forward compared at float32 tolerance (a false DP801).
+    torch.manual_seed(0)
+    report = check(AutocastInside(), (torch.randn(8, 64),), backend="emulated")
+    assert not report.errors and not report.reference_failures, report.errors
+    assert not report.observations, [o.evidence for o in report.observations]
+
+
+def test_replicas_get_autocast_enabled_but_not_its_dtype_as_on_gpus():
+    # Measured on 2 GPUs (torch 2.11): under torch.autocast("cuda", dtype=torch.bfloat16) around
+    # the wrapper, the replicas compute in float16.
+    from dpcheck.harness import emulation as em
+
+    with em.emulated_cuda(2):
+        model = em.place_module(torch.nn.Linear(4, 4), 0)
+        x = em.place(torch.randn(4, 4), 0)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            alone = model(x)
+            inputs, kwargs = em.scatter_kwargs((x,), {}, [0, 1], 0)
+            outputs = em.parallel_apply(em.replicate(model, [0, 1]), inputs, kwargs, [0, 1])
+    assert alone.dtype == torch.bfloat16
+    assert [o.dtype for o in outputs] == [torch.float16, torch.float16]

@@ -13,15 +13,29 @@ size of the example inputs (scatter splits their dim 0).
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
-from dpcheck.harness.runner import Observation, RunReport, make_backend, run_model
+if TYPE_CHECKING:
+    from dpcheck.harness.runner import Observation, RunReport
 
 __all__ = ["check", "assert_dataparallel_safe", "Observation", "RunReport"]
+
+
+def __getattr__(name: str):
+    # torch is imported on first use, not with the package: dpcheck's own process reaches
+    # dpcheck.harness.child and dpcheck.harness.processes without needing torch.
+    if name in ("Observation", "RunReport"):
+        from dpcheck.harness import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check(model, args: tuple = (), kwargs: dict | None = None, devices: int | None = None,
           backend: str = "auto") -> RunReport:
     """Run ``model(*args, **kwargs)`` on one device and under DataParallel; return what differed."""
+    from dpcheck.harness.runner import make_backend, run_model
+
     chosen = make_backend(backend, devices)
     args = args if isinstance(args, tuple) else (args,)
     batch = _batch_size(args, kwargs or {})

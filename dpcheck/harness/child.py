@@ -86,16 +86,10 @@ def _module_classes(module):
             and obj.__module__ == module.__name__]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("file")
-    parser.add_argument("--backend", default="auto")
-    parser.add_argument("--devices", type=int, default=None)
-    parser.add_argument("--examples", default=None)
-    args = parser.parse_args(argv)
-
-    out = sys.stdout
-    result: dict = {"file": args.file, "models": [], "error": None}
+def run_file(file: str, backend_name: str, devices: int | None, examples: str | None) -> dict:
+    """Import ``file``, run each of its models through the harness, and say what happened
+    (the result the parent reads). Anything the model prints goes to stderr."""
+    result: dict = {"file": file, "models": [], "error": None}
     with contextlib.redirect_stdout(sys.stderr):
         try:
             from dpcheck.harness.runner import (
@@ -105,17 +99,17 @@ def main(argv=None) -> int:
                 run_model,
                 trace_lines,
             )
-            backend = make_backend(args.backend, args.devices)
+            backend = make_backend(backend_name, devices)
             result["backend"], result["devices"] = backend.name, backend.n
-            tracer, executed, under_dp, in_reference = trace_lines(args.file)
+            tracer, executed, under_dp, in_reference = trace_lines(file)
             install_tracer(tracer)
             with backend.context():  # the import sees N GPUs too
-                module = load_module(Path(args.file))
-            for label, build, how in examples_for(module, args.examples):
+                module = load_module(Path(file))
+            for label, build, how in examples_for(module, examples):
                 if build is None:
                     result["models"].append({"label": label, "not_run": how})
                     continue
-                report = run_model(build, backend, default_batch_sizes(backend.n), args.file)
+                report = run_model(build, backend, default_batch_sizes(backend.n), file)
                 report.observations = [replace(o, model=label) for o in report.observations]
                 report.reference_failures = [replace(o, model=label) for o in report.reference_failures]
                 result["models"].append({"label": label, "inputs": how, "report": report.as_dict()})
@@ -126,10 +120,39 @@ def main(argv=None) -> int:
         except BaseException as exc:  # SystemExit from the model too: report it, don't die silently
             sys.settrace(None)
             kind = "called sys.exit" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"
-            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == os.path.abspath(args.file)
-                      or f.filename == args.file]
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == os.path.abspath(file)
+                      or f.filename == file]
             where = f" at line {frames[-1].lineno}" if frames else ""
             result["error"] = f"importing or running the model {kind}{where}"[:500]
+    return result
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this child when the process that forked it exits, so that killing
+    dpcheck never leaves a model running (elsewhere the time limit still applies)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("file")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--devices", type=int, default=None)
+    parser.add_argument("--examples", default=None)
+    args = parser.parse_args(argv)
+
+    die_with_parent()
+    out = sys.stdout
+    result = run_file(args.file, args.backend, args.devices, args.examples)
     out.write(CHILD_RESULT_MARKER + json.dumps(result, default=str) + "\n")
     out.flush()
     return 0

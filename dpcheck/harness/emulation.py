@@ -236,6 +236,15 @@ def emulated_cuda(n_devices: int):
     cudnn = torch.backends.cudnn
     saved_acceptable, saved_enabled = cudnn.is_acceptable, cudnn.enabled
     cudnn.is_acceptable, cudnn.enabled = (lambda tensor: False), False
+    # The emulated devices compute with CPU kernels: CUDA autocast (torch.autocast("cuda"),
+    # torch.cuda.amp.autocast) becomes CPU autocast with the same dtype.
+    autocast = torch.amp.autocast_mode.autocast
+    saved_autocast_init = autocast.__init__
+
+    def autocast_init(self, device_type, *args, **kwargs):
+        saved_autocast_init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    autocast.__init__ = autocast_init
     set_current_device(0)
     try:
         with VirtualDevices():
@@ -244,6 +253,7 @@ def emulated_cuda(n_devices: int):
         for name, value in saved.items():
             setattr(cuda, name, value)
         cudnn.is_acceptable, cudnn.enabled = saved_acceptable, saved_enabled
+        autocast.__init__ = saved_autocast_init
 
 
 def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
@@ -393,6 +403,9 @@ def parallel_apply(modules, inputs, kwargs_tup, devices):
         raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of "
                              f"kwargs_tup {len(kwargs_tup)}")
     grad_enabled = torch.is_grad_enabled()
+    # As torch's parallel_apply: only whether autocast is on reaches the replica threads, not
+    # its dtype (thread-local), so they compute in CUDA's default float16.
+    autocast_enabled = torch.is_autocast_enabled("cpu")
     results: dict[int, Any] = {}
     lock = threading.Lock()
     outer_trace = _current_trace()
@@ -402,9 +415,8 @@ def parallel_apply(modules, inputs, kwargs_tup, devices):
         torch.set_grad_enabled(grad_enabled)
         set_current_device(device)
         try:
-            # Mode stacks are per thread: each replica enters the tagging mode itself. (CUDA
-            # autocast has no CPU counterpart to re-enter here; a static rule checks autocast.)
-            with VirtualDevices():
+            # Mode stacks are per thread: each replica enters the tagging mode itself.
+            with VirtualDevices(), torch.autocast("cpu", dtype=torch.float16, enabled=autocast_enabled):
                 if not isinstance(args, (list, tuple)):
                     args = (args,)
                 output = module(*args, **kwargs)

@@ -32,9 +32,11 @@ _ATOL, _RTOL = 1e-4, 1e-3
 _LOW_PRECISION = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Equal within the tolerance of the less precise of the two dtypes."""
-    atol, rtol = max(_LOW_PRECISION.get(a.dtype, (_ATOL, _RTOL)), _LOW_PRECISION.get(b.dtype, (_ATOL, _RTOL)))
+def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = None) -> bool:
+    """Equal within the tolerance of the least precise of the two dtypes and ``computed_in``
+    (the dtype the forward computed in: float32 gradients of an autocast bfloat16 forward carry
+    bfloat16's rounding)."""
+    atol, rtol = max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
     return torch.allclose(a.detach().cpu().float(), b.detach().cpu().float(), atol=atol, rtol=rtol, equal_nan=True)
 
 
@@ -381,7 +383,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
     _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
     _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model))
     if not stochastic:
-        _compare_grads(ref_grads, dp_grads, batch, backend, report)
+        _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
     elif batch == report.batches[0]:
         report.errors.append("the outputs are random even in eval() mode (two single-device runs with "
                              "different seeds differ): values and gradients were not compared")
@@ -617,7 +619,13 @@ def _compare_state(before, ref, dp, batch, backend, report, owners=None):
                                                details={"path": key, "classes": classes}))
 
 
-def _compare_grads(ref, dp, batch, backend, report):
+def _computed_in(output) -> torch.dtype | None:
+    """The least precise floating-point dtype among the output's tensors (None: none is)."""
+    dtypes = {leaf.dtype for _, leaf in _leaves(output) if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()}
+    return max(dtypes, key=lambda d: _LOW_PRECISION.get(d, (_ATOL, _RTOL)), default=None)
+
+
+def _compare_grads(ref, dp, batch, backend, report, computed_in=None):
     for name, r in ref.items():
         d = dp.get(name)
         if r is None and d is None:
@@ -627,7 +635,7 @@ def _compare_grads(ref, dp, batch, backend, report):
         d = d if d is not None else (torch.zeros_like(r) if r is not None and not r.any() else None)
         if r is None and d is None:
             continue
-        if (r is None) != (d is None) or r.shape != d.shape or not _close(r, d):
+        if (r is None) != (d is None) or r.shape != d.shape or not _close(r, d, computed_in):
             report.observations.append(Observation(
                 K.GRADS_DIFFER, f"the gradient of `{name}` differs from the single-device run", batch=batch,
                 details={"parameter": name}))

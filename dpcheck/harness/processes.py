@@ -1,0 +1,212 @@
+"""How dpcheck's own process runs each model file in a child of its own (``--confirm``).
+
+Two launchers, one result (the dict :func:`dpcheck.harness.child.run_file` returns, or
+``{"error": why}``):
+
+* **Warm forks** (the emulated backend): one server process (:mod:`dpcheck.harness.zygote`)
+  imports torch and the harness once; each file then runs in a fresh process forked from it. Isolation is the same as a new
+  interpreter (a crash, a hang or a poisoned state costs only that file), without paying the
+  torch import per file, which was most of the time of ``--confirm``.
+* **Fresh interpreters** (real GPUs): ``python -m dpcheck.harness.child FILE``. Forking from a
+  process that never touched CUDA is allowed, but this path is the one measured on GPUs.
+
+Neither imports torch in dpcheck's own process.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from dpcheck.constants import CHILD_RESULT_MARKER
+
+
+def uses_warm_forks(backend: str) -> bool:
+    """Whether files on ``backend`` run in warm forks: always for the emulation, and for
+    ``auto`` where no GPU device node exists (auto then picks the emulation); real GPUs keep
+    fresh interpreters."""
+    if backend == "emulated":
+        return True
+    return backend == "auto" and len(glob.glob("/dev/nvidia[0-9]*")) < 2 and sys.platform.startswith("linux")
+
+
+class Launcher:
+    """Runs one file in a child with a time limit; safe to call from several threads."""
+
+    def __init__(self, backend: str, devices: int | None, timeout: float, examples: Path | None):
+        self.backend, self.devices, self.timeout = backend, devices, timeout
+        self.examples = str(examples) if examples else None
+        self._zygote: Zygote | None = None
+        self._lock = threading.Lock()
+
+    def run(self, path: Path) -> dict:
+        if uses_warm_forks(self.backend):
+            return self._run_forked(path)
+        return self._run_fresh(path)
+
+    # --- fresh interpreter -------------------------------------------------------------
+
+    def _run_fresh(self, path: Path) -> dict:
+        cmd = [sys.executable, "-m", "dpcheck.harness.child", str(path), "--backend", self.backend]
+        if self.devices:
+            cmd += ["--devices", str(self.devices)]
+        if self.examples:
+            cmd += ["--examples", self.examples]
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return {"error": self._timed_out()}
+        for line in reversed(proc.stdout.splitlines()):
+            if line.startswith(CHILD_RESULT_MARKER):
+                try:
+                    return json.loads(line[len(CHILD_RESULT_MARKER):])
+                except ValueError:
+                    break
+        return {"error": _died(proc.returncode, proc.stderr)}
+
+    # --- warm forks --------------------------------------------------------------------
+
+    def _run_forked(self, path: Path) -> dict:
+        with self._lock:
+            if self._zygote is None:
+                self._zygote = Zygote()
+            zygote = self._zygote
+        return zygote.run(path, self.backend, self.devices, self.examples, self.timeout, self._timed_out())
+
+    def close(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _timed_out(self) -> str:
+        return f"the model did not finish within {self.timeout:g} s (--timeout)"
+
+
+def _died(returncode: int | None, stderr: str) -> str:
+    tail = (stderr.strip().splitlines() or ["no output"])[-1][:300]
+    if returncode is not None and returncode < 0:
+        return f"the model process was killed by signal {-returncode} ({tail})"
+    return f"the model process exited with status {returncode} before reporting ({tail})"
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+class _Job:
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.exit: int | None = None
+        self.forked = threading.Event()
+        self.ended = threading.Event()
+
+
+class Zygote:
+    """dpcheck's end of :mod:`dpcheck.harness.zygote`: one server for the whole run; any
+    number of threads call :meth:`run` at once."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="dpcheck-confirm-")
+        self._server_log = open(os.path.join(self._dir.name, "server.log"), "w+b")
+        self._proc = subprocess.Popen([sys.executable, "-m", "dpcheck.harness.zygote"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._server_log)
+        self._lock = threading.Lock()
+        self._jobs: dict[int, _Job] = {}
+        self._by_pid: dict[int, _Job] = {}
+        self._next_id = 0
+        self._closed = False
+        threading.Thread(target=self._read, daemon=True, name="dpcheck zygote reader").start()
+
+    def _read(self) -> None:
+        for raw in self._proc.stdout:
+            message = json.loads(raw)
+            with self._lock:
+                if "id" in message:
+                    job = self._jobs.pop(message["id"])
+                    job.pid = message["pid"]
+                    self._by_pid[job.pid] = job
+                    job.forked.set()
+                else:
+                    job = self._by_pid.pop(message["pid"], None)
+                    if job is not None:
+                        job.exit = message["exit"]
+                        job.ended.set()
+        with self._lock:  # the server is gone: nothing pending will ever answer
+            self._closed = True
+            for job in [*self._jobs.values(), *self._by_pid.values()]:
+                job.forked.set()
+                job.ended.set()
+
+    def run(self, path: Path, backend: str, devices: int | None, examples: str | None, timeout: float,
+            timed_out: str) -> dict:
+        job = _Job()
+        with self._lock:
+            if self._closed:
+                return {"error": self._server_died()}
+            ident, self._next_id = self._next_id, self._next_id + 1
+            self._jobs[ident] = job
+            result = os.path.join(self._dir.name, f"{ident}.json")
+            log = os.path.join(self._dir.name, f"{ident}.log")
+            request = {"id": ident, "file": str(path), "backend": backend, "devices": devices,
+                       "examples": examples, "result": result, "log": log}
+            try:
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+                self._proc.stdin.flush()
+            except OSError:
+                return {"error": self._server_died()}
+        # The time limit starts at the fork: the server's one torch import is not the model's time.
+        job.forked.wait()
+        if job.pid is None:
+            return {"error": self._server_died()}
+        if not job.ended.wait(timeout):
+            try:
+                os.kill(job.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            job.ended.wait(5)
+            return {"error": timed_out}
+        try:
+            with open(result, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {"error": _died(job.exit, _read(log))}
+        finally:
+            for leftover in (result, log):
+                try:
+                    os.unlink(leftover)
+                except OSError:
+                    pass
+
+    def _server_died(self) -> str:
+        self._server_log.seek(0)
+        return "the harness server ended before running the model: " + _died(
+            self._proc.poll(), self._server_log.read().decode(errors="replace"))
+
+    def close(self) -> None:
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._server_log.close()
+        self._dir.cleanup()
