@@ -1,7 +1,7 @@
 """The `dpcheck` command line (click), following ruff's conventions.
 
 `dpcheck [PATHS]...` checks files (the `check` subcommand is implied); `dpcheck rule
-DP101` prints a rule's documentation. Exit codes: 0 clean, 1 findings, 2 usage error
+CODE` prints a rule's documentation. Exit codes: 0 clean, 1 findings, 2 usage error
 or internal failure.
 """
 
@@ -38,7 +38,7 @@ def main() -> None:
 
 @main.command("check")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (DP1, DP101, ALL).")
+@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (a code, a prefix such as DP1, or ALL).")
 @click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
 @click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
 @click.option("--extend-ignore", multiple=True, help="Codes or prefixes to disable on top of `ignore`.")

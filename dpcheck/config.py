@@ -307,7 +307,7 @@ def apply_table(settings: Settings, table: dict, where: str, base: Path | None =
 
 
 def parse_per_file_ignores(values: list[str], option: str) -> dict[str, list[str]]:
-    """`--per-file-ignores "tests/*.py:DP1,DP301"` (repeatable) as a config mapping."""
+    """`--per-file-ignores "tests/*.py:DP1,DP30"` (codes or prefixes) (repeatable) as a config mapping."""
     mapping: dict[str, list[str]] = {}
     for value in values:
         glob, sep, codes = value.rpartition(":")

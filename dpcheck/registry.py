@@ -60,7 +60,7 @@ def select_rules(select: list[str] | None, extend_select: list[str], ignore: lis
     """Default: every rule that is on by default; `select` replaces that set.
 
     As in ruff, the more specific selector wins between select and ignore, so
-    `--select DP101 --ignore DP1` keeps DP101 and `--select DP1 --ignore DP101` drops it.
+    `--select DP1nn --ignore DP1` keeps DP1nn and `--select DP1 --ignore DP1nn` drops it.
     """
     chosen = []
     for rule in all_rules():

@@ -48,6 +48,8 @@ def test_dpcheck_code_names_only_the_engine_codes():
     for path in sorted((ROOT / "dpcheck").rglob("*.py")):
         found = {c for text in _code_strings(path) for c in CODE.findall(text)}
         assert found <= ENGINE_CODES, (path, found - ENGINE_CODES)
+        # Not in comments, docstrings or --help either (the issue's `grep -E 'DP[0-9]{3}' dpcheck/`).
+        assert set(CODE.findall(path.read_text())) <= ENGINE_CODES, path
 
 
 def test_rules_declare_only_known_observation_kinds():

@@ -20,10 +20,10 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 
-# `# noqa`, `# noqa: DP101`, `# noqa: DP101, DP102` (ruff's spelling; codes of
+# `# noqa`, `# noqa: CODE`, `# noqa: CODE, CODE` (ruff's spelling; codes of
 # other tools on the same comment are kept and ignored).
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
-# `# dpcheck: noqa` or `# dpcheck: noqa: DP101,DP102` as a comment on a line of its own.
+# `# dpcheck: noqa` or `# dpcheck: noqa: CODE,CODE` as a comment on a line of its own.
 _FILE_NOQA = re.compile(
     r"^#\s*dpcheck\s*:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?\s*$", re.IGNORECASE)
 ALL_CODES = "*"
