@@ -111,14 +111,23 @@ def _pinned(value, is_self, ctx) -> str | None:
 
 
 def _pinned_argument(model, init, name: str) -> str | None:
-    """`self.device = device` in `__init__`: a local bound to a pinned device, a parameter whose
-    default pins one, or one that a construction of this class in the same file passes a
-    pinned device to (directly or through a module-level constant)."""
-    ctx = model.ctx
-    for value in init.local_values.get(name, ()):
+    """`self.device = device` in `__init__`: see ``_pinned_parameter``."""
+    return _pinned_parameter(model.ctx, model.name, init.node, name, 0)
+
+
+def _pinned_parameter(ctx, class_name: str, init: ast.FunctionDef, name: str, depth: int) -> str | None:
+    """Is the `__init__` parameter (or local) ``name`` a pinned device? A local bound to a pinned
+    device, a parameter whose default pins one, one that the class requires to name a GPU index
+    (`str(gpus[0]) in device`), or one that a construction of this class in the same file passes
+    a pinned device to: directly, through a module-level constant, or through a parameter of the
+    `__init__` of another class of this file that is itself pinned (`Linear(..., device=device)`
+    inside `BaseModel.__init__`)."""
+    if depth > 3:
+        return None
+    for value in _assigned(init, name):
         if pinned_device(value, ctx.resolve):
             return f"a fixed device ({pinned_device(value, ctx.resolve)})"
-    args = init.node.args
+    args = init.args
     positional = args.posonlyargs + args.args
     params = [a.arg for a in positional][1:]
     if name not in params and name not in [a.arg for a in args.kwonlyargs]:
@@ -127,13 +136,66 @@ def _pinned_argument(model, init, name: str) -> str | None:
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
     if name in defaults and _pinned_value(defaults[name], ctx):
         return f"a fixed device (the default `{name}={ast.unparse(defaults[name])}`)"
-    for call in _constructions(ctx, model.name):
+    required = _index_required(init, name)
+    if required is not None:
+        return (f"a fixed device (`{name}` must name a GPU index: `{ast.unparse(required)}` "
+                f"on line {required.lineno})")
+    for call in _constructions(ctx, class_name):
         passed = next((k.value for k in call.keywords if k.arg == name), None)
         if passed is None and name in params and params.index(name) < len(call.args):
             passed = call.args[params.index(name)]
-        if passed is not None and _pinned_value(passed, ctx):
+        if passed is None:
+            continue
+        if _pinned_value(passed, ctx):
             return f"a fixed device (`{ast.unparse(passed)}` passed as `{name}` on line {call.lineno})"
+        outer = _enclosing_init(ctx, call)
+        if isinstance(passed, ast.Name) and outer is not None:
+            outer_class, outer_init = outer
+            why = _pinned_parameter(ctx, outer_class, outer_init, passed.id, depth + 1)
+            if why:
+                return f"{why[:-1]}, passed on as `{name}` on line {call.lineno})"
     return None
+
+
+def _assigned(fn: ast.FunctionDef, name: str) -> list[ast.AST]:
+    return [node.value for node in ast.walk(fn) if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+
+
+def _index_required(init: ast.FunctionDef, name: str) -> ast.AST | None:
+    """A test in ``init`` that only makes sense if the device ``name`` (or the `self.<attr>` it is
+    stored in) names a GPU index: `str(gpus[0]) not in device`, `device.split(":")`."""
+    stored = {t.attr for node in ast.walk(init) if isinstance(node, ast.Assign)
+              and isinstance(node.value, ast.Name) and node.value.id == name
+              for t in node.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+              and t.value.id == "self"}
+
+    def is_device(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id == name) or (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and node.attr in stored)
+
+    for node in ast.walk(init):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+                and is_device(node.comparators[0]) and isinstance(node.left, ast.Call) \
+                and isinstance(node.left.func, ast.Name) and node.left.func.id == "str":
+            return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split" \
+                and is_device(node.func.value) and node.args and isinstance(node.args[0], ast.Constant) \
+                and node.args[0].value == ":":
+            return node
+    return None
+
+
+def _enclosing_init(ctx, node) -> tuple[str, ast.FunctionDef] | None:
+    """(class name, its `__init__`) when ``node`` sits in the `__init__` of a class of this file."""
+    cur = ctx.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        cur = ctx.parent(cur)
+    if cur is None or cur.name != "__init__":
+        return None
+    owner = ctx.parent(cur)
+    return (owner.name, cur) if isinstance(owner, ast.ClassDef) else None
 
 
 def _pinned_value(node, ctx) -> bool:

@@ -2,7 +2,8 @@
 ## What it does
 Flags values returned from forward whose dim 0 is not the batch: `torch.stack(outputs)`
 of per-layer or per-step batch tensors with the default `dim=0`, an RNN's final hidden
-state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, and a forward input
+state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, a plain tensor attribute set outside
+forward (`self.priors = Variable(...)` in `__init__`, moved or not), and a forward input
 transposed so that dim 0 is no longer the batch. A returned Parameter or buffer is a
 warning: a class that returns its own weights is almost always a layer used inside the
 wrapped model, not the model itself.
@@ -101,6 +102,12 @@ def _why(leaf, fn, model) -> str | None:
         facts = model.attrs.get(attr)
         if facts is not None and facts.kinds & {"parameter", "buffer"}:
             return f"the {'Parameter' if 'parameter' in facts.kinds else 'buffer'} `self.{attr}`"
+    attr = fn.self_attr(_strip_moves(leaf))
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        if facts is not None and not facts.registered and facts.kinds & {"tensor"} and facts.kinds <= _TENSOR_KINDS:
+            # Built outside forward (model.attrs sees only that code), so without the batch.
+            return f"the plain tensor attribute `self.{attr}`, set outside forward (no batch dim)"
     if isinstance(leaf, ast.Attribute) and leaf.attr in ("weight", "bias") and fn.self_attr(leaf.value):
         return f"the Parameter `{ast.unparse(leaf)}`"
     if isinstance(leaf, ast.Subscript) and isinstance(leaf.value, ast.Call):
@@ -108,6 +115,19 @@ def _why(leaf, fn, model) -> str | None:
         if _rnn_call(leaf.value, fn, model) and isinstance(leaf.slice, ast.Constant) and leaf.slice.value == 1:
             return "an RNN's final hidden state `h_n` (layers, B, H)"
     return _hidden_state_name(leaf, fn, model)
+
+
+_TENSOR_KINDS = frozenset({"tensor", "scalar_tensor", "constant", "other"})
+# Calls that change where or how a tensor is stored, never its shape.
+_MOVES = frozenset({"to", "cuda", "cpu", "type", "type_as", "detach", "float", "half", "double", "contiguous",
+                    "clone"})
+
+
+def _strip_moves(node):
+    """`self.priors.to(x.device).float()` -> `self.priors`."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MOVES:
+        node = node.func.value
+    return node
 
 
 def _rnn_call(call, fn, model) -> bool:

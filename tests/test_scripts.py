@@ -23,7 +23,7 @@ def context(text, module="m"):
     imports = ImportMap(tree, module)
     classes = collect_classes(tree, imports, module)
     return FileContext(SourceFile(f"{module}.py", text), tree, module, imports, classes,
-                       module_status(classes, module), TreeIndex(tree))
+                       module_status(classes, module, imports), TreeIndex(tree))
 
 
 def held(text, line, name="model"):
@@ -249,3 +249,82 @@ def test_output_rules_skip_a_class_another_file_uses_as_a_layer(project):
                                       "model = nn.DataParallel(Pool().cuda())\n")
     wrapped = run_cli(".", "--no-cache", "--output-format", "json", "--select", "DP401", cwd=project)
     assert [f["code"] for f in json.loads(wrapped.stdout)] == ["DP401"]
+
+
+ENCODER_ON_BASE = '''
+import torch.nn as nn
+from {base_module} import BaseEncoder
+
+
+class Encoder(BaseEncoder):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 4, batch_first=True)
+
+    def forward(self, packed):
+        out, _ = self.rnn(packed)
+        return nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+'''
+
+SUBCLASS = '''
+import torch.nn as nn
+from enc import Encoder
+
+
+class Deeper(Encoder):
+    def forward(self, packed):
+        return nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)[0]
+'''
+
+
+def _dp405_rows(project, *extra):
+    proc = run_cli(".", "--no-cache", "--isolated", "--output-format", "json", "--select", "DP405", *extra,
+                   cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    return sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in json.loads(proc.stdout))
+
+
+def test_a_class_that_reads_like_a_module_on_an_unscanned_base_is_checked(project):
+    """The base's file is not in the scan: the class (forward, torch.nn layers) is taken for a
+    module, and so is its subclass in another file."""
+    (project / "enc.py").write_text(ENCODER_ON_BASE.format(base_module="external.encoders"))
+    (project / "deeper.py").write_text(SUBCLASS)
+    assert _dp405_rows(project) == [("deeper.py", 8), ("enc.py", 13)]
+
+
+def test_a_scanned_base_that_is_no_module_decides(project):
+    """When the base is in the scan and is a plain class, reading like a module is not enough."""
+    (project / "enc.py").write_text(ENCODER_ON_BASE.format(base_module="base"))
+    (project / "deeper.py").write_text(SUBCLASS)
+    (project / "base.py").write_text("class BaseEncoder:\n    def forward(self, x):\n        return x\n")
+    assert _dp405_rows(project) == []
+    (project / "base.py").write_text("import torch.nn as nn\n\n\nclass BaseEncoder(nn.Module):\n    pass\n")
+    assert _dp405_rows(project) == [("deeper.py", 8), ("enc.py", 13)]
+
+
+def test_reading_like_a_module_needs_forward_and_a_torch_nn_name():
+    ctx = context("""
+        import torch.nn as nn
+        from ext import Base
+
+        class Layered(Base):
+            kinds = {"lstm": nn.LSTM}
+            def forward(self, x):
+                return x
+
+        class Registered(Base):
+            def __init__(self):
+                self.register_buffer("b", None)
+            def forward(self, x):
+                return x
+
+        class NoForward(Base):
+            layer = nn.Linear
+
+        class NoTorch(Base):
+            def forward(self, x):
+                return x
+    """)
+    unknown = {name: any(n.startswith("unknown:") for n in ctx.class_is_module(name)[1])
+               for name in ("Layered", "Registered", "NoForward", "NoTorch")}
+    assert unknown == {"Layered": True, "Registered": True, "NoForward": False, "NoTorch": False}

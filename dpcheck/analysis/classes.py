@@ -10,6 +10,7 @@ from dpcheck.analysis.torch_api import (
     _NEVER_MODULE,
     _NEVER_MODULE_ROOTS,
     MODULE_BASES,
+    PARAMETER_CTORS,
     is_torch_nn_class,
 )
 
@@ -59,8 +60,20 @@ def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
     return classes
 
 
-def module_status(classes: dict[str, ClassInfo], module: str) -> dict[str, tuple[bool, frozenset[str]]]:
-    """For each class: (is a module for sure, else the outside names that could make it one)."""
+# A condition on the project index: the named base is defined in no scanned file (nor in a
+# module the index can load). See ``module_status``.
+UNKNOWN_BASE = "unknown:"
+
+
+def module_status(classes: dict[str, ClassInfo], module: str,
+                  imports: ImportMap | None = None) -> dict[str, tuple[bool, frozenset[str]]]:
+    """For each class: (is a module for sure, else the outside names that could make it one).
+
+    A base that no scanned file defines (a project file left out of the scan, a package that is
+    not installed) cannot be proved a module. A class that derives from one and reads like a
+    module itself (it defines ``forward`` and names torch.nn layers, Parameters or buffers) is
+    taken for one on that condition: ``unknown:<base>`` holds when the index finds no such base.
+    """
     status: dict[str, tuple[bool, frozenset[str]]] = {}
 
     def visit(name: str, trail: frozenset[str]) -> tuple[bool, frozenset[str]]:
@@ -83,6 +96,8 @@ def module_status(classes: dict[str, ClassInfo], module: str) -> dict[str, tuple
             elif not (base.startswith(_NEVER_MODULE_ROOTS) or base.rsplit(".", 1)[-1] in _NEVER_MODULE
                       or base.startswith("torch.")):
                 unresolved.add(base)
+        if unresolved and imports is not None and _reads_like_module(classes[name], imports):
+            unresolved |= {UNKNOWN_BASE + base for base in unresolved if not base.startswith(UNKNOWN_BASE)}
         status[name] = (False, frozenset(unresolved))
         return status[name]
 
@@ -91,3 +106,25 @@ def module_status(classes: dict[str, ClassInfo], module: str) -> dict[str, tuple
     return status
 
 
+
+
+_REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
+
+
+def _reads_like_module(info: ClassInfo, imports: ImportMap) -> bool:
+    """Does the class define ``forward`` and name a torch.nn layer class, a Parameter, or
+    register a buffer/parameter/submodule on ``self`` anywhere in its body?"""
+    if "forward" not in info.methods:
+        return False
+    for node in ast.walk(info.node):
+        if isinstance(node, ast.Attribute):
+            if node.attr in _REGISTERS and isinstance(node.value, ast.Name) and node.value.id == "self":
+                return True
+            name = imports.resolve(node)
+        elif isinstance(node, ast.Name):
+            name = imports.resolve(node)
+        else:
+            continue
+        if name and (is_torch_nn_class(name) or name in PARAMETER_CTORS):
+            return True
+    return False

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analysis.classes import collect_classes, module_status
+from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
@@ -177,8 +177,12 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     imports = ImportMap(tree, module, is_package,
                         index.by_type.get(ast.Import, []) + index.by_type.get(ast.ImportFrom, []))
     classes = collect_classes(tree, imports, module, index.by_type.get(ast.ClassDef, []))
-    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module), index)
-    result.classes = [ClassSummary(c.qualname, c.bases) for c in classes.values()]
+    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module, imports), index)
+    # A class taken for a module on an unknown base carries that condition as a pseudo-base, so a
+    # subclass in another file inherits it (see dpcheck.analysis.classes.module_status).
+    result.classes = [ClassSummary(c.qualname, c.bases + tuple(
+        n for n in ctx.module_status.get(name, (False, ()))[1] if n.startswith(UNKNOWN_BASE)))
+        for name, c in classes.items()]
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -81,6 +82,8 @@ class ClassIndex:
     def is_module(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         if name in MODULE_BASES or is_torch_nn_class(name):
             return True
+        if name.startswith(UNKNOWN_BASE):  # a class that reads like a module, on a base defined nowhere
+            return self.lookup(name[len(UNKNOWN_BASE):]) is None
         if name in self._memo:
             return self._memo[name]
         target = self.lookup(name)

@@ -25,6 +25,7 @@ from dpcheck.analysis.torch_api import (
     CONTAINER_CTORS,
     PARAMETER_CTORS,
     TENSOR_FACTORIES,
+    VARIABLE_CTORS,
     FunctionNode,
 )
 from dpcheck.analysis.tree import FunctionInfo
@@ -294,6 +295,14 @@ class ModelClass:
             return "buffer", set(), set()
         if name == "torch.device":
             return "device", set(), set()
+        if name in VARIABLE_CTORS:
+            # The pre-0.4 wrapper returns its tensor argument (anything else raises): a tensor
+            # whatever the argument is spelled as (`Variable(self.priorbox.forward())`).
+            if value.args:
+                inner, elements, req = self.classify(value.args[0], fn)
+                if inner in ("tensor", "scalar_tensor", "parameter"):
+                    return inner, elements, req
+            return "tensor", set(), set()
         if name in CONTAINER_CTORS:
             if value.args:
                 kind, elements, req = self.classify(value.args[0], fn)
