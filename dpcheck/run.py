@@ -131,7 +131,8 @@ def run_check(options: CheckOptions) -> int:
             for path in _discover(resolver, paths):
                 click.echo(str(path))
             return EXIT_CLEAN
-        results, files, settings_of, caches = _analyze(options, resolver, paths, reading_stdin)
+        stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if reading_stdin else None
+        results, files, settings_of, caches = _analyze(options, resolver, paths, stdin_text)
     except ConfigError as exc:
         return _error(str(exc))
     # Each stage after analysis is guarded: a dpcheck bug there is reported on stderr and
@@ -152,7 +153,9 @@ def run_check(options: CheckOptions) -> int:
         return _add_noqa(findings)
     fixing = options.fix or options.fix_only or options.diff
     outcome = None
-    if fixing and not reading_stdin:
+    if fixing and reading_stdin:
+        return _fix_stdin(stdin_text, findings, options, codes, run, settings_of, settings)
+    if fixing:
         try:
             outcome = _apply_fixes(findings, options, codes, run, lambda name: settings_of[name].codes)
         except Exception as exc:  # noqa: BLE001 - files stay as they were; their findings stay reported
@@ -287,18 +290,17 @@ def _cuda_problem(devices: int | None) -> str | None:
     return None
 
 
-def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], reading_stdin: bool):
+def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin_text: str | None):
     """(file results, the files checked, each result's settings by filename, the caches used):
-    from stdin or from disk. Each file runs the rules its own settings select."""
+    from stdin (``stdin_text``) or from disk. Each file runs the rules its own settings select."""
     from dpcheck import engine
 
-    if reading_stdin:
-        display = options.stdin_filename or "-"
+    if stdin_text is not None:
+        display = _stdin_name(options)
         settings = resolver.for_file(Path(display)) if options.stdin_filename else resolver.default
         if settings.force_exclude and options.stdin_filename and _excluded(Path(display), resolver):
             return [], [], {}, []
-        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
-        return [engine.check_stdin(text, display, settings.codes)], [], {display: settings}, []
+        return [engine.check_stdin(stdin_text, display, settings.codes)], [], {display: settings}, []
 
     files = _discover(resolver, paths)
     settings_of = {str(f): resolver.for_file(f) for f in files}
@@ -406,6 +408,51 @@ def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str
         verb = "Would fix" if options.diff else "Fixed"
         click.echo(f"{verb} {count} finding{'s' if count != 1 else ''}.", err=True)
     return outcome
+
+
+def _stdin_name(options: CheckOptions) -> str:
+    return options.stdin_filename or "-"
+
+
+def _fix_stdin(text: str | None, findings: list[Finding], options: CheckOptions, codes: list[str], run,
+               settings_of: dict, settings: Settings) -> int:
+    """`--fix`/`--fix-only`/`--diff` on stdin, as ruff does: the fixed source (or, with
+    --diff, the diff) goes to stdout, whatever is left to report goes to stderr."""
+    from dpcheck import engine
+    from dpcheck.fixes import fix_text
+    from dpcheck.registry import rule_infos
+
+    name = _stdin_name(options)
+    if text is None or name not in settings_of:  # excluded by force-exclude: echo it unchanged
+        sys.stdout.write(text or "")
+        return EXIT_CLEAN
+    own = settings_of[name].codes
+
+    def reanalyse(filename: str, new_text: str) -> list[Finding]:
+        kept, _ = run.settle_file(filename, engine.check_stdin(new_text, filename, own).findings)
+        return [f for f in kept if f.code in own]
+
+    fixed, left, applied = fix_text(text, name, findings, _rule_instances(codes), options.unsafe_fixes, reanalyse)
+    if options.diff:
+        from dpcheck.fixes.text import unified_diff
+
+        if fixed != text:
+            sys.stdout.write(unified_diff(text, fixed, name))
+            click.echo(f"Would fix {len(applied)} finding{'s' if len(applied) != 1 else ''}.", err=True)
+        return EXIT_FINDINGS if fixed != text and not options.exit_zero else EXIT_CLEAN
+    _emit(fixed)
+    fail_level = Severity(settings.fail_level)
+    if not options.fix_only:
+        document = Report(left, rule_infos(), _repo_root(settings.root), codes, fail_level,
+                          unsafe_fixes=options.unsafe_fixes)
+        from dpcheck import report as reporting
+
+        sys.stderr.write(reporting.render(document, settings.output_format, options.statistics, options.quiet,
+                                          use_colour(options.color, settings.output_format, sys.stderr), []))
+    if applied and options.exit_non_zero_on_fix:
+        return EXIT_FINDINGS
+    failing = not options.fix_only and any(Severity(f.severity).rank >= fail_level.rank for f in left)
+    return EXIT_FINDINGS if failing and not options.exit_zero else EXIT_CLEAN
 
 
 def _show_fixes(outcome) -> None:

@@ -64,6 +64,22 @@ def test_diff_writes_nothing_and_exits_1(model):
     assert run_cli("m.py", "--diff", "--unsafe-fixes", "--no-cache", cwd=model.parent).returncode == 0
 
 
+def test_fix_on_stdin_writes_the_fixed_source_to_stdout(project):
+    # As ruff: the fixed code on stdout (an editor replaces the buffer with it), what is left
+    # to report on stderr; before, --fix on stdin was ignored and the findings went to stdout.
+    proc = run_cli("--fix", "--unsafe-fixes", "--stdin-filename", "m.py", stdin=MODEL, cwd=project)
+    assert proc.stdout == FIXED
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("-", "--fix", stdin=MODEL, cwd=project)  # the fix is unsafe: nothing applied
+    assert proc.stdout == MODEL
+    assert proc.returncode == 1 and "DP301" in proc.stderr
+    assert run_cli("-", "--fix-only", "--unsafe-fixes", stdin=MODEL, cwd=project).stdout == FIXED
+    proc = run_cli("-", "--diff", "--unsafe-fixes", stdin=MODEL, cwd=project)
+    assert proc.returncode == 1
+    assert "+        return self.fc(x).cuda()  # keep this comment" in proc.stdout
+    assert run_cli("-", "--diff", "--unsafe-fixes", stdin=FIXED, cwd=project).returncode == 0
+
+
 def test_fix_only_and_exit_non_zero_on_fix(model):
     hazard = MODEL.replace("return self.fc(x)", "self.seen = x\n        return self.fc(x)")
     model.write_text(hazard)  # DP101 (no fix) stays; DP301 is fixed

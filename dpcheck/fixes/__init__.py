@@ -60,14 +60,11 @@ def fix_files(findings: Sequence[Finding], rules: Mapping, unsafe: bool, write: 
     return outcome
 
 
-def _fix_one(path: Path, group: list[Finding], rules, unsafe, write, reanalyse, outcome: FixOutcome) -> list[Finding]:
-    name = str(path)
-    try:
-        snapshot = writer.read(path)
-    except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
-        outcome.problems[name] = f"cannot read the file: {getattr(exc, 'strerror', None) or exc}"
-        return group
-    text, current, applied = snapshot.text, group, []
+def fix_text(text: str, name: str, group: list[Finding], rules, unsafe: bool,
+             reanalyse: Callable[[str, str], list[Finding]]) -> tuple[str, list[Finding], list[Finding]]:
+    """Apply the applicable fixes of one file's ``group`` to its ``text`` until it is stable:
+    (the new text, its findings, the fixes applied). Every pass's result parses."""
+    current, applied = group, []
     for _ in range(MAX_PASSES):
         candidates = cstfix.materialise(text, [f for f in current if applicable(f, unsafe)], rules)
         candidates = [f for f in candidates if f.fix is not None]
@@ -79,6 +76,17 @@ def _fix_one(path: Path, group: list[Finding], rules, unsafe, write, reanalyse, 
         applied.extend(candidates[i] for i in chosen)
         text = new_text
         current = reanalyse(name, text)
+    return text, current, applied
+
+
+def _fix_one(path: Path, group: list[Finding], rules, unsafe, write, reanalyse, outcome: FixOutcome) -> list[Finding]:
+    name = str(path)
+    try:
+        snapshot = writer.read(path)
+    except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        outcome.problems[name] = f"cannot read the file: {getattr(exc, 'strerror', None) or exc}"
+        return group
+    text, current, applied = fix_text(snapshot.text, name, group, rules, unsafe, reanalyse)
     if text == snapshot.text:
         return group
     if not write:  # --diff: show what would change, report the findings as they are
