@@ -78,7 +78,13 @@ class WrapperAttributeAccess(Rule):
             if (_text(base), node.attr) in stored:
                 continue
             wrap = facts.wrap_for(base)
-            if wrap is not None:
+            if wrap is not None and _misspells_module(node.attr):
+                # `model.moduel`: the hazard is the typo, and `model.module.moduel` would keep it.
+                fix = self.offer_fix("Spell it `module`", Applicability.UNSAFE, rename="module")
+                yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper, which has no attribute "
+                                     f"`{node.attr}`: AttributeError (did you mean `{wrap.name}.module`?)",
+                                     requires=wrap.requires, fix=fix)
+            elif wrap is not None:
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
                 fix = self.offer_fix(
@@ -93,9 +99,18 @@ class WrapperAttributeAccess(Rule):
         import libcst as cst
 
         node = editor.node  # `<wrapper>.<attr>`
-        if isinstance(node, cst.Attribute):
+        if isinstance(node, cst.Attribute) and finding.fix.get("rename"):
+            editor.replace(node, node.with_changes(attr=cst.Name(finding.fix.get("rename"))))
+        elif isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+def _misspells_module(attr: str) -> bool:
+    """`moduel`, `modlue`, `modul`, `modules`: one edit or one swap away from `module`."""
+    import difflib
+
+    return attr != "module" and difflib.SequenceMatcher(None, attr.lower(), "module").ratio() >= 0.8
 
 
 def _text(node) -> str | None:
