@@ -11,9 +11,18 @@ thrown away when the call returns. Counters stay at their initial value, stashed
 intermediates (`self.attn = ...`) are missing or stale after the call, lazily built
 state is rebuilt on every step. Nothing fails: the numbers are silently wrong.
 
-Caches (`self._cos_cached = ...`) and warn-once flags (`self._warned = True`) are
-reported as warnings: under DataParallel the cache is recomputed and the warning
-repeats on every call, which costs speed or log noise rather than correctness.
+Only a value that a later call reads back is an error: an accumulation (`self.n += 1`, a
+value combining the old one) or a value forward reads before writing it. Lighter cases:
+
+- a value forward clears to None on another path (`else: self.state = None`, a decoding
+  cache under `use_cache`) carries over only in that mode, and a write behind a non-default
+  option matters only with it on: warnings;
+- caches, lazily built or converted tables, warn-once flags and latches are rebuilt or
+  re-checked on every call (a speed cost or a repeated message), and a stash the model
+  never reads back matters only to code that reads it after forward: info (advice);
+- a value written before every use within the call (`self.idx = 0` at the start of forward,
+  a setter that skips an unchanged value) is not reported: nothing is lost. On the judged
+  real-code sample (issue 10) none of these 72 per-call values was a hazard.
 
 ## How to fix
 Return the value from `forward`, or keep state in a buffer updated in place
@@ -27,6 +36,7 @@ import ast
 
 from dpcheck.analysis.dataflow import (
     behind_non_default_option,
+    cleared_in_forward,
     old_value_use,
     read_in_forward,
     reads_before_write,
@@ -78,6 +88,8 @@ class AttributeAssignedInForward(Rule):
                     if value is not None and _constructs_module(model, value):
                         continue  # DP203: a module or Parameter created in forward
                     kind = _kind(model, fn, name, value, node)
+                    if kind == "scratch":
+                        continue  # rebuilt before every use within the call: nothing is lost
                     where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
                     if kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
@@ -86,8 +98,8 @@ class AttributeAssignedInForward(Rule):
                                              fix=_counter_fix(model, fn, node, name),
                                              subject=Subject(attr=name))
                     else:
-                        yield self.violation(target, _WARNINGS[kind].format(name=name, where=where),
-                                             severity=Severity.WARNING, subject=Subject(attr=name))
+                        yield self.violation(target, _LIGHTER[kind].format(name=name, where=where),
+                                             severity=_SEVERITY.get(kind, Severity.INFO), subject=Subject(attr=name))
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -107,20 +119,22 @@ class AttributeAssignedInForward(Rule):
         editor.replace(step, cst.Expr(update))
 
 
-_WARNINGS = {
+# Lost with the replica but latent: the value matters only on a path that is not the default.
+_SEVERITY = {"option": Severity.WARNING, "decoding": Severity.WARNING}
+
+# Everything else lighter than lost state is a cost (a table rebuilt, a conversion or a
+# warn-once message repeated on every call) or matters only to code outside the model that
+# reads the attribute after forward: advice (info).
+_LIGHTER = {
     "cache": "Cache `self.{name}` assigned in forward{where} lives on a DataParallel replica: it is "
-             "recomputed on every call and the model never keeps it",
+             "recomputed on every call and the model never keeps it (a speed cost)",
     "flag": "Flag `self.{name}` set in forward{where} is lost with the DataParallel replica, so it "
             "never sticks (a warn-once warning repeats every call)",
     "lazy": "Lazily initialised `self.{name}`{where} is rebuilt on every DataParallel call because "
-            "the replica's copy is discarded: only a speed cost if it is a pure function of the "
-            "input, wrong if it must persist (a memory bank, running state)",
+            "the replica's copy is discarded: a speed cost while it is a pure function of the input",
     "converted": "`self.{name}` is converted to the input's device/dtype in forward{where}: under "
                  "DataParallel each replica converts its own copy and discards it, so the original "
                  "keeps the old one and the conversion repeats every call",
-    "scratch": "`self.{name}` is set in forward{where} and read again during the same call: that works "
-               "on a replica, but the original module never sees the new value, so anything reading "
-               "it after forward (or on the next call) sees the old one under DataParallel",
     "stash": "`self.{name}` is set in forward{where} but the model never reads it back: under "
              "DataParallel it is set on a replica, so code that reads it from the model after "
              "forward sees the old value",
@@ -128,6 +142,9 @@ _WARNINGS = {
              "condition it records is checked again on every call",
     "option": "`self.{name}` assigned in forward{where} on a path behind a non-default option is lost "
               "with the DataParallel replica when that option is on",
+    "decoding": "`self.{name}` assigned in forward{where} carries state to the next call only in the mode "
+                "where forward does not clear it (incremental decoding): driven step by step through "
+                "DataParallel, each step's state is lost with the replica",
 }
 
 
@@ -189,7 +206,7 @@ def _kind(model, fn, name: str, value, node) -> str:
     if use == "memo":
         return "lazy"
     if use == "accumulates" or reads_before_write(model, fn, name, node):
-        return "state"
+        return "decoding" if cleared_in_forward(model, name) else "state"
     if read_in_forward(model, name):
         return "scratch"
     return "stash"

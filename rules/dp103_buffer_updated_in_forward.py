@@ -5,7 +5,9 @@ reassignment (`self.ema = 0.9 * self.ema + 0.1 * x.mean(0)`) as an error, and in
 or indexed writes that depend on the batch (`self.queue[:, p:p + n] = keys`,
 `self.running.mul_(m).add_(x.mean(0))`, `self.ptr[0] = p + n`) as warnings.
 Updates that do not depend on the input (`self.steps += 1`) and BatchNorm's own
-running statistics are not findings.
+running statistics are not findings. A buffer rebuilt lazily, converted to the input's
+device or recomputed from scratch before it is used costs only speed under DataParallel:
+info (advice). A reassignment behind a non-default option is a warning.
 
 ## Why is this bad?
 Each replica gets its own `_buffers` dict, so a reassignment lands there and is lost
@@ -97,6 +99,7 @@ class BufferUpdatedInForward(Rule):
         old one, or forward reads the buffer before writing it. A table rebuilt, converted or
         recomputed from the inputs and weights on every call costs only speed."""
         use = old_value_use(model, fn, name, node.value)
+        severity = Severity.INFO  # a per-call table: only a speed cost
         if under_lazy_guard(fn, node) or use == "memo":
             why = "is rebuilt lazily in forward: the new value is lost with each DataParallel replica, so it " \
                   "is recomputed on every call"
@@ -104,6 +107,7 @@ class BufferUpdatedInForward(Rule):
             why = "is converted to another device or dtype in forward: the converted copy is lost with each " \
                   "DataParallel replica, so the conversion repeats on every call"
         elif behind_non_default_option(model, fn, node):
+            severity = Severity.WARNING  # lost state, but only with the option on
             why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
                   "each DataParallel replica has its own buffer dict and the new value is lost"
         elif use is None and not reads_before_write(model, fn, name, node):
@@ -114,7 +118,7 @@ class BufferUpdatedInForward(Rule):
             return self.violation(target, f"Buffer `self.{name}` is reassigned in forward from its old value: "
                                   "each DataParallel replica has its own buffer dict, so the update is lost "
                                   "on every replica and the next call starts from the old value")
-        return self.violation(target, f"Buffer `self.{name}` {why}", severity=Severity.WARNING)
+        return self.violation(target, f"Buffer `self.{name}` {why}", severity=severity)
 
     def _in_place(self, node, name):
         return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "

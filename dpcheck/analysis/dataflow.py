@@ -158,7 +158,8 @@ def is_true(node: ast.AST | None) -> bool:
 
 
 def under_lazy_guard(fn, node) -> bool:
-    """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)`."""
+    """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)` (`not self.training`
+    is a mode test, not a guard on a lazily built value)."""
     cur = fn.parent(node)
     while cur is not None and cur is not fn.node:
         if isinstance(cur, ast.If):
@@ -167,7 +168,7 @@ def under_lazy_guard(fn, node) -> bool:
                         isinstance(c, ast.Constant) and c.value is None for c in test.comparators):
                     return True
                 if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and (
-                        fn.self_attr(test.operand) is not None or (
+                        fn.self_attr(test.operand) not in (None, "training") or (
                         isinstance(test.operand, ast.Call) and isinstance(test.operand.func, ast.Name)
                         and test.operand.func.id == "hasattr")):
                     return True
@@ -444,16 +445,33 @@ def _runs_before(fn: FunctionInfo, stmt: ast.stmt, node: ast.AST) -> bool:
 
 def _guards(fn: FunctionInfo, read: ast.AST, write: ast.AST) -> bool:
     """Is ``read`` in the test of an `if` whose body holds ``write`` (`if n < self.w: self.w = n`)?
-    Such a write re-derives the value whenever the inputs call for it."""
+    Such a write re-derives the value whenever the inputs call for it. An early exit when the
+    value is already the one wanted (`if value == self.mode: return` before `self.mode = value`)
+    guards the same way: the old value only decides whether to write."""
     cur = fn.parent(read)
     while cur is not None and not isinstance(cur, ast.stmt):
         cur = fn.parent(cur)
     if not isinstance(cur, ast.If):
         return False
+    if all(isinstance(s, (ast.Return, ast.Pass)) for s in cur.body) and not cur.orelse \
+            and isinstance(cur.test, ast.Compare) and cur.lineno < write.lineno:
+        return _only_sets_after(fn, cur)
     up = fn.parent(write)
     while up is not None and up is not cur:
         up = fn.parent(up)
     return up is cur
+
+
+def _only_sets_after(fn: FunctionInfo, guard: ast.If) -> bool:
+    """Does the code after an early-exit guard only set values (no in-place tensor update such as
+    `weight.div_(k)`)? Then skipping it when the value is unchanged is idempotent; otherwise the
+    guard keeps a non-idempotent update from running twice and the flag is real state."""
+    block = fn.parent(guard)
+    statements = next((getattr(block, f) for f in ("body", "orelse", "finalbody")
+                       if any(s is guard for s in getattr(block, f, None) or [])), [])
+    after = statements[next(i for i, s in enumerate(statements) if s is guard) + 1:]
+    return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+                   and not n.func.attr.startswith("_") for s in after for n in ast.walk(s))
 
 
 def reads_before_write(model: ModelClass, fn: FunctionInfo, name: str, node: ast.AST) -> bool:
@@ -474,9 +492,36 @@ def reads_before_write(model: ModelClass, fn: FunctionInfo, name: str, node: ast
         if not calls:
             continue
         first = min(calls)
+        call = next(c for c in caller.nodes(ast.Call) if c.lineno == first and caller.self_attr(c.func) == fn.name)
         for n in caller.nodes(ast.Attribute):
             if isinstance(n.ctx, ast.Load) and n.lineno < first and caller.self_attr(n) == name \
-                    and not _metadata_read(caller, n):
+                    and not _metadata_read(caller, n) and not _guards(caller, n, call):
+                return True
+    return False
+
+
+def cleared_in_forward(model: ModelClass, name: str) -> bool:
+    """Does forward itself clear ``self.<name>`` to None on some path: this class's forward-reachable
+    code (`else: self.state = None`), or the forward of a module in the same file that owns this one
+    (`self.layer.state = None`)? Then the value carries over between calls only in the mode forward
+    chooses (a decoding cache under `use_cache`), not on every call."""
+    def clears(target: ast.AST, value: ast.AST, own: FunctionInfo | None) -> bool:
+        if not (isinstance(value, ast.Constant) and value.value is None and isinstance(target, ast.Attribute)
+                and target.attr == name):
+            return False
+        if own is not None:
+            return own.self_attr(target) == name
+        inner = target.value  # self.<sub>.<name>
+        return isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and inner.value.id == "self"
+
+    for fn in model.in_forward:
+        if any(clears(t, a.value, fn) for a in fn.nodes(ast.Assign) for t in a.targets):
+            return True
+    for node in model.ctx.nodes(ast.FunctionDef):
+        if node.name != "forward":
+            continue
+        for a in ast.walk(node):
+            if isinstance(a, ast.Assign) and any(clears(t, a.value, None) for t in a.targets):
                 return True
     return False
 
