@@ -13,6 +13,11 @@ parameters on `cuda:0`: replica 1 fails with a device mismatch, or silently comp
 with the wrong weights. `Module.compile()` stores a compiled wrapper of the original's
 `_call_impl` that replicas copy the same way.
 
+An opt-in path is lighter: a constructor option away from its default (also when the layer's
+builder in the same file passes its own default down) is a warning; compiling inside a method
+the user must call (`task.compile()`) is info, since it matters only where torch.compile and
+DataParallel are combined (see DP706).
+
 ## How to fix
 Store the name and dispatch at call time (`getattr(self, self.op_name)(x)`), or call
 the submodule directly (`self.layer(x)`); compile the whole model after wrapping, or
@@ -79,7 +84,7 @@ class BoundMethodStored(Rule):
                         continue
                     message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
                               "replica calls the original module on its original device"
-                    yield self._report(model, fn, target, message)
+                    yield self._report(model, fn, target, message, compiled=why.startswith("a compiled"))
         for fn in model.all_methods:
             for call in fn.nodes(ast.Call):
                 func = call.func
@@ -87,14 +92,16 @@ class BoundMethodStored(Rule):
                         fn.is_self(func.value) or fn.self_attr(func.value) is not None):
                     message = f"`{ast.unparse(func)}()` inside the model stores a compiled wrapper of the " \
                               "original module that DataParallel replicas copy: replicas run the original's weights"
-                    yield self._report(model, fn, call, message)
+                    yield self._report(model, fn, call, message, compiled=True)
 
-    def _report(self, model, fn, node, message):
+    def _report(self, model, fn, node, message, compiled=False):
         """An error where it happens when the model is built; a warning where it needs an opt-in:
-        a method the user must call (`model.compile()`) or a non-default constructor option."""
+        a method the user must call or a non-default constructor option. Compiling through an
+        opt-in method matters only where torch.compile and DataParallel are combined, which
+        fails on its own (DP706): info."""
         if fn.name != "__init__" and not model.is_reachable(fn):
             return self.violation(node, f"{message} (only once `{fn.name}()` has been called on the model "
-                                  "before it is wrapped)", severity=Severity.WARNING)
+                                  "before it is wrapped)", severity=Severity.INFO if compiled else Severity.WARNING)
         if behind_non_default_option(model, fn, node):
             return self.violation(node, f"{message} (on a path behind a non-default option)",
                                   severity=Severity.WARNING)

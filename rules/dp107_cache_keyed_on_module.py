@@ -14,6 +14,9 @@ per step until it runs out of memory, and the default `maxsize=128` holds up to 
 them. On one device (or under DistributedDataParallel) the key is always the same
 module and the cache works as meant.
 
+A bounded cache that holds at most a few replicas (`maxsize` of 8 or less), or replicas of a
+class without weights, never hits but cannot leak: info.
+
 ## How to fix
 Key the cache on what the value depends on (shapes, dtype, device), not on the module:
 move the work into a module-level function of those values, or keep the cached tensors
@@ -92,8 +95,10 @@ class CacheKeyedOnModule(Rule):
 
     def _report(self, node, what, size, holds_weights=True):
         if size is not None and (size <= _SMALL or not holds_weights):
+            held = "1 replica and its outputs" if size == 1 else f"{size} replicas and their outputs"
             return self.violation(node, f"{what}, a new DataParallel replica on every call: the cache never hits "
-                                  f"and holds up to {size} replicas and their outputs alive", severity=Severity.WARNING)
+                                  f"and holds up to {held} alive (a speed and memory cost, bounded)",
+                                  severity=Severity.INFO)
         bound = "without bound" if size is None else f"up to {size} entries"
         return self.violation(node, f"{what}, a new DataParallel replica on every call: it never hits and grows "
                               f"{bound}, each entry keeping a replica's weights and outputs on its GPU "

@@ -14,6 +14,10 @@ save them, and DataParallel does not replicate them. Every replica calls the sin
 original copy on its original device: `mat1 is on cuda:1, different from other tensors
 on cuda:0`.
 
+A container that gets layers with weights only in one arm of an `if` whose other arm adds
+weightless placeholders (`nn.Sequential()`, `nn.Identity()`) is a warning: it holds weights
+only in the configurations that take that arm.
+
 ## How to fix
 Use `nn.ModuleList([...])`, `nn.ModuleDict({...})`, `nn.ParameterList([...])` or
 `nn.ParameterDict({...})`.
@@ -79,11 +83,14 @@ class UnregisteredSubmodules(Rule):
             what = "Parameters" if holds == {"parameter"} else "modules"
             container = "nn.ParameterList" if what == "Parameters" else "nn.ModuleList"
             requires = () if holds else (frozenset(facts.requires),)
+            latent = _weighted_only_on_a_branch(model, fn, name)
             yield self.violation(target, f"`self.{name}` holds {what} in a plain Python container: "
                                  "they are not registered, so `.to()`, `parameters()`, `state_dict()` "
-                                 f"and DataParallel replication all miss them (use {container})",
+                                 f"and DataParallel replication all miss them (use {container})"
+                                 + ("; only in configurations that take the branch building layers with "
+                                    "weights (the other branch adds weightless placeholders)" if latent else ""),
                                  requires=requires, fix=_registering_fix(model, fn, target, value, what),
-                                 subject=Subject(attr=name))
+                                 subject=Subject(attr=name), severity=Severity.WARNING if latent else None)
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -105,6 +112,36 @@ def _registered_afterwards(fn, name) -> bool:
     return any(isinstance(c.func, ast.Attribute) and c.func.attr in ("add_module", "register_module")
                and fn.is_self(c.func.value) for c in fn.nodes(ast.Call)) and any(
         fn.self_attr(n) == name for n in fn.nodes(ast.Attribute))
+
+
+def _weighted_only_on_a_branch(model, fn, name) -> bool:
+    """Every layer with weights goes into `self.<name>` in one arm of an `if` whose other arm
+    appends a weightless placeholder (`nn.Identity()`, `nn.Sequential()`): the container holds
+    weights only in the configurations that take that arm."""
+    appends = [c for c in fn.nodes(ast.Call) if isinstance(c.func, ast.Attribute) and c.func.attr == "append"
+               and fn.self_attr(c.func.value) == name and c.args]
+    weighted = [c for c in appends if not _weightless_layer(model, c.args[0])]
+    if not weighted or len(weighted) == len(appends):
+        return False
+    for call in weighted:
+        branch = fn.parent(call)
+        while branch is not None and not isinstance(branch, ast.If):
+            branch = fn.parent(branch)
+        if branch is None or not branch.orelse:
+            return False
+        other = [c for c in appends if any(c is n for s in branch.orelse for n in ast.walk(s))]
+        if not other or not all(_weightless_layer(model, c.args[0]) for c in other):
+            return False
+    return True
+
+
+def _weightless_layer(model, value) -> bool:
+    """A torch.nn layer without weights, or an empty `nn.Sequential()` (an identity)."""
+    name = model.ctx.resolve(value.func) if isinstance(value, ast.Call) else None
+    if not (name and is_torch_nn_class(name)):
+        return False
+    empty_container = name.rsplit(".", 1)[-1] in ("Sequential", "ModuleList") and not value.args
+    return empty_container or parameter_free(name)
 
 
 def _only_weightless(model, value) -> bool:

@@ -11,6 +11,10 @@ the original never gets it, so it is re-created, freshly initialised, on every c
 and on every GPU. Its weights are never trained or saved, and outputs differ from a
 single-device run.
 
+A weightless layer (`nn.ZeroPad2d`, `nn.ReLU`) built lazily, or a frozen table
+(`nn.Parameter(..., requires_grad=False)`), loses nothing trained: it is only rebuilt on
+every call, a speed cost (info).
+
 ## How to fix
 Build every submodule in `__init__` (use `nn.LazyLinear` and friends when a size is only
 known from the first input, and run one forward before wrapping the model).
@@ -70,7 +74,10 @@ class ModuleCreatedInForward(Rule):
                     continue
                 if func.attr in ("register_parameter", "add_module", "register_module") and \
                         fn.is_self(func.value) and len(node.args) >= 2:
-                    yield from self._report(model, node, f"self.{func.attr}(...)", node.args[1])
+                    key = node.args[0]
+                    registered = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+                    where = f"self.{registered}" if registered else f"self.{func.attr}(...)"
+                    yield from self._report(model, node, where, node.args[1], fn, registered)
                 elif func.attr in ("append", "extend", "insert", "__setitem__") and node.args \
                         and fn.self_attr(func.value) is not None:
                     yield from self._report(model, node, ast.unparse(func.value), node.args[-1],
@@ -85,13 +92,14 @@ class ModuleCreatedInForward(Rule):
         if kind == "module" and name and parameter_free(name) and fn is not None and under_lazy_guard(fn, node):
             yield self.violation(node, f"A weightless {name.rsplit('.', 1)[-1]} built lazily in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
-                                 "every call (a speed cost only)", severity=Severity.WARNING,
+                                 "every call (a speed cost only)", severity=Severity.INFO,
                                  subject=Subject(attr=attr))
             return
         if kind == "parameter" and _frozen(fn, where, value):
             yield self.violation(node, f"A frozen Parameter (requires_grad=False) built in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
-                                 "every call (a speed cost: it is never trained)", severity=Severity.WARNING)
+                                 "every call (a speed cost: it is never trained)", severity=Severity.INFO,
+                                 subject=Subject(attr=attr))
             return
         yield self.violation(node, f"A {what} created in forward is kept on `{where}`: under "
                              "DataParallel it lands on a replica and is lost, so it is re-created "

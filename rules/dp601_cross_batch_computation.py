@@ -13,6 +13,9 @@ batch of 128 computes eight 16x16 matrices, not one 128x128), and batch centerin
 subtracts a different mean on every GPU. Shapes are right; the objective is silently
 different from the single-device run.
 
+A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
+observed values) differs only for the rows that take the fallback: info.
+
 ## How to fix
 Return the embeddings from forward and compute batch-wide terms after gather (or with
 `all_gather` under DistributedDataParallel).
@@ -104,7 +107,8 @@ class CrossBatchComputation(Rule):
         if use == "fallback":
             return self.violation(node, f"{what} of a batch tensor in forward, used only as the fallback of "
                                   "`torch.where`: each DataParallel replica computes it over its own slice, "
-                                  "which changes the samples that take the fallback", severity=Severity.WARNING)
+                                  "which changes only the samples that take the fallback (rows with no "
+                                  "data of their own)", severity=Severity.INFO)
         return self.violation(node, f"{what} of a batch tensor in forward: each DataParallel replica "
                               "computes it over its own slice of the batch")
 

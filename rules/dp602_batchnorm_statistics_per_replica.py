@@ -11,7 +11,9 @@ Under DataParallel each replica normalises with its own B/N slice of the batch, 
 only replica 0's running statistics are kept (its buffers are the original's storage),
 so the statistics come from 1/N of the data. Small per-GPU batches make this worse.
 `nn.SyncBatchNorm` does not help: without a process group it silently acts as plain
-BatchNorm under DataParallel, with no warning.
+BatchNorm under DataParallel, with no warning. A conversion behind a flag (`if args.sync_bn:`)
+in a script whose DataParallel wrapping is not under that flag meets DataParallel only in
+one combination of options: a warning.
 
 ## How to fix
 Use a larger per-GPU batch or GroupNorm/LayerNorm, or move to DistributedDataParallel
@@ -92,6 +94,12 @@ class BatchNormStatisticsPerReplica(Rule):
             local = [dp for dp in ctx.dataparallel_calls if facts.scope_of(dp) is facts.scope_of(node)]
             if (ctx.resolve(node.func) or "").endswith("convert_sync_batchnorm") \
                     and not (local and all(facts.exclusive(node, dp) for dp in local)):
+                if local and all(facts.guarded_apart(node, dp) for dp in local):
+                    yield self.violation(node, "`convert_sync_batchnorm` behind a flag, in a script that may wrap "
+                                         "the model in nn.DataParallel: with the flag on and DataParallel chosen, "
+                                         "SyncBatchNorm silently acts as plain per-replica BatchNorm",
+                                         severity=Severity.WARNING)
+                    continue
                 yield self.violation(node, "`convert_sync_batchnorm` on a model wrapped in nn.DataParallel: "
                                      "SyncBatchNorm needs DistributedDataParallel; here it silently acts as "
                                      "plain BatchNorm", severity=Severity.ERROR)

@@ -42,8 +42,14 @@ def test_dp106_opt_in_paths_are_warnings():
     got = severities("fixtures/dp106/flagged_bound_methods.py")
     assert got[("DP106", "self.run = self._fused if fused else self._plain")] == "error"
     assert got[("DP106", "self.forward = self._plain")] == "warning"  # exact=False by default
-    assert got[("DP106", "self.body.compile()")] == "warning"  # only after model.compile()
+    assert got[("DP106", "self.body.compile()")] == "info"  # only after model.compile(), then DP706
     assert got[("DP106", "self.block.compile()")] == "error"  # in __init__
+
+
+def test_dp106_a_builders_default_decides_which_branch_is_the_default():
+    got = severities("fixtures/dp106/flagged_builder_option.py")
+    assert got[("DP106", "self.forward = self.forward_split_cat")] == "error"  # Block passes "split_cat"
+    assert got[("DP106", "self.forward = self.forward_slicing")] == "warning"
 
 
 def test_dp102_device_cache_is_an_error_opt_in_container_a_warning():

@@ -573,7 +573,12 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
     if isinstance(subject, ast.Name):
         # The constructor's and forward's keyword options are the user's choice; a helper's
         # defaults are not options (forward passes what it computed).
-        return _param_default(fn, subject.id) if fn.name in ("forward", "__init__") else _MISSING
+        if fn.name not in ("forward", "__init__"):
+            return _MISSING
+        default = _param_default(fn, subject.id)
+        if default is _MISSING and fn.name == "__init__":
+            default = _constructor_default(model, fn, subject.id)
+        return default
     attr = fn.self_attr(subject)
     facts = model.attrs.get(attr) if attr is not None else None
     if facts is None or len(facts.assignments) != 1:
@@ -582,6 +587,40 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
     if isinstance(value, ast.Constant):
         return value.value
     return _param_default(where, value.id) if isinstance(value, ast.Name) else _MISSING
+
+
+def _constructor_default(model: ModelClass, init: FunctionInfo, name: str):
+    """A required constructor parameter's default as the layers that build this class pass it:
+    every construction in the file (`Layer(dim, mode)` in `Block.__init__(self, mode="fast")`)
+    hands on the same constant or the same default of its own constructor's parameter."""
+    params = parameters_of(init)
+    index = params.index(name) if name in params else None
+    found = set()
+    for call in model.ctx.nodes(ast.Call):
+        if not (isinstance(call.func, ast.Name) and call.func.id == model.name):
+            continue
+        arg = next((k.value for k in call.keywords if k.arg == name), None)
+        if arg is None and index is not None and index < len(call.args) \
+                and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            arg = call.args[index]
+        if isinstance(arg, ast.Constant):
+            found.add(arg.value)
+            continue
+        owner = _enclosing_def(model.ctx, call)
+        if not (isinstance(arg, ast.Name) and owner is not None and owner.name == "__init__"):
+            return _MISSING
+        default = _param_default(FunctionInfo(owner, None, model.ctx.tree_index), arg.id)
+        if default is _MISSING:
+            return _MISSING
+        found.add(default)
+    return found.pop() if len(found) == 1 else _MISSING
+
+
+def _enclosing_def(ctx, node: ast.AST) -> ast.FunctionDef | None:
+    cur = ctx.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        cur = ctx.parent(cur)
+    return cur
 
 
 def _param_default(fn: FunctionInfo, name: str):

@@ -481,6 +481,13 @@ class ScriptFacts:
                    for f in _conditions(test, arm == "body")]
         return any(_contradict(x, y) for x in facts_a for y in facts_b)
 
+    def guarded_apart(self, a: ast.AST, b: ast.AST) -> bool:
+        """Does ``a`` run only under an `if` test that does not also enclose ``b`` (`if args.sync_bn:`
+        around one step of a script whose wrapper is elsewhere)? Then the two meet only when that
+        flag is set."""
+        enclosing_b = {id(n) for n, _, _ in self._arms(b)}
+        return any(isinstance(n, ast.If) and id(n) not in enclosing_b for n, _, _ in self._arms(a))
+
     # --- structure helpers ---------------------------------------------------------------
 
     def scope_of(self, node: ast.AST, attribute: bool = False) -> ast.AST:
