@@ -131,9 +131,15 @@ class HookWritesSharedState(Rule):
                 if isinstance(target, (ast.Attribute, ast.Subscript)):
                     root = _root_name(target)
                     if root is not None and (root == self_name or (root not in local and isinstance(target, ast.Subscript))):
-                        yield self._finding(target, ast.unparse(target))
+                        yield self._finding(target, ast.unparse(target), counter=isinstance(sub, ast.AugAssign))
 
-    def _finding(self, node, what):
+    def _finding(self, node, what, counter=False):
+        if counter:
+            # `n += 1` is not a last-writer-wins store: every replica adds, or adds to a copy.
+            return self.violation(node, f"Hook increments `{what}`: under DataParallel it runs once per replica, in "
+                                  "parallel threads, so each call is counted once per GPU (or on a replica's copy, "
+                                  "which is discarded), and unsynchronised increments from the threads can be lost",
+                                  subject=Subject(attr=_self_attr(what)))
         return self.violation(node, f"Hook writes `{what}`: under DataParallel it runs once per replica "
                               "thread and the last writer wins, keeping one replica's chunk of the batch",
                               subject=Subject(attr=_self_attr(what)))

@@ -16,6 +16,9 @@ The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
 same device, but found at least two devices, cuda:0 and cpu!`. Code tested on a CPU
 machine passes.
 
+A CPU tensor returned from forward of a class that its file leaves out of `__all__` and never
+builds (an offline utility) is a warning: it breaks only if someone wraps that class.
+
 ## How to fix
 Pass the input's device: `torch.arange(n, device=x.device)`, or use
 `x.new_zeros(...)` / `torch.zeros_like(x)`.
@@ -61,6 +64,7 @@ class TensorCreatedWithoutDevice(Rule):
 
     def check_class(self, model):
         from dpcheck.analysis.outputs import gathered_class, returned_leaves
+        from dpcheck.analysis.wrapping import outside_public_api
 
         resolve = model.ctx.resolve
         returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model, cross_file=False) else set()
@@ -73,8 +77,14 @@ class TensorCreatedWithoutDevice(Rule):
                 if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name):
                     continue
                 if id(call) in returned:
-                    yield self.violation(call, f"`{ast.unparse(call.func)}(...)` without device= is returned from "
-                                         "forward: a CPU tensor, which DataParallel's gather rejects")
+                    message = f"`{ast.unparse(call.func)}(...)` without device= is returned from forward: a CPU " \
+                              "tensor, which DataParallel's gather rejects"
+                    if outside_public_api(model):
+                        yield self.violation(call, f"{message} (only if `{model.name}` is wrapped: it is not in the "
+                                             "file's `__all__` and nothing in the file builds it)",
+                                             severity=Severity.WARNING)
+                    else:
+                        yield self.violation(call, message)
                     continue
                 if not _meets_model_tensor(call, fn, model):
                     continue

@@ -123,6 +123,21 @@ def wrap_evidence(model: ModelClass) -> str:
     return TOP_LEVEL
 
 
+def outside_public_api(model: ModelClass) -> bool:
+    """Is this class left out of its file's declared public API (a literal `__all__` that does not
+    name it) and referenced nowhere else in the file? Such a class (an offline utility, a leftover)
+    is not what users of the file wrap."""
+    ctx = model.ctx
+    declared = None
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
+                and isinstance(stmt.value, (ast.List, ast.Tuple)):
+            declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant)}
+    if declared is None or model.name in declared:
+        return False
+    return not any(n.id == model.name for n in ctx.nodes(ast.Name))
+
+
 def wrapped_batch_dim(model: ModelClass) -> ast.AST | None:
     """The `dim=` a script of this file wraps the class with (None: dim 0, or not wrapped here)."""
     return wrapped_classes(model.ctx).get(model.info.qualname)
