@@ -4,8 +4,8 @@ where a later call reads what forward wrote, or where the path runs by default."
 from conftest import run_json
 
 
-def severities(*paths):
-    findings, _ = run_json(*paths, "--select", "DP101,DP103,DP106")
+def severities(*paths, select="DP101,DP103,DP106"):
+    findings, _ = run_json(*paths, "--select", select)
     out = {}
     for f in findings:
         with open(f["filename"]) as handle:
@@ -22,6 +22,8 @@ def test_dp101_state_read_back_is_an_error_decoding_state_a_warning_per_call_val
     assert got[("DP101", "self.state = h.detach()")] == "warning"  # forward clears it when not caching
     assert got[("DP101", "self.last_attn = attn.detach()")] == "info"  # never read by the model
     assert got[("DP101", "self._frozen = True")] == "info"  # memoises a re-checked condition
+    assert got[("DP101", "self.capacity = guess if self.capacity is None else self.capacity")] == "info"  # lazy
+    assert ("DP101", "self.capacity = 2 * x.shape[0]") not in got  # written before it is read, in eval
 
 
 def test_dp101_values_written_before_every_use_are_not_reported():
@@ -59,9 +61,30 @@ def test_dp102_device_cache_is_an_error_opt_in_container_a_warning():
     assert by_row[22]["severity"] == "warning" and "enable_context()" in by_row[22]["message"]
 
 
-def test_dp203_frozen_table_is_a_warning():
+def test_dp203_frozen_table_is_info_and_register_parameter_names_the_attribute():
     findings, _ = run_json("fixtures/dp203/flagged_frozen_table.py", "--select", "DP203")
-    assert sorted((f["location"]["row"], f["severity"]) for f in findings) == [(17, "warning"), (20, "error")]
+    assert sorted((f["location"]["row"], f["severity"]) for f in findings) == [(17, "info"), (20, "error")]
+    findings, _ = run_json("fixtures/dp203/flagged_lazy_modules.py", "--select", "DP203")
+    message = next(f["message"] for f in findings if f["location"]["row"] == 18)
+    assert "`self.gain`" in message and "register_parameter" not in message
+
+
+def test_dp104_hook_counter_is_not_last_writer_wins():
+    findings, _ = run_json("fixtures/dp104/flagged_hook_counter.py", "--select", "DP104")
+    assert len(findings) == 1
+    assert "once per GPU" in findings[0]["message"] and "last writer" not in findings[0]["message"]
+
+
+def test_dp303_602_202_latent_cases_are_warnings():
+    got = severities("fixtures/dp303/flagged_unexported_utility.py", select="DP303")
+    assert got == {("DP303", "means = torch.zeros([2, 4])"): "warning", ("DP303", "counts = torch.zeros(3)"): "error"}
+    findings, _ = run_json("fixtures/dp602/flagged_syncbn_behind_flag.py", "fixtures/dp602/flagged_syncbn_under_dp.py",
+                           "--select", "DP602")
+    by_file = {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
+    assert by_file[("flagged_syncbn_behind_flag.py", 25)] == "warning"
+    assert by_file[("flagged_syncbn_under_dp.py", 28)] == "error"
+    findings, _ = run_json("fixtures/dp202/flagged_conditional_projection.py", "--select", "DP202")
+    assert [f["severity"] for f in findings] == ["warning"]
 
 
 def test_dp106_bound_method_that_reads_nothing_of_the_module_is_a_warning():

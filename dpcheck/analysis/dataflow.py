@@ -385,6 +385,8 @@ def old_value_use(model: ModelClass, fn: FunctionInfo, name: str, value: ast.AST
     if value is None or written_earlier(fn, name, value):
         return None
     is_old = lambda e: fn.self_attr(e) == name
+    if _lazy_expression(value, is_old):
+        return "memo"
     if _pass_through(value, is_old):
         return None if is_old(value) else "converted"
     olds = [n for n in ast.walk(value) if is_old(n)]
@@ -400,6 +402,18 @@ def old_value_use(model: ModelClass, fn: FunctionInfo, name: str, value: ast.AST
         if method is not None and _rebuilds_or_reuses(method, value, olds):
             return "memo"
     return "accumulates"
+
+
+def _lazy_expression(value: ast.AST, is_old) -> bool:
+    """`new if self.x is None else self.x` (or the `is not None` mirror): the expression form of
+    `if self.x is None: self.x = new`, a value fixed by the first call."""
+    if not (isinstance(value, ast.IfExp) and isinstance(value.test, ast.Compare) and len(value.test.ops) == 1
+            and is_old(value.test.left) and isinstance(value.test.comparators[0], ast.Constant)
+            and value.test.comparators[0].value is None):
+        return False
+    kept = value.orelse if isinstance(value.test.ops[0], ast.Is) else value.body \
+        if isinstance(value.test.ops[0], ast.IsNot) else None
+    return kept is not None and is_old(kept)
 
 
 def _rebuilds_or_reuses(method: FunctionInfo, call: ast.Call, olds: list[ast.AST]) -> bool:
