@@ -81,7 +81,7 @@ def test_fix_on_stdin_writes_the_fixed_source_to_stdout(project):
 
 
 def test_fix_only_and_exit_non_zero_on_fix(model):
-    hazard = MODEL.replace("return self.fc(x)", "self.seen = x\n        return self.fc(x)")
+    hazard = MODEL.replace("return self.fc(x)", "self.total = x.sum() + self.total\n        return self.fc(x)")
     model.write_text(hazard)  # DP101 (no fix) stays; DP301 is fixed
     proc = run_cli("m.py", "--fix-only", "--unsafe-fixes", "--no-cache", cwd=model.parent)
     assert proc.returncode == 0 and "DP101" not in proc.stdout

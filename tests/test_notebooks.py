@@ -108,7 +108,8 @@ def test_fix_writes_only_the_edited_cell_back(project):
             write(path, original, indent=indent)
         before = path.read_text()
         proc = run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
-        assert proc.returncode == 1 and "Fixed 2 findings" in proc.stderr  # DP101 counter, DP301
+        # DP101 counter, DP301 fixed; what remains (a stash, info) does not fail the run
+        assert proc.returncode == 0 and "Fixed 2 findings" in proc.stderr
         after = path.read_text()
         fixed = json.loads(after)
         # Only the fixed lines of cell 3 changed; every other byte (indent, key order, final newline) stays.
