@@ -17,12 +17,13 @@ reports their kind (``Rule.reports``). This module knows no rule by code.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
 from dpcheck.constants import CONFIRM_NOT_RUN
-from dpcheck.findings import Confirmation, Finding, Observation
+from dpcheck.findings import ARGUMENT_KINDS, SYMPTOM_KINDS, Confirmation, Finding, Observation
 from dpcheck.harness.processes import Launcher
 
 
@@ -102,7 +103,6 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
     if result.get("error") or not result.get("models"):
         reason = result.get("error") or "no nn.Module subclass in this file to run"
         return [replace(f, confirmation=_status("not-run", backend, reason)) for f in static]
-    executed = set(result.get("executed_lines", []))
     ran = [m for m in result["models"] if "report" in m]
     if not ran:
         reasons = "; ".join(f"{m['label']}: {m.get('not_run')}" for m in result["models"])
@@ -113,47 +113,191 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
     if not compared:
         reasons = "; ".join(dict.fromkeys(e for m in ran for e in m["report"]["errors"]))
         return [replace(f, confirmation=_status("not-run", label, reasons)) for f in static]
-    observations = [(Observation.from_dict(o), m) for m in ran for o in m["report"]["observations"]]
-    failures = [Observation.from_dict(o) for m in ran for o in m["report"]["reference_failures"]]
-    # Lines that ran during a DataParallel step and during a single-device step. A line that
-    # ran in the single-device forward but never under DataParallel did not run because the
-    # DataParallel run stopped first (lines of __init__ run in neither step).
-    under_dp = set(result.get("dataparallel_lines", executed))
-    in_reference = set(result.get("reference_lines", ()))
-    explained: set[int] = set()
-    claimed: dict[int, str] = {}  # observation index -> the code of the first finding it confirmed
-    evidences = []
-    for finding in static:
-        rule = rules.get(finding.code)
-        line_ran = finding.row in executed or _statement_ran(finding, executed)
-        evidence, indices = _match(rule, finding, observations, failures, line_ran)
-        explained |= indices
-        for index in indices:
-            claimed.setdefault(index, finding.code)
-        evidences.append(evidence)
-    stopped = _stop(rules, observations, claimed)
+    runs = [_ModelRun(m, result) for m in ran]
+    observations = [(Observation.from_dict(o), run) for run in runs for o in run.model["report"]["observations"]]
+    failures = [(Observation.from_dict(o), run) for run in runs
+                for o in run.model["report"]["reference_failures"]]
+    attribution = _Attribution(rules, static, observations, failures)
     marked: list[Finding] = []
-    for finding, evidence in zip(static, evidences):
+    for index, finding in enumerate(static):
         rule = rules.get(finding.code)
-        line_ran = finding.row in executed or _statement_ran(finding, executed)
-        only_alone = _statement_ran(finding, in_reference) and not _statement_ran(finding, under_dp)
+        mine = [run for run in runs if run.uses(finding)]
+        under_dp = any(run.took_part(finding) for run in mine)
+        in_reference = any(_statement_ran(finding, run.in_reference) for run in mine)
+        stopped = next((attribution.stop(run) for run in mine if attribution.stop(run)), None)
+        evidence = attribution.evidence(index)
+        skipped = "".join(f"; {m['label']} was not run: {m['not_run']}" for m in result["models"] if "not_run" in m)
         if rule is not None and rule.not_confirmable:
             status = _status("not-run", label, rule.not_confirmable)
         elif evidence:
             status = _status("confirmed", label, evidence)
-        elif only_alone and stopped:
+        elif not mine:
+            status = _status("not-run", label, f"it is in class `{finding.subject.class_name}`, which no model "
+                             f"that ran uses ({', '.join(run.model['label'] for run in runs)}){skipped}")
+        elif in_reference and not under_dp and stopped:
             status = _status("not-run", label, f"the DataParallel run stopped at {stopped} before this line ran")
-        elif not line_ran:
-            skipped = "".join(f"; {m['label']} was not run: {m['not_run']}" for m in result["models"]
-                              if "not_run" in m)
-            status = _status("not-run", label, f"line {finding.row} did not run in the example "
-                             f"({', '.join(m['inputs'] for m in ran)}){skipped}")
+        elif not under_dp:
+            where = "ran on one device but not under DataParallel" if in_reference else "did not run"
+            status = _status("not-run", label, f"line {finding.row} {where} in the example "
+                             f"({', '.join(run.model['inputs'] for run in mine)}){skipped}")
+        elif index in attribution.lost:
+            obs, winner = attribution.lost[index]
+            status = _status("not-reproduced", label, f"the line ran under DataParallel; the difference seen "
+                             f"({obs.evidence}) is explained by {winner.code} at line {winner.row}")
         else:
             status = _status("not-reproduced", label, "the line ran under DataParallel and the run matched "
-                             f"the single-device run (batches {ran[0]['report']['batches']})")
+                             f"the single-device run (batches {mine[0].model['report']['batches']})")
         marked.append(replace(finding, confirmation=status))
-    marked.extend(_dynamic(rules, observations, explained, filename, label))
+    marked.extend(_dynamic(rules, observations, attribution.claimed, filename, label))
     return marked
+
+
+class _ModelRun:
+    """One example's model as the child ran it: which lines ran (under DataParallel, on one
+    device) and which classes its modules have (per model when the child says, else the file's)."""
+
+    def __init__(self, model: dict, result: dict):
+        self.model = model
+        executed = model.get("executed_lines", result.get("executed_lines", []))
+        self.executed = set(executed)
+        self.under_dp = set(model.get("dataparallel_lines", result.get("dataparallel_lines", executed)))
+        self.in_reference = set(model.get("reference_lines", result.get("reference_lines", ())))
+        self.classes = set(model["report"].get("classes") or ())
+        self.scattered_to = set(model["report"].get("scattered_to") or ())
+
+    def ran(self, finding: Finding, obs: Observation) -> bool:
+        """Did the finding's code take part in the DataParallel run that showed ``obs``? Its line ran
+        under DataParallel, or it is construction code (it ran, but in neither step); for a
+        scattered argument, its forward is the one that received it."""
+        if obs.kind in ARGUMENT_KINDS and self.scattered_to:
+            wanted = finding.subject.class_name
+            if wanted is not None and wanted.rsplit(".", 1)[-1] in self.scattered_to:
+                return True
+        return self.took_part(finding)
+
+    def took_part(self, finding: Finding) -> bool:
+        """Its line ran under DataParallel, or it is construction code (it ran, in neither step)."""
+        return _statement_ran(finding, self.under_dp) or (
+            _statement_ran(finding, self.executed) and not _statement_ran(finding, self.in_reference))
+
+    def uses(self, finding: Finding) -> bool:
+        """Is the finding's class one of this model's (findings with no class: any model)?"""
+        wanted = finding.subject.class_name
+        return not self.classes or wanted is None or wanted.rsplit(".", 1)[-1] in self.classes
+
+
+class _Attribution:
+    """Which finding each observation is evidence for.
+
+    An observation is evidence only for findings of the model that produced it, in the classes
+    that model uses, whose rule accepts it (``Rule.matches``, with "the line ran" meaning: under
+    DataParallel in that model's run). When some of those findings name the observation's
+    subject (the attribute or argument), only they take it. A symptom (``SYMPTOM_KINDS``: values
+    or gradients that differ, an exception at a line) is evidence for one finding only: the one at
+    the line where it arose (the one whose argument or attribute the error names, if several are),
+    else the one whose rule names that kind, preferring one whose own mechanism was not seen
+    (findings of one rule at several statements count as one);
+    a symptom with no line in a run where an argument was split the wrong way and no finding
+    explains that split is the split's consequence, and no finding's.
+    """
+
+    def __init__(self, rules, static: list[Finding], observations, failures):
+        self.rules, self.static = rules, static
+        self.hits: dict[int, list[Observation]] = {}
+        self.claimed: set[int] = set()  # indices of observations some static finding explains
+        self.claimer: dict[int, int] = {}  # observation index -> finding index
+        self.lost: dict[int, tuple[Observation, Finding]] = {}  # finding -> a symptom given to another
+        self.observations = observations
+        direct_in_run: dict[int, set[int]] = {}  # id(run) -> findings with direct evidence in it
+        split_by: dict[int, set[int]] = {}  # id(run) -> findings that explain an argument split in it
+        unexplained_split: set[int] = set()  # id(run) with a split argument no finding explains
+        order = sorted(range(len(observations)), key=lambda i: observations[i][0].kind in SYMPTOM_KINDS)
+        for index in order:
+            obs, run = observations[index]
+            candidates = self._candidates(obs, run, ran=lambda f, run=run, obs=obs: run.ran(f, obs))
+            if obs.kind not in SYMPTOM_KINDS:
+                for j in candidates:
+                    self._give(index, j, obs)
+                    direct_in_run.setdefault(id(run), set()).add(j)
+                if obs.kind in ARGUMENT_KINDS:
+                    split_by.setdefault(id(run), set()).update(candidates)
+                    if not candidates:
+                        unexplained_split.add(id(run))
+                continue
+            if obs.line is None and id(run) in unexplained_split:
+                continue  # the split's consequence: its dynamic finding explains it
+            if obs.line is None and split_by.get(id(run)):
+                # The split's consequence, for the findings that explain the split (their forward
+                # received it, whether or not their line was reached).
+                by_split = [j for j in sorted(split_by[id(run)]) if self._accepts(static[j], obs, True)]
+                candidates = by_split or candidates
+            if not candidates:
+                continue
+            direct = direct_in_run.get(id(run), set())
+            best = max(self._rank(j, obs, direct) for j in candidates)
+            top = [j for j in candidates if self._rank(j, obs, direct) == best]
+            if not _at_line(static[top[0]], obs):
+                # No line to tell them apart: one rule's findings (the same claim, made at several
+                # statements) take it, not every rule that lists the kind.
+                top = [j for j in top if static[j].code == static[top[0]].code]
+            for j in top:
+                self._give(index, j, obs)
+            for j in candidates:
+                if j not in top:
+                    self.lost.setdefault(j, (obs, static[top[0]]))
+        for obs, run in failures:  # single-device failures: evidence at their line, never dynamic findings
+            for j in self._candidates(obs, run, ran=lambda f, run=run: _statement_ran(f, run.executed)):
+                self.hits.setdefault(j, []).append(obs)
+
+    def _accepts(self, finding: Finding, obs: Observation, ran: bool) -> bool:
+        rule = self.rules.get(finding.code)
+        return _at_line(finding, obs) if rule is None else rule.matches(finding, obs, ran)
+
+    def _candidates(self, obs: Observation, run: _ModelRun, ran) -> list[int]:
+        found = [j for j, f in enumerate(self.static) if run.uses(f) and self._accepts(f, obs, ran(f))]
+        named = [j for j in found if _names_subject(self.static[j], obs)]
+        return named or found
+
+    def _rank(self, j: int, obs: Observation, direct: set[int]) -> tuple:
+        finding = self.static[j]
+        rule = self.rules.get(finding.code)
+        named = obs.raised and any(re.search(rf"\b{re.escape(name)}\b", obs.evidence)
+                                   for name in (finding.subject.argument, finding.subject.attr) if name)
+        listed = rule is not None and obs.kind in rule.confirms
+        # A finding whose own mechanism was seen needs no symptom; one that only symptoms can
+        # show is the likelier explanation.
+        return (_at_line(finding, obs), named, listed, j not in direct)
+
+    def _give(self, index: int, j: int, obs: Observation) -> None:
+        self.hits.setdefault(j, []).append(obs)
+        self.claimed.add(index)
+        self.claimer.setdefault(index, j)
+
+    def evidence(self, j: int) -> str | None:
+        """The finding's evidence in words: its own mechanism first, then the symptoms it explains."""
+        hits = sorted(self.hits.get(j, []), key=lambda o: o.kind in SYMPTOM_KINDS)
+        unique = list(dict.fromkeys(o.evidence for o in hits))
+        if not unique:
+            return None
+        return unique[0] + (f" (and {len(unique) - 1} more)" if len(unique) > 1 else "")
+
+    def stop(self, run: _ModelRun) -> str | None:
+        """Where this model's DataParallel run stopped, in words ("line 12 (<code>)"), when an
+        exception stopped it at a line of the model file; the code is the finding that explains it."""
+        for index, (obs, other) in enumerate(self.observations):
+            if other is run and obs.raised and obs.line is not None:
+                j = self.claimer.get(index)
+                code = self.static[j].code if j is not None else next(
+                    (r.code for r in self.rules.values() if r.kind == "dynamic" and r.reports_observation(obs)), None)
+                return f"line {obs.line}" + (f" ({code})" if code else "")
+        return None
+
+
+def _names_subject(finding: Finding, obs: Observation) -> bool:
+    """The observation is about the very attribute or argument the finding names."""
+    subject = finding.subject
+    return (obs.attr is not None and obs.attr == subject.attr) or (
+        obs.argument is not None and obs.argument == subject.argument)
 
 
 def _statement_ran(finding: Finding, executed: set[int]) -> bool:
@@ -164,48 +308,21 @@ def _at_line(finding: Finding, observation: Observation) -> bool:
     return observation.line is not None and finding.row <= observation.line <= finding.end_row
 
 
-def _match(rule, finding: Finding, observations, failures, ran: bool) -> tuple[str | None, set[int]]:
-    """Evidence for ``finding`` and the indices of the observations it explains: those its
-    rule accepts (any at its lines when the code has no rule). Single-device failures are
-    evidence too, but never dynamic findings."""
-    def accepts(obs: Observation) -> bool:
-        return rule.matches(finding, obs, ran) if rule is not None else _at_line(finding, obs)
-
-    hits, indices = [], set()
-    for index, (obs, _model) in enumerate(observations):
-        if accepts(obs):
-            hits.append(obs.evidence)
-            indices.add(index)
-    hits += [obs.evidence for obs in failures if accepts(obs)]
-    if not hits:
-        return None, indices
-    unique = list(dict.fromkeys(hits))
-    return unique[0] + (f" (and {len(unique) - 1} more)" if len(unique) > 1 else ""), indices
-
-
-def _stop(rules, observations, claimed: dict[int, str]) -> str | None:
-    """Where the DataParallel run stopped, in words ("line 12 (<code>)"), when an exception
-    stopped it at a line of the model file; the code is the finding that explains it."""
-    for index, (obs, _model) in enumerate(observations):
-        if obs.raised and obs.line is not None:
-            code = claimed.get(index) or next(
-                (r.code for r in rules.values() if r.kind == "dynamic" and r.reports_observation(obs)), None)
-            return f"line {obs.line}" + (f" ({code})" if code else "")
-    return None
-
-
 def _dynamic(rules, observations, explained: set[int], filename: str, label: str) -> list[Finding]:
     """Findings of the dynamic rules for the observations no static finding explained."""
     dynamic = [rule for rule in rules.values() if rule.kind == "dynamic"]
     reporter = {index: next((r for r in dynamic if r.reports_observation(obs)), None)
-                for index, (obs, _model) in enumerate(observations) if index not in explained}
-    # A root cause (an argument split the wrong way) explains the differences it brings.
-    superseded = {code for r in reporter.values() if r is not None for code in r.supersedes}
+                for index, (obs, _run) in enumerate(observations) if index not in explained}
+    # A root cause (an argument split the wrong way) explains the differences it brings in its
+    # own model's run.
+    superseded = {(id(observations[i][1]), code) for i, r in reporter.items() if r is not None
+                  for code in r.supersedes}
     out, seen = [], set()
     for index, rule in reporter.items():
-        if rule is None or rule.code in superseded:
+        obs, run = observations[index]
+        if rule is None or (id(run), rule.code) in superseded:
             continue
-        obs, model = observations[index]
+        model = run.model
         # Each occurrence once (the first batch's evidence): one per line of the model file
         # where it arose, and one per attribute, output or argument for those that have no
         # line. The same symptom seen at another batch size, or described by a neighbouring

@@ -227,6 +227,10 @@ class ObservationKind(str, enum.Enum):
     VALUES_DIFFER = "values-differ"  # a floating-point tensor leaf differs beyond tolerance
     INTEGER_VALUES_DIFFER = "integer-values-differ"
     GRADS_DIFFER = "grads-differ"
+    # A 0-dim loss gathered into one value per replica and averaged (`loss.mean()`, as trainers
+    # do) weights uneven chunks equally: the gradients differ, and match once the per-replica
+    # losses are weighted by their chunk sizes (``output_path`` names the loss).
+    LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY = "loss-mean-weights-chunks-equally"
     # The DataParallel step raised (``line``: the model file's last line in the traceback).
     # details: "exception" (the exception's type name; every raised observation has it),
     # "first_batch_ran" (the first batch size, when it ran and this other batch size failed),
@@ -247,6 +251,21 @@ class ObservationKind(str, enum.Enum):
     # evidence at its line, never a DataParallel difference).
     REFERENCE_FAILED = "reference-failed"
 
+
+# Symptoms downstream of a hazard's mechanism (what differs in the output or the gradients,
+# where the run raised): each one is evidence for the one finding that explains it, never
+# for every finding whose rule lists its kind.
+SYMPTOM_KINDS = frozenset({
+    ObservationKind.VALUES_DIFFER, ObservationKind.INTEGER_VALUES_DIFFER, ObservationKind.GRADS_DIFFER,
+    ObservationKind.EXCEPTION_AT_LINE, ObservationKind.DEVICE_MISMATCH, ObservationKind.GATHER_FAILED,
+    ObservationKind.OUTPUT_SHAPE_DIFFERS, ObservationKind.OUTPUT_STRUCTURE_DIFFERS,
+    ObservationKind.OUTPUT_VALUE_DIFFERS, ObservationKind.SCALAR_OUTPUT_SHAPE_DIFFERS})
+# Arguments DataParallel split the wrong way: a root cause that explains the symptoms of its
+# model's run that happened at no finding's line.
+ARGUMENT_KINDS = frozenset({
+    ObservationKind.ARGUMENT_NOT_BATCH_SPLIT, ObservationKind.ARGUMENT_ZERO_DIM,
+    ObservationKind.ARGUMENT_LIST_SPLIT_PER_ELEMENT, ObservationKind.ARGUMENT_PACKED_SEQUENCE_SPLIT,
+    ObservationKind.ARGUMENT_NOT_SPLIT})
 
 
 @dataclass(frozen=True)

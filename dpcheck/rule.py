@@ -81,6 +81,9 @@ class Rule:
         and one about a class's state only for findings in that class (or a base of it)."""
         if observation.attr is not None and observation.attr != finding.subject.attr:
             return False
+        if None not in (observation.argument, finding.subject.argument) \
+                and observation.argument != finding.subject.argument:
+            return False  # about another forward argument
         wanted = finding.subject.class_name
         if observation.class_name is None or wanted is None:
             return True

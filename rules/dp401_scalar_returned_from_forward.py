@@ -32,7 +32,8 @@ class ScalarReturnedFromForward(Rule):
     code = "DP401"
     name = "scalar-returned-from-forward"
     severity = Severity.ERROR
-    confirms = frozenset({K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.GRADS_DIFFER})
+    confirms = frozenset({K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.GRADS_DIFFER,
+                          K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY})
     summary = "A 0-dim tensor returned from forward is gathered into a vector with one value per GPU"
     fix_hint = "Return per-sample values (reduction='none') or reduce the gathered output outside the model"
     bad_example = """

@@ -22,7 +22,7 @@ import ast
 from dpcheck.analysis.dataflow import parameters_of, rnn_kind
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.findings import ObservationKind as K
-from dpcheck.findings import Severity
+from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
 _RNNS = ("LSTM", "GRU", "RNN")
@@ -32,7 +32,8 @@ class HiddenStateArgument(Rule):
     code = "DP502"
     name = "hidden-state-argument"
     severity = Severity.ERROR
-    confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.VALUES_DIFFER})
+    # An LSTM's (h, c) tuple is scattered element by element, each along layers.
+    confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.VALUES_DIFFER})
     summary = "An RNN hidden state (layers, B, H) passed into forward is split along layers"
     fix_hint = "Build the initial state inside forward, or pass it batch-first and transpose inside"
     bad_example = """
@@ -70,7 +71,8 @@ class HiddenStateArgument(Rule):
             for sub in names:
                 if isinstance(sub, ast.Name) and sub.id in params and not _rebound_before(fn, sub.id, call.lineno):
                     yield self.violation(sub, f"forward argument `{sub.id}` is an RNN hidden state shaped "
-                                         "(layers, B, H): DataParallel splits it along layers, not batch")
+                                         "(layers, B, H): DataParallel splits it along layers, not batch",
+                                         subject=Subject(argument=sub.id))
 
     def matches(self, finding, observation, ran):
         # Keyword and positional arguments chunked differently made the replica's call fail.

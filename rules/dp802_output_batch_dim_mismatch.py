@@ -28,7 +28,7 @@ class OutputBatchDimMismatch(Rule):
     severity = Severity.ERROR
     reports = frozenset({
         K.GATHER_FAILED, K.OUTPUT_STRUCTURE_DIFFERS, K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS,
-        K.OUTPUT_SHAPE_DIFFERS, K.OUTPUT_VALUE_DIFFERS})
+        K.OUTPUT_SHAPE_DIFFERS, K.OUTPUT_VALUE_DIFFERS, K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY})
     kind = "dynamic"
     summary = "The gathered output's shape or structure differs from the single-device output"
     fix_hint = "Return batch-first tensors with the same structure on every replica"

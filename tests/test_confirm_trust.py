@@ -192,3 +192,46 @@ def test_replicas_get_autocast_enabled_but_not_its_dtype_as_on_gpus():
             outputs = em.parallel_apply(em.replicate(model, [0, 1]), inputs, kwargs, [0, 1])
     assert alone.dtype == torch.bfloat16
     assert [o.dtype for o in outputs] == [torch.float16, torch.float16]
+
+
+class LossAndLogits(torch.nn.Module):
+    """Returns a dict with the mean loss over its samples, as transformers models do with labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, x, y):
+        return {"loss": ((self.fc(x).squeeze(-1) - y) ** 2).mean()}
+
+
+def test_an_uneven_chunk_loss_mean_is_the_scalar_losss_evidence_not_a_gradient_difference():
+    report = run(LossAndLogits, lambda b: (torch.randn(b, 4), torch.randn(b)))
+    # At batch 3 the chunks are (2, 1): `loss.mean()` weights them equally and the gradient differs ...
+    assert K.GRADS_DIFFER not in kinds(report), [o.evidence for o in report.observations]
+    weighted = [o for o in report.observations if o.kind == K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY]
+    # ... which the probe (weighting the per-replica losses by chunk size) attributes to the loss.
+    assert [o.batch for o in weighted] == [3] and weighted[0].output_path == "output['loss']"
+
+
+class LossOfBatchMean(torch.nn.Module):
+    """The loss depends on the whole batch's mean: no per-replica weighting recovers it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        out = self.fc(x - x.mean(0))
+        return (out ** 2).mean()
+
+
+def test_a_gradient_difference_that_weighting_does_not_explain_is_still_reported():
+    report = run(LossOfBatchMean, lambda b: (torch.randn(b, 4),))
+    assert K.GRADS_DIFFER in kinds(report), [o.evidence for o in report.observations]
+
+
+def test_argument_observations_name_the_forward_parameter():
+    report = run(SequenceFirst, lambda b: (torch.randn(5, b, 4),))
+    split = [o for o in report.observations if o.kind == K.ARGUMENT_NOT_BATCH_SPLIT]
+    assert split and split[0].argument == "x", [(o.kind, o.argument) for o in report.observations]

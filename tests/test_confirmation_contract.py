@@ -285,3 +285,68 @@ def test_a_findings_subject_attribute_is_read_from_its_node():
     result = check_stdin(source, "m.py", list(rules_by_code()))
     attrs = {(f.code, f.subject.attr) for f in result.findings if f.code in ("DP101", "DP102")}
     assert ("DP101", "steps") in attrs and ("DP102", "log") in attrs, attrs
+
+
+def _two_models(first, second, lines=(10, 40)):
+    """A file with two example models: `A` (class A, its lines ran under DataParallel) and `B`."""
+    def model(label, observations, classes, ran):
+        return {"label": label, "inputs": f"dpcheck_example_{label}()", "executed_lines": list(ran),
+                "dataparallel_lines": list(ran), "reference_lines": list(ran),
+                "report": {"backend": "emulated", "devices": 2, "batches": [4, 3, 1], "compared": [4, 3, 1],
+                           "errors": [], "classes": classes, "observations": [o.to_dict() for o in observations],
+                           "reference_failures": []}}
+    return {"backend": "emulated", "devices": 2, "executed_lines": list(lines), "dataparallel_lines": list(lines),
+            "models": [model("A", first, ["A"], [lines[0]]), model("B", second, ["B"], [lines[1]])]}
+
+
+def test_an_observation_of_one_model_confirms_only_findings_in_that_models_classes():
+    values = Observation(ObservationKind.VALUES_DIFFER.value, "output differs", output_path="output", batch=4,
+                         model="B")
+    # A's return line ran under DataParallel; the output that differed is B's.
+    out = attribute([_finding("DP404", row=10, class_name="A")], _two_models([], [values]), "m.py")
+    by_code = {f.code: f for f in out}
+    assert by_code["DP404"].confirmation.status == "not-reproduced", by_code["DP404"].confirmation
+    # B's difference is reported for B, by the dynamic rule of its kind.
+    assert any("model: B" in f.confirmation.evidence for f in out if f.code != "DP404")
+
+
+def test_a_finding_whose_line_ran_only_on_one_device_is_never_confirmed_by_a_kind_it_lists():
+    lost = Observation(ObservationKind.STATE_LOST_ON_REPLICA.value, "`steps` lost", attr="steps", batch=4)
+    result = _result([lost], executed=(10,))
+    result["dataparallel_lines"], result["reference_lines"] = [], [10]
+    out = attribute([_finding("DP101", attr="steps")], result, "m.py")
+    assert out[0].confirmation.status == "not-run", out[0].confirmation
+
+
+def test_a_symptom_is_evidence_for_one_finding_only():
+    grads = Observation(ObservationKind.GRADS_DIFFER.value, "the gradient of `w` differs", batch=4)
+    findings = [_finding("DP404", row=10), _finding("DP601", row=11), _finding("DP205", row=12)]
+    out = {f.code: f.confirmation for f in attribute(findings, _result([grads], executed=(10, 11, 12)), "m.py")}
+    confirmed = [code for code, c in out.items() if c.status == "confirmed"]
+    assert len(confirmed) == 1, out  # before: all three "confirmed" by one gradient difference
+    # The others say where the difference went instead of claiming the run matched.
+    for code, c in out.items():
+        if code not in confirmed:
+            assert c.status == "not-reproduced" and f"explained by {confirmed[0]}" in c.evidence, c
+
+
+def test_an_error_at_a_line_goes_to_the_finding_whose_argument_it_names():
+    raised = Observation(ObservationKind.EXCEPTION_AT_LINE.value, "raised RuntimeError: Expected hidden[0] size "
+                         "(2, 4, 16), got [1, 4, 16]", line=47, batch=4, details={"exception": "RuntimeError"})
+    split = Observation(ObservationKind.ARGUMENT_NOT_BATCH_SPLIT.value, "argument 0 split along time",
+                        argument="input", batch=4, details={"argument": "argument 0"})
+    layout = _finding("DP501", row=47)
+    hidden = Finding("DP502", "m", "error", "m.py", 47, 20, 47, 26, "", None, 47,
+                     subject=Subject(argument="hidden", class_name="Net"))
+    out = {f.code: f.confirmation for f in attribute([layout, hidden], _result([raised, split], executed=(47,)),
+                                                      "m.py")}
+    assert out["DP502"].status == "confirmed" and "Expected hidden" in out["DP502"].evidence
+    assert out["DP501"].status == "confirmed" and "Expected hidden" not in out["DP501"].evidence, out["DP501"]
+
+
+def test_an_argument_observation_confirms_only_a_finding_about_that_argument():
+    split = Observation(ObservationKind.ARGUMENT_NOT_BATCH_SPLIT.value, "argument 1 split", argument="hidden")
+    rule = RULES["DP502"]
+    about = Finding("DP502", "m", "error", "m.py", 10, 1, 10, 5, "", None, 10, subject=Subject(argument="hidden"))
+    other = Finding("DP502", "m", "error", "m.py", 10, 1, 10, 5, "", None, 10, subject=Subject(argument="state"))
+    assert rule.matches(about, split, ran=True) and not rule.matches(other, split, ran=True)

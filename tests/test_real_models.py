@@ -69,12 +69,9 @@ class Case:
 
 SCALAR_LOSS = ("the loss, a 0-dim tensor in the output, is gathered into one value per replica "
                "(torch's gather warns; HF's Trainer calls .mean() on it)")
-# The harness sums every output leaf for backward; a gathered per-replica loss then gives a
-# different gradient (the issue's "DP801 for every model that returns a scalar loss"), and a
-# downstream symptom of the scalar loss is not attributed to it.
-LOSS_GRAD_DEFECT = ("DP801 'gradient differs' confirmed besides the scalar-loss finding: the harness "
-                    "sums the gathered loss vector for backward, and the downstream gradient symptom is "
-                    "not attributed to the scalar-loss hazard")
+# At an uneven batch, `.mean()` of the per-replica losses weights the chunks equally and the
+# gradients differ: that is the scalar loss's evidence (probed by weighting the losses by chunk
+# size), not a separate "gradient differs" finding.
 
 CASES = (
     Case("resnet18", "torchvision_resnet18.py", needs=("torchvision",)),
@@ -90,44 +87,33 @@ CASES = (
     Case("convnext_atto", "timm_convnext_atto.py", needs=("timm",)),
     Case("bert_tiny", "transformers_bert.py", needs=("transformers",), hazards=(
         Hazard(SCALAR_LOSS, frozenset({"DP401", "DP802"}), evidence=r"loss"),
-    ), extra_defect=LOSS_GRAD_DEFECT),
+    )),
     Case("gpt2_tiny", "transformers_gpt2.py", needs=("transformers",), hazards=(
         Hazard(SCALAR_LOSS, frozenset({"DP401", "DP802"}), evidence=r"loss"),
-    ), extra_defect=LOSS_GRAD_DEFECT),
+    )),
     Case("word_language_model", "word_language_model.py", hazards=(
         # RNNModel(input (T, B), hidden ((L, B, H), (L, B, H))): scatter splits the input along
         # time and the hidden state along layers; replica 0 raises "Expected hidden[0] size
         # (2, 4, 16), got [1, 4, 16]" on real GPUs.
         Hazard("sequence-first input split along time", frozenset({"DP501"}), model="RNNModel",
-               line="output, hidden = self.rnn(embedded, hidden)", evidence=r"^(?!.*Expected hidden)",
-               defect="DP501 is confirmed by the hidden-state exception, DP502's symptom (a downstream "
-                      "symptom is evidence for every finding at the line), not by the input being split "
-                      "along its time dim"),
+               line="output, hidden = self.rnn(embedded, hidden)", evidence=r"^(?!.*Expected hidden)"),
+        # The hidden-state error at the same line names `hidden`: DP502's symptom, not DP501's.
         Hazard("hidden state (layers, B, H) split along layers", frozenset({"DP502"}), model="RNNModel",
-               line="output, hidden = self.rnn(embedded, hidden)"),
+               line="output, hidden = self.rnn(embedded, hidden)", evidence=r"argument 1"),
         # TransformerModel(src (T, B)): split along time, each replica builds a causal mask and
         # positions for its half: the output has the same shape and different values.
         Hazard("sequence-first input split along time (nn.Transformer's encoder)",
-               frozenset({"DP501", "DP803"}), model="TransformerModel",
-               defect="not reported: the batch is guessed from dim 0 of the first tensor (the time "
-                      "length), so the split argument is not seen, and the values-differ observation "
-                      "of TransformerModel is consumed as evidence by RNNModel's static findings "
-                      "(attribution across models)"),
+               frozenset({"DP501", "DP803"}), model="TransformerModel"),
+        # Its evidence is the lost `src_mask` alone: the values that differ are the split's.
         Hazard("cached causal mask lost with the replica, rebuilt every call (cost only)",
                frozenset({"DP101"}), model="TransformerModel",
-               line="if self.src_mask is None or self.src_mask.size(0) != len(src):", evidence=r"src_mask",
-               defect="confirmed with another model's evidence ('output differs ...' from the "
-                      "sequence-first split) instead of the lost `src_mask` state it names"),
+               line="self.src_mask = self.causal_mask(len(src)).to(src.device)",
+               evidence=r"^(?!.*output differs).*src_mask"),
     ), not_run=(
         # The hidden state returned (layers, B, H) would be gathered along layers (a true DP404),
         # but replica 0 raises in self.rnn first: the return line never runs under DataParallel.
-        ("DP404", "return F.log_softmax(logits.view(-1, self.ntoken), dim=1), hidden",
-         ("DP404 confirmed though its line never ran under DataParallel (replica 0 raised in self.rnn "
-          "first), with TransformerModel's 'output differs' evidence (attribution across models)")),
-    ), extra_defect="DP805 confirmed for the LSTM (h, c) hidden-state tuple (its elements are not "
-                    "batch-major: the hazard is DP502), and DP404 on RNNModel's return line "
-                    "confirmed with TransformerModel's evidence though that line never ran under "
-                    "DataParallel"),
+        ("DP404", "return F.log_softmax(logits.view(-1, self.ntoken), dim=1), hidden", None),
+    )),
 )
 
 

@@ -105,18 +105,27 @@ def run_file(file: str, backend_name: str, devices: int | None, examples: str | 
             install_tracer(tracer)
             with backend.context():  # the import sees N GPUs too
                 module = load_module(Path(file))
+            # Lines per model as well as for the file: an observation of one model is evidence
+            # only for findings whose lines ran in that model's runs.
+            lines = {"executed_lines": set(executed), "dataparallel_lines": set(), "reference_lines": set()}
             for label, build, how in examples_for(module, examples):
                 if build is None:
                     result["models"].append({"label": label, "not_run": how})
                     continue
+                for seen in (executed, under_dp, in_reference):
+                    seen.clear()
                 report = run_model(build, backend, default_batch_sizes(backend.n), file)
                 report.observations = [replace(o, model=label) for o in report.observations]
                 report.reference_failures = [replace(o, model=label) for o in report.reference_failures]
-                result["models"].append({"label": label, "inputs": how, "report": report.as_dict()})
+                ran = {"executed_lines": set(executed), "dataparallel_lines": set(under_dp),
+                       "reference_lines": set(in_reference)}
+                result["models"].append({"label": label, "inputs": how, "report": report.as_dict(),
+                                         **{key: sorted(value) for key, value in ran.items()}})
+                for key, value in ran.items():
+                    lines[key] |= value
             sys.settrace(None)
-            result["executed_lines"] = sorted(executed)
-            result["dataparallel_lines"] = sorted(under_dp)
-            result["reference_lines"] = sorted(in_reference)
+            lines["executed_lines"] |= executed
+            result.update({key: sorted(value) for key, value in lines.items()})
         except BaseException as exc:  # SystemExit from the model too: report it, don't die silently
             sys.settrace(None)
             kind = "called sys.exit" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}: {exc}"

@@ -51,10 +51,19 @@ class RunReport:
     # The batch sizes at which both runs happened and were compared (a DataParallel run
     # that raised where the single-device one did not counts: that is a difference).
     compared: list[int] = field(default_factory=list)
+    # The classes (MRO up to nn.Module) of every module in the model that ran: its observations
+    # are evidence only for findings in these classes.
+    classes: list[str] = field(default_factory=list)
+    # forward's parameter names, in order (positional arguments are named by them), and the
+    # classes whose forward that is (the model's class and its bases): they receive the scattered
+    # arguments.
+    parameters: list[str] = field(default_factory=list)
+    scattered_to: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
-                "compared": list(self.compared),
+                "compared": list(self.compared), "classes": list(self.classes), "parameters": list(self.parameters),
+                "scattered_to": list(self.scattered_to),
                 "observations": [o.to_dict() for o in self.observations], "errors": list(self.errors),
                 "reference_failures": [o.to_dict() for o in self.reference_failures]}
 
@@ -63,7 +72,8 @@ class RunReport:
         return cls(str(data["backend"]), int(data["devices"]), [int(b) for b in data["batches"]],
                    [Observation.from_dict(o) for o in data["observations"]], [str(e) for e in data["errors"]],
                    [Observation.from_dict(o) for o in data["reference_failures"]],
-                   [int(b) for b in data.get("compared", [])])
+                   [int(b) for b in data.get("compared", [])], [str(c) for c in data.get("classes", [])],
+                   [str(p) for p in data.get("parameters", [])], [str(c) for c in data.get("scattered_to", [])])
 
 
 # --- backends ---------------------------------------------------------------------------
@@ -328,6 +338,10 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             report.errors.append(f"building the model at batch {batch} failed: {_first_line(exc)}")
             return None
         arguments[batch] = (args, kwargs)
+        if not report.classes:
+            report.classes = sorted({c for classes in _owners(ref_model).values() for c in classes})
+            report.parameters = _parameter_names(ref_model)
+            report.scattered_to = _owners(ref_model).get("", [])
         for m in (ref_model, dp_model):
             backend.place_module(m, 0)
             m.eval()
@@ -360,12 +374,16 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
 
         dp_args, dp_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         backend.reset_memory()
+        scalars = _scalar_positions(ref_out)
         try:
             _UNDER_DATAPARALLEL.set()
             dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
-            loss = _reduce(dp_out, _scalar_positions(ref_out))
+            loss = _reduce(dp_out, scalars)
+            chunks = [len(c) for c in torch.arange(batch).chunk(backend.n)]
+            # Kept to probe the loss's weighting below, when a loss is averaged over uneven chunks.
+            probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None
             if loss is not None:
-                loss.backward()
+                loss.backward(retain_graph=probe)
         except Exception as exc:
             _UNDER_DATAPARALLEL.clear()
             report.observations.append(_dp_exception(exc, model_file, batch, backend))
@@ -383,11 +401,51 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
     _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
     _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model))
     if not stochastic:
+        before_grads = len(report.observations)
         _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
+        if probe and len(report.observations) > before_grads:
+            _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch, report,
+                                before_grads)
     elif batch == report.batches[0]:
         report.errors.append("the outputs are random even in eval() mode (two single-device runs with "
                              "different seeds differ): values and gradients were not compared")
     return len(report.observations) == found
+
+
+def _probe_loss_weights(model, dp_out, scalars, chunks, ref_grads, computed_in, batch, report, index) -> None:
+    """The gradients differ and a 0-dim loss was averaged over uneven chunks: backpropagate the
+    per-replica losses weighted by their chunk sizes instead. If the gradients then match, the
+    difference is the equal weighting of `loss.mean()`, evidence about the loss, not a separate one."""
+    from torch.utils._pytree import tree_flatten
+
+    leaves = tree_flatten(dp_out)[0]
+    weights = torch.tensor(chunks, dtype=torch.float32) / sum(chunks)
+    losses = [i for i in scalars if i < len(leaves) and isinstance(leaves[i], torch.Tensor)
+              and leaves[i].dim() == 1 and leaves[i].shape[0] == len(chunks)]
+    if not losses:
+        return
+    parts = [(leaves[i].float() * weights.to(leaves[i].device)).sum() if i in losses else leaves[i].float().sum()
+             for i in range(len(leaves)) if isinstance(leaves[i], torch.Tensor) and leaves[i].requires_grad
+             and leaves[i].is_floating_point() and (i in losses or i not in scalars)]
+    parts += [leaves[i].float().mean() for i in scalars if i not in losses and i < len(leaves)
+              and isinstance(leaves[i], torch.Tensor) and leaves[i].requires_grad]
+    model.zero_grad(set_to_none=True)
+    try:
+        sum(parts).backward()
+    except RuntimeError:
+        return
+    weighted = RunReport(report.backend, report.devices)
+    _compare_grads(ref_grads, _grads(model), batch, None, weighted, computed_in)
+    if weighted.observations:
+        return  # still different: the gradient difference stands on its own
+    paths = [path for path, leaf in _leaves(dp_out) if any(leaf is leaves[i] for i in losses)] or ["output"]
+    parameter = report.observations[index].details.get("parameter")
+    report.observations[index] = Observation(
+        K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY,
+        f"{paths[0]} comes back as one loss per replica; averaging them (`loss.mean()`) weights the uneven "
+        f"chunks {tuple(chunks)} of batch {batch} equally, so the gradient of `{parameter}` differs from the "
+        "single-device run (weighted by chunk size it matches)", output_path=paths[0], batch=batch,
+        details={"parameter": parameter, "chunks": list(chunks)})
 
 
 def _stochastic(build, backend, batch, ref_out) -> bool:
@@ -428,7 +486,7 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
         "Gather", "gather", "not iterable", "same number of keys", "invalid shape", "number of dimensions",
         "zip()", "KeyError"))
     details: dict[str, Any] = {"exception": type(exc).__name__}
-    if "PackedSequence" in message or "batch_sizes" in message:
+    if "PackedSequence" in text or "batch_sizes" in text:  # the error itself, not the traceback's source
         details["mentions_packed_sequence"] = True
     if "number of kwargs_tup" in message or "missing" in message and "positional argument" in message:
         return Observation(K.KEYWORD_CHUNK_MISMATCH, f"DataParallel run on {backend.n} devices raised {text}",
@@ -469,7 +527,8 @@ def _argument_observations(arguments: dict[int, tuple], backend, report):
         guess = None
     for position, arg in enumerate(args):
         same = [o[0][position] if position < len(o[0]) else None for o in others]
-        _check_argument(f"argument {position}", None, arg, same, guess, batch, backend, report)
+        name = report.parameters[position] if position < len(report.parameters) else None
+        _check_argument(f"argument {position}", name, arg, same, guess, batch, backend, report)
     for key, value in kwargs.items():
         same = [o[1].get(key) for o in others]
         _check_argument(f"keyword argument `{key}`", key, value, same, guess, batch, backend, report)
@@ -575,6 +634,16 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
             report.observations.append(Observation(
                 K.OUTPUT_VALUE_DIFFERS, f"{path} is {r!r:.60} on one device but {d!r:.60} under DataParallel",
                 output_path=path, batch=batch))
+
+
+def _parameter_names(model: torch.nn.Module) -> list[str]:
+    """forward's positional parameter names (those a positional argument can bind to)."""
+    import inspect
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def _owners(model: torch.nn.Module) -> dict[str, list[str]]:
