@@ -7,7 +7,9 @@ or indexed writes that depend on the batch (`self.queue[:, p:p + n] = keys`,
 Updates that do not depend on the input (`self.steps += 1`) and BatchNorm's own
 running statistics are not findings. A buffer rebuilt lazily, converted to the input's
 device or recomputed from scratch before it is used costs only speed under DataParallel:
-info (advice). A reassignment behind a non-default option is a warning.
+info (advice), and so is an in-place update of `running_mean`/`running_var` in a hand-written
+norm layer (BatchNorm's own statistics behave the same way; see DP602). A reassignment behind
+a non-default option is a warning.
 
 ## Why is this bad?
 Each replica gets its own `_buffers` dict, so a reassignment lands there and is lost
@@ -37,6 +39,8 @@ from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
 
+# BatchNorm's names for its running statistics, reused by hand-written norm layers.
+_NORM_STATISTICS = frozenset({"running_mean", "running_var", "running_std"})
 _IN_PLACE = lambda name: name.endswith("_") and not name.startswith("_") and name not in ("requires_grad_",)
 
 
@@ -121,6 +125,12 @@ class BufferUpdatedInForward(Rule):
         return self.violation(target, f"Buffer `self.{name}` {why}", severity=severity)
 
     def _in_place(self, node, name):
+        if name in _NORM_STATISTICS:
+            # A hand-written norm layer's running statistics behave exactly as BatchNorm's do under
+            # DataParallel, which the severity policy rates as advice (DP602).
+            return self.violation(node, f"Buffer `self.{name}` is a running statistic updated in place from the "
+                                  "batch, as BatchNorm's: under DataParallel only replica 0's chunk updates it",
+                                  severity=Severity.INFO, subject=Subject(attr=name))
         return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "
                               "under DataParallel only replica 0's update (its chunk of the batch) "
                               "is kept", severity=Severity.WARNING, subject=Subject(attr=name))
