@@ -1,0 +1,164 @@
+"""
+## What it does
+Flags a call of an `nn.DataParallel` wrapper in a training script that passes the batch
+positionally and only non-tensor keyword arguments: `model(images, return_loss=False)`,
+`model(x, mask=None)`, `model(x, mode="train")` (constants, directly or through a local or
+module-level name).
+
+## Why is this bad?
+Positional and keyword arguments are scattered separately. Tensors split into one chunk
+per GPU *that has rows to take*, so a batch of B < N samples gives B positional chunks;
+non-tensor values are copied once per GPU, so the keywords give N chunks. DataParallel
+then pads the positional chunks with `()` and runs N replicas: the extra ones call
+`forward(**kwargs)` with no input and raise `TypeError: forward() missing 1 required
+positional argument`. It happens on every call with `batch_size=1` loaders on two or more
+GPUs (an error), else on the last batch of a DataLoader without `drop_last=True` when it
+holds fewer samples than there are GPUs (a warning). A loader with `drop_last=True` is not
+flagged.
+
+## How to fix
+Pass the flag positionally (positional non-tensors are copied per chunk, not per GPU),
+make it a constructor option or attribute, or use `drop_last=True` and batches of at
+least one sample per GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.analysis.dataflow import is_true, keyword
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.findings import Severity
+from dpcheck.rule import TRAINING_SCRIPT, Rule
+
+# Iterating one of these over a loader still yields its batches.
+_LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+
+
+class NonTensorKeywordArguments(Rule):
+    code = "DP505"
+    name = "non-tensor-keyword-arguments"
+    severity = Severity.WARNING
+    # The harness finds the same mismatch from a model's example inputs (a dynamic rule); this
+    # rule reads it off the script's call, which the harness does not run.
+    not_confirmable = TRAINING_SCRIPT
+    summary = "Only non-tensor keywords next to a positional batch: replicas past a small batch get no input"
+    fix_hint = "Pass the flag positionally or set it on the model; use drop_last=True"
+    bad_example = """
+        model = nn.DataParallel(Detector().cuda())
+        loader = DataLoader(dataset, batch_size=1)
+        for images in loader:
+            detections = model(images.cuda(), return_loss=False)
+    """
+    good_example = """
+        model = nn.DataParallel(Detector().cuda())
+        loader = DataLoader(dataset, batch_size=8, drop_last=True)
+        for images in loader:
+            detections = model(images.cuda(), return_loss=False)
+            scores = model(images.cuda(), mask=images.ne(0))
+    """
+
+    def check_file(self, ctx):
+        if not mentions_dataparallel(ctx):
+            return
+        facts = script_facts(ctx)
+        for call in ctx.nodes(ast.Call):
+            if not call.args or not call.keywords or any(isinstance(a, ast.Starred) for a in call.args) \
+                    or any(k.arg is None for k in call.keywords):
+                continue  # no positional batch, no keyword, or `**kwargs` of unknown values
+            wrap = facts.wrap_for(call.func)
+            if wrap is None or "scatter" in wrap.source.note:
+                continue  # not a wrapper, or one whose own scatter decides
+            constants = [k for k in call.keywords if _constant(k.value, call, ctx, facts)]
+            if len(constants) != len(call.keywords):
+                continue  # a tensor keyword splits with the batch
+            loader = _loader_of(call, ctx, facts)
+            if loader is not None and is_true(keyword(loader, "drop_last")) and not _batch_of_one(loader):
+                continue
+            names = ", ".join(f"`{k.arg}=`" for k in call.keywords)
+            what = f"only non-tensor keyword arguments ({names}) next to the positional batch"
+            if loader is not None and _batch_of_one(loader):
+                message = (f"{what}, and the loader on line {loader.lineno} has batch_size=1: DataParallel copies "
+                           "the keywords to every GPU but cannot split one sample, so on two or more GPUs every "
+                           "replica but the first runs forward with no positional input and raises TypeError")
+                severity = Severity.ERROR
+            else:
+                message = (f"{what}: DataParallel copies the keywords to every GPU but splits the batch into at "
+                           "most one chunk per sample, so on a batch with fewer samples than GPUs (the last one, "
+                           "without drop_last=True) the extra replicas run forward with no positional input and "
+                           "raise TypeError")
+                severity = None
+            yield self.violation(call, message, severity=severity,
+                                 requires=wrap.requires)
+
+
+def _constant(node, call, ctx, facts, depth=0) -> bool:
+    """A value that can never be a tensor: a literal, or a name last bound to one."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return True
+    if isinstance(node, ast.Name) and depth == 0:
+        value = _last_binding(node.id, call, ctx, facts)
+        return value is not None and _constant(value, call, ctx, facts, depth + 1)
+    return False
+
+
+def _last_binding(name, at, ctx, facts):
+    """The value last assigned to ``name`` before ``at`` in its function, else at module level
+    (a constant); None when it is a parameter, or a loop/with/augmented target there."""
+    scope = facts.scope_of(at)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = scope.args
+        if name in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
+            return None
+    for where in ([scope, ctx.tree] if scope is not ctx.tree else [ctx.tree]):
+        values, other = [], False
+        for node in ctx.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With):
+            if facts.scope_of(node) is not where:
+                continue
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                if where is not scope or node.lineno < at.lineno:
+                    values.append(node.value)
+            elif any(isinstance(t, ast.Name) and t.id == name for t in _targets(node)):
+                other = True
+        if other:
+            return None
+        if values:
+            return values[-1] if where is scope else (values[0] if len(values) == 1 else None)
+    return None
+
+
+def _targets(node):
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        return [node.target]
+    if isinstance(node, ast.For):
+        return list(ast.walk(node.target))
+    if isinstance(node, ast.With):
+        return [n for item in node.items if item.optional_vars is not None for n in ast.walk(item.optional_vars)]
+    return []
+
+
+def _loader_of(call, ctx, facts):
+    """The `DataLoader(...)` construction the `for` loop around ``call`` iterates, if this file shows it."""
+    cur = facts.parent(call)
+    while cur is not None and not isinstance(cur, (ast.For, ast.AsyncFor)):
+        cur = facts.parent(cur)
+    if cur is None:
+        return None
+    source = cur.iter
+    while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _LOOP_WRAPPERS \
+            and source.args:
+        source = source.args[0]
+    if isinstance(source, ast.Name):
+        source = _last_binding(source.id, cur, ctx, facts)
+    if isinstance(source, ast.Call) and (ctx.resolve(source.func) or "").endswith("DataLoader"):
+        return source
+    return None
+
+
+def _batch_of_one(loader) -> bool:
+    size = keyword(loader, "batch_size")
+    if size is None and len(loader.args) > 1:
+        size = loader.args[1]
+    return isinstance(size, ast.Constant) and size.value == 1
