@@ -22,7 +22,7 @@ from dpcheck import __version__
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 4
+_FORMAT = 5
 
 
 def _digest(data: bytes) -> str:

@@ -4,8 +4,8 @@ Flags sequence-first layers applied to forward's inputs: `nn.LSTM`, `nn.GRU`, `n
 without `batch_first=True`, and `nn.Transformer`, `nn.TransformerEncoder/Decoder`,
 `nn.TransformerEncoderLayer/DecoderLayer` and `nn.MultiheadAttention` with the
 default `batch_first=False`, when the layer's input comes from forward's arguments
-without a transpose on the way. Not flagged when the file wraps models with
-`DataParallel(..., dim=1)`.
+without a transpose on the way. Not flagged when the class is wrapped with
+`DataParallel(..., dim=k)`, k not 0, in any scanned file (or the file wraps a model with `dim=1`).
 
 ## Why is this bad?
 DataParallel splits inputs along dim 0. For a `(T, B, F)` input that is *time*: every
@@ -26,6 +26,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword, parameters_of
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -67,8 +68,8 @@ class SequenceFirstLayout(Rule):
     """
 
     def check_class(self, model):
-        if _dim1_wrapping(model.ctx) or not gathered_class(model):
-            return  # only the wrapped model's own inputs are scattered
+        if _dim1_wrapping(model.ctx) or not gathered_class(model) or not batch_dim_is_zero(model):
+            return  # only the wrapped model's own inputs are scattered, and only along dim 0
         layers = {name: kind for name, facts in model.attrs.items()
                   for kind in [_seq_first_kind(model, facts)] if kind}
         if not layers:

@@ -328,3 +328,33 @@ def test_reading_like_a_module_needs_forward_and_a_torch_nn_name():
     unknown = {name: any(n.startswith("unknown:") for n in ctx.class_is_module(name)[1])
                for name in ("Layered", "Registered", "NoForward", "NoTorch")}
     assert unknown == {"Layered": True, "Registered": True, "NoForward": False, "NoTorch": False}
+
+
+SEQ_MODEL = '''
+import torch.nn as nn
+
+
+class TimeMajor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 4)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+'''
+
+
+def test_a_class_wrapped_with_another_dim_in_another_file_has_that_batch_dim(project):
+    """`DataParallel(Model(), dim=1)` in a script makes dim 1 the batch of Model (defined elsewhere):
+    its sequence-first layers see whole sequences. dim=0 changes nothing."""
+    (project / "seq.py").write_text(SEQ_MODEL)
+
+    def rows(script):
+        (project / "train.py").write_text("import torch.nn as nn\nfrom seq import TimeMajor\n" + script)
+        proc = run_cli(".", "--no-cache", "--isolated", "--output-format", "json", "--select", "DP501", cwd=project)
+        assert proc.returncode in (0, 1), proc.stderr
+        return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in json.loads(proc.stdout)]
+
+    assert rows("model = nn.DataParallel(TimeMajor(), dim=0)\n") == [("seq.py", 11)]
+    assert rows("model = nn.DataParallel(TimeMajor(), dim=1)\n") == []
+    assert rows("model = nn.DataParallel(TimeMajor().cuda(), device_ids=[0, 1], dim=1)\n") == []

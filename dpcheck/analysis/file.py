@@ -58,12 +58,14 @@ class FileResult:
     builders: dict[str, list[str]] = field(default_factory=dict)
     wrapped: list[str] = field(default_factory=list)
     submodules: list[str] = field(default_factory=list)
+    # Classes this file wraps with `dim=k` other than 0 -> k's source text: their batch dim.
+    wrapped_dims: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
-                "wrapped": self.wrapped, "submodules": self.submodules}
+                "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -73,7 +75,8 @@ class FileResult:
                    [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]],
                    {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]),
                    {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
-                   [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]])
+                   [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
+                   {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()})
 
 
 def read_bytes(path: Path) -> bytes:

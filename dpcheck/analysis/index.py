@@ -4,7 +4,8 @@ Built from the class summaries each file's analysis returns (no second parse), t
 used to settle findings whose class's module-ness depended on a base in another file,
 and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
 DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
-(wrapped in some scanned file, or built as a layer in none).
+(wrapped in some scanned file, or built as a layer in none) and ``dim0:<class>`` (wrapped
+with the default batch dim wherever a scanned file wraps it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ClassIndex:
         self.builders: dict[str, list[str]] = {}
         self._wrapped_names: set[str] = set()
         self._submodule_names: set[str] = set()
+        self._wrapped_dims: dict[str, str] = {}
         self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
             self._add(result)
@@ -47,6 +49,7 @@ class ClassIndex:
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
+        self._wrapped_dims.update(result.wrapped_dims)
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -128,6 +131,10 @@ class ClassIndex:
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 
+    def batch_dim_is_zero(self, name: str) -> bool:
+        """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
+        return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -138,6 +145,8 @@ class ClassIndex:
             return self.gathered(name)
         if kind == "wrapped" and name:
             return self.wrapped(name)
+        if kind == "dim0" and name:
+            return self.batch_dim_is_zero(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -143,12 +143,29 @@ def wrapped_batch_dim(model: ModelClass) -> ast.AST | None:
     return wrapped_classes(model.ctx).get(model.info.qualname)
 
 
+def batch_dim_is_zero(model: ModelClass) -> bool:
+    """Does DataParallel split this class's inputs along dim 0? False when a script of this file
+    wraps it with another `dim=`; else True on condition ``dim0:<class>`` (no scanned file wraps
+    it with another dim), which the project index settles and the calling rule's findings carry."""
+    dim = wrapped_batch_dim(model)
+    if dim is not None and not _is_zero(dim):
+        return False
+    model.conditions.add(f"dim0:{model.info.qualname}")
+    return True
+
+
+def _is_zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
+
+
 def summarize_wrapping(ctx: FileContext, result) -> None:
     """Fill ``result.builders``, ``.wrapped`` and ``.submodules`` for the project index."""
     result.submodules = sorted(submodule_classes(ctx))
     if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
+    result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
+                           if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
         qualify = {name: f"{ctx.module}.{name}" for name in script_facts(ctx).builders if "." not in name}
         result.builders = {qualify[name]: sorted(source.requires)
