@@ -13,7 +13,9 @@ parameters on `cuda:0`: replica 1 fails with a device mismatch, or silently comp
 with the wrong weights. `Module.compile()` stores a compiled wrapper of the original's
 `_call_impl` that replicas copy the same way.
 
-An opt-in path is lighter: a constructor option away from its default (also when the layer's
+A bound method whose body reads nothing of the module (an activation, a pure function) is
+harmless today, whichever module it is bound to: info (advice), in case it later reads the
+module. An opt-in path is lighter too: a constructor option away from its default (also when the layer's
 builder in the same file passes its own default down) is a warning; compiling inside a method
 the user must call (`task.compile()`) is info, since it matters only where torch.compile and
 DataParallel are combined (see DP706).
@@ -80,7 +82,7 @@ class BoundMethodStored(Rule):
                         yield self.violation(target, f"`self.{name}` stores {why[len(_STATELESS):]}, bound to the "
                                              "original module: harmless while that method reads nothing of the "
                                              "module, but DataParallel replicas share it, so once it does they "
-                                             "use the original's state", severity=Severity.WARNING)
+                                             "use the original's state", severity=Severity.INFO)
                         continue
                     message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
                               "replica calls the original module on its original device"
