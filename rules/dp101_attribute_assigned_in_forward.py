@@ -18,8 +18,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
   cache under `use_cache`) carries over only in that mode, and a write behind a non-default
   option matters only with it on: warnings;
 - caches, lazily built or converted tables, warn-once flags and latches are rebuilt or
-  re-checked on every call (a speed cost or a repeated message), and a stash the model
-  never reads back matters only to code that reads it after forward: info (advice);
+  re-checked on every call (a speed cost or a repeated message): warnings (cost-only);
+- a stash the model never reads back matters only to code that reads it after forward:
+  info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
   a setter that skips an unchanged value) is not reported: nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
@@ -99,7 +100,7 @@ class AttributeAssignedInForward(Rule):
                                              subject=Subject(attr=name))
                     else:
                         yield self.violation(target, _LIGHTER[kind].format(name=name, where=where),
-                                             severity=_SEVERITY.get(kind, Severity.INFO), subject=Subject(attr=name))
+                                             severity=_SEVERITY[kind], subject=Subject(attr=name))
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -120,11 +121,14 @@ class AttributeAssignedInForward(Rule):
 
 
 # Lost with the replica but latent: the value matters only on a path that is not the default.
-_SEVERITY = {"option": Severity.WARNING, "decoding": Severity.WARNING}
+# Lighter than lost state, by the severity policy: latent (the value matters only on a path
+# that is not the default) or cost-only (a table rebuilt, a conversion or a check repeated,
+# a warn-once message repeated on every call) is a warning. A value the model never reads
+# back matters only to code outside it that might read the attribute after forward: advice.
+_SEVERITY = {"option": Severity.WARNING, "decoding": Severity.WARNING, "cache": Severity.WARNING,
+             "flag": Severity.WARNING, "lazy": Severity.WARNING, "converted": Severity.WARNING,
+             "latch": Severity.WARNING, "stash": Severity.INFO}
 
-# Everything else lighter than lost state is a cost (a table rebuilt, a conversion or a
-# warn-once message repeated on every call) or matters only to code outside the model that
-# reads the attribute after forward: advice (info).
 _LIGHTER = {
     "cache": "Cache `self.{name}` assigned in forward{where} lives on a DataParallel replica: it is "
              "recomputed on every call and the model never keeps it (a speed cost)",

@@ -7,8 +7,8 @@ or indexed writes that depend on the batch (`self.queue[:, p:p + n] = keys`,
 Updates that do not depend on the input (`self.steps += 1`) and BatchNorm's own
 running statistics are not findings. A buffer rebuilt lazily, converted to the input's
 device or recomputed from scratch before it is used costs only speed under DataParallel:
-info (advice), and so is an in-place update of `running_mean`/`running_var` in a hand-written
-norm layer (BatchNorm's own statistics behave the same way; see DP602). A reassignment behind
+a warning (cost-only). An in-place update of `running_mean`/`running_var` in a hand-written
+norm layer is info, as BatchNorm's own statistics are (see DP602). A reassignment behind
 a non-default option is a warning.
 
 ## Why is this bad?
@@ -103,7 +103,7 @@ class BufferUpdatedInForward(Rule):
         old one, or forward reads the buffer before writing it. A table rebuilt, converted or
         recomputed from the inputs and weights on every call costs only speed."""
         use = old_value_use(model, fn, name, node.value)
-        severity = Severity.INFO  # a per-call table: only a speed cost
+        severity = Severity.WARNING  # a per-call table: cost-only by the severity policy
         if under_lazy_guard(fn, node) or use == "memo":
             why = "is rebuilt lazily in forward: the new value is lost with each DataParallel replica, so it " \
                   "is recomputed on every call"

@@ -15,7 +15,8 @@ them. On one device (or under DistributedDataParallel) the key is always the sam
 module and the cache works as meant.
 
 A bounded cache that holds at most a few replicas (`maxsize` of 8 or less), or replicas of a
-class without weights, never hits but cannot leak: info.
+class without weights, never hits but cannot leak: still a warning (cost-only), with a
+message that says it is bounded.
 
 ## How to fix
 Key the cache on what the value depends on (shapes, dtype, device), not on the module:
@@ -98,7 +99,7 @@ class CacheKeyedOnModule(Rule):
             held = "1 replica and its outputs" if size == 1 else f"{size} replicas and their outputs"
             return self.violation(node, f"{what}, a new DataParallel replica on every call: the cache never hits "
                                   f"and holds up to {held} alive (a speed and memory cost, bounded)",
-                                  severity=Severity.INFO)
+                                  severity=Severity.WARNING)
         bound = "without bound" if size is None else f"up to {size} entries"
         return self.violation(node, f"{what}, a new DataParallel replica on every call: it never hits and grows "
                               f"{bound}, each entry keeping a replica's weights and outputs on its GPU "

@@ -13,7 +13,7 @@ single-device run.
 
 A weightless layer (`nn.ZeroPad2d`, `nn.ReLU`) built lazily, or a frozen table
 (`nn.Parameter(..., requires_grad=False)`), loses nothing trained: it is only rebuilt on
-every call, a speed cost (info).
+every call, a speed cost (a warning: cost-only).
 
 ## How to fix
 Build every submodule in `__init__` (use `nn.LazyLinear` and friends when a size is only
@@ -92,13 +92,13 @@ class ModuleCreatedInForward(Rule):
         if kind == "module" and name and parameter_free(name) and fn is not None and under_lazy_guard(fn, node):
             yield self.violation(node, f"A weightless {name.rsplit('.', 1)[-1]} built lazily in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
-                                 "every call (a speed cost only)", severity=Severity.INFO,
+                                 "every call (a speed cost only)", severity=Severity.WARNING,
                                  subject=Subject(attr=attr))
             return
         if kind == "parameter" and _frozen(fn, where, value):
             yield self.violation(node, f"A frozen Parameter (requires_grad=False) built in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
-                                 "every call (a speed cost: it is never trained)", severity=Severity.INFO,
+                                 "every call (a speed cost: it is never trained)", severity=Severity.WARNING,
                                  subject=Subject(attr=attr))
             return
         yield self.violation(node, f"A {what} created in forward is kept on `{where}`: under "

@@ -14,7 +14,7 @@ subtracts a different mean on every GPU. Shapes are right; the objective is sile
 different from the single-device run.
 
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
-observed values) differs only for the rows that take the fallback: info.
+observed values) differs only for the rows that take the fallback: a warning (latent).
 
 ## How to fix
 Return the embeddings from forward and compute batch-wide terms after gather (or with
@@ -108,7 +108,7 @@ class CrossBatchComputation(Rule):
             return self.violation(node, f"{what} of a batch tensor in forward, used only as the fallback of "
                                   "`torch.where`: each DataParallel replica computes it over its own slice, "
                                   "which changes only the samples that take the fallback (rows with no "
-                                  "data of their own)", severity=Severity.INFO)
+                                  "data of their own)", severity=Severity.WARNING)
         return self.violation(node, f"{what} of a batch tensor in forward: each DataParallel replica "
                               "computes it over its own slice of the batch")
 
