@@ -12,6 +12,10 @@ and no configuration (--isolated, so this repository's own excludes do not apply
 finding is joined with benchmarks/corpus/verdicts.tsv on (corpus, file, line, code).
 
 - Error precision: real / judged, over error-severity findings (borderline counts as not real).
+- Verdicts are judged against the README's severity policy. Besides real / borderline / false,
+  `latent` is a real hazard only behind a non-default option or mode, and `cost` a real
+  cost-only effect (a table rebuilt on every call): both are what a warning means, so they
+  count as real for a warning and as not real for an error (an error there is wrongly severe).
 - Warning precision: the same over the judged sample of warnings.
 - Recall: benchmarks/corpus/misses.tsv lists real hazards dpcheck did not report when the
   verdicts were written; a miss counts as found once a finding with its code (or any code,
@@ -81,6 +85,22 @@ def table(rows: list[list[str]], header: list[str], markdown: bool) -> str:
     return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
 
 
+VERDICT_KINDS = ("real", "latent", "cost", "borderline", "false")
+# What each severity claims (README, "What a severity means"): a warning is real but latent
+# or cost-only, so those verdicts make it right; an error claims a hazard on the default path.
+REAL_FOR = {"error": {"real"}, "warning": {"real", "latent", "cost"}}
+
+
+def is_real(severity: str, verdict: str) -> bool:
+    return verdict in REAL_FOR.get(severity, {"real"})
+
+
+def _precision_row(code: str, severity: str, c: Counter) -> list[str]:
+    judged = sum(c[k] for k in VERDICT_KINDS)
+    real = sum(c[k] for k in VERDICT_KINDS if is_real(severity, k))
+    return [code, str(judged), *(str(c[k]) for k in VERDICT_KINDS), pct(real, judged)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="restrict to this corpus (projects, timm, ...); repeatable")
@@ -92,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     misses = read_tsv(MISSES)
     wanted = args.corpus or list(roots())
 
-    # per (severity, code): [real, false, borderline]
+    # per (severity, code): a Counter of verdicts
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     unjudged: list[str] = []
     engine: Counter = Counter()
@@ -118,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             if v:
                 counts[(sev, code)][v["verdict"]] += 1
                 c[f"{sev}-judged"] += 1
-                c[f"{sev}-real"] += v["verdict"] == "real"
+                c[f"{sev}-real"] += is_real(sev, v["verdict"])
                 if sev == "error" and v["verdict"] == "real":
                     real_errors[name] += 1
             elif sev == "error":
@@ -137,16 +157,13 @@ def main(argv: list[str] | None = None) -> int:
         for (s, code), c in sorted(counts.items()):
             if s != sev:
                 continue
-            judged = c["real"] + c["false"] + c["borderline"]
             tot.update(c)
-            rows.append([code, str(judged), str(c["real"]), str(c["borderline"]), str(c["false"]),
-                         pct(c["real"], judged)])
-        judged = tot["real"] + tot["false"] + tot["borderline"]
-        rows.append(["all", str(judged), str(tot["real"]), str(tot["borderline"]), str(tot["false"]),
-                     pct(tot["real"], judged)])
-        label = "Errors (all judged)" if sev == "error" else "Warnings (judged sample)"
-        print(f"\n## {label}: precision = real / judged, borderline counted as not real\n")
-        print(table(rows, ["code", "judged", "real", "borderline", "false", "precision"], args.markdown))
+            rows.append(_precision_row(code, sev, c))
+        rows.append(_precision_row("all", sev, tot))
+        label = ("Errors (all judged): precision = real / judged" if sev == "error" else
+                 "Warnings (judged sample): precision = (real + latent + cost) / judged")
+        print(f"\n## {label}, borderline counted as not real\n")
+        print(table(rows, ["code", "judged", *VERDICT_KINDS, "precision"], args.markdown))
 
     print(f"\nUnjudged error findings: {len(unjudged)}")
     if args.list_unjudged:

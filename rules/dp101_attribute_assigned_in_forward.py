@@ -41,6 +41,7 @@ from dpcheck.analysis.dataflow import (
     old_value_use,
     read_in_forward,
     reads_before_write,
+    scripting_only,
     under_lazy_guard,
 )
 from dpcheck.findings import ObservationKind as K
@@ -88,6 +89,8 @@ class AttributeAssignedInForward(Rule):
                         continue  # buffers, Parameters and submodules have rules of their own
                     if value is not None and _constructs_module(model, value):
                         continue  # DP203: a module or Parameter created in forward
+                    if scripting_only(fn, node):
+                        continue  # runs only in TorchScript, never in DataParallel's eager replicas
                     kind = _kind(model, fn, name, value, node)
                     if kind == "scratch":
                         continue  # rebuilt before every use within the call: nothing is lost

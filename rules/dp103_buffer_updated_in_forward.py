@@ -6,8 +6,9 @@ or indexed writes that depend on the batch (`self.queue[:, p:p + n] = keys`,
 `self.running.mul_(m).add_(x.mean(0))`, `self.ptr[0] = p + n`) as warnings.
 Updates that do not depend on the input (`self.steps += 1`) and BatchNorm's own
 running statistics are not findings. A buffer rebuilt lazily, converted to the input's
-device or recomputed from scratch before it is used costs only speed under DataParallel:
-a warning (cost-only). An in-place update of `running_mean`/`running_var` in a hand-written
+device costs only speed under DataParallel: a warning (cost-only). A buffer recomputed
+from scratch before every use costs nothing more under DataParallel; only code that reads it
+from the model after forward would see the old value: info (advice). An in-place update of `running_mean`/`running_var` in a hand-written
 norm layer is info, as BatchNorm's own statistics are (see DP602). A reassignment behind
 a non-default option is a warning.
 
@@ -115,9 +116,12 @@ class BufferUpdatedInForward(Rule):
             why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
                   "each DataParallel replica has its own buffer dict and the new value is lost"
         elif use is None and not reads_before_write(model, fn, name, node):
+            # Recomputed on every call on one device too: DataParallel adds no cost, and only code
+            # that reads the buffer from the model after forward sees the old value (advice).
+            severity = Severity.INFO
             why = "is recomputed from scratch in forward before it is used: each DataParallel replica " \
-                  "keeps its own value and the original keeps the old one (only a cost, unless code " \
-                  "reads the buffer after forward)"
+                  "keeps its own value and the original keeps the old one (it matters only to code " \
+                  "that reads the buffer after forward)"
         else:
             return self.violation(target, f"Buffer `self.{name}` is reassigned in forward from its old value: "
                                   "each DataParallel replica has its own buffer dict, so the update is lost "

@@ -176,6 +176,24 @@ def under_lazy_guard(fn, node) -> bool:
     return False
 
 
+def scripting_only(fn, node) -> bool:
+    """Inside `if torch.jit.is_scripting():` (its body, not its else): code that runs only in
+    TorchScript, never in the eager forward DataParallel replicates."""
+    child, cur = node, fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If) and child in cur.body and _is_scripting_test(cur.test):
+            return True
+        child, cur = cur, fn.parent(cur)
+    return False
+
+
+def _is_scripting_test(test: ast.AST) -> bool:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_is_scripting_test(v) for v in test.values)
+    return (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+            and test.func.attr in ("is_scripting", "_is_scripting"))
+
+
 def stacks_new_leading_dim(call: ast.Call, fn: FunctionInfo, derived: dict[str, bool] | None = None) -> bool:
     """`torch.stack(items)` on dim 0 of a list built per layer, step or stream (not per sample).
 
