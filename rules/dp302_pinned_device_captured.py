@@ -64,9 +64,15 @@ class PinnedDeviceCaptured(Rule):
 
     def check_class(self, model):
         ctx = model.ctx
+        placed = [(fn, arg) for fn in model.reachable for call in fn.nodes(ast.Call)
+                  for arg in placement_arguments(call)]
+        if not placed:
+            return
+        # Only attributes forward places tensors with are worth tracing back to their values.
+        placed_attrs = {attr for fn, arg in placed for attr in [fn.self_attr(arg)] if attr is not None}
         captured_attrs: dict[str, str] = {}
         for name, facts in model.attrs.items():
-            if facts.registered:
+            if facts.registered or name not in placed_attrs:
                 continue
             for _target, value, fn in facts.assignments:
                 why = _pinned(value, fn.is_self, ctx)
@@ -78,19 +84,17 @@ class PinnedDeviceCaptured(Rule):
                             for value in values for why in [_pinned(value, lambda n: False, ctx)] if why}
         if not captured_attrs and not captured_globals:
             return
-        for fn in model.reachable:
-            for call in fn.nodes(ast.Call):
-                for arg in placement_arguments(call):
-                    attr = fn.self_attr(arg)
-                    if attr in captured_attrs:
-                        yield self.violation(arg, f"`self.{attr}` is {captured_attrs[attr]} captured "
-                                             "outside forward: every DataParallel replica places "
-                                             "tensors on that one device", fix=_FOLLOW_INPUT)
-                    elif isinstance(arg, ast.Name) and arg.id in captured_globals \
-                            and arg.id not in fn.local_values:
-                        yield self.violation(arg, f"`{arg.id}` is {captured_globals[arg.id]} "
-                                             "defined at module level: every DataParallel replica "
-                                             "places tensors on that one device", fix=_FOLLOW_INPUT)
+        for fn, arg in placed:
+            attr = fn.self_attr(arg)
+            if attr in captured_attrs:
+                yield self.violation(arg, f"`self.{attr}` is {captured_attrs[attr]} captured "
+                                     "outside forward: every DataParallel replica places "
+                                     "tensors on that one device", fix=_FOLLOW_INPUT)
+            elif isinstance(arg, ast.Name) and arg.id in captured_globals \
+                    and arg.id not in fn.local_values:
+                yield self.violation(arg, f"`{arg.id}` is {captured_globals[arg.id]} "
+                                     "defined at module level: every DataParallel replica "
+                                     "places tensors on that one device", fix=_FOLLOW_INPUT)
 
     def fix(self, finding, editor):
         source = editor.first_input(editor.node)
@@ -205,8 +209,20 @@ def _pinned_value(node, ctx) -> bool:
                                               for v in ctx.module_level_values.get(node.id, ()))
 
 
-def _constructions(ctx, class_name: str):
-    qualified = f"{ctx.module}.{class_name}"
+def _constructions(ctx, class_name: str) -> list[ast.Call]:
+    return ctx.fact(_calls_by_local_name).get(class_name, [])
+
+
+def _calls_by_local_name(ctx) -> dict[str, list[ast.Call]]:
+    """Calls of this file by the in-file name they call (`Net(...)`, `module.Net(...)`), in order."""
+    prefix = f"{ctx.module}."
+    found: dict[str, list[ast.Call]] = {}
     for call in ctx.nodes(ast.Call):
-        if isinstance(call.func, ast.Name) and call.func.id == class_name or ctx.resolve(call.func) == qualified:
-            yield call
+        func = call.func
+        if isinstance(func, ast.Name):
+            found.setdefault(func.id, []).append(call)
+        elif isinstance(func, ast.Attribute):
+            resolved = ctx.resolve(func) or ""
+            if resolved.startswith(prefix):
+                found.setdefault(resolved[len(prefix):], []).append(call)
+    return found

@@ -112,19 +112,24 @@ _REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module", "
 
 
 def _reads_like_module(info: ClassInfo, imports: ImportMap) -> bool:
-    """Does the class define ``forward`` and name a torch.nn layer class, a Parameter, or
-    register a buffer/parameter/submodule on ``self`` anywhere in its body?"""
+    """Does the class define ``forward`` and name a torch.nn layer class or a Parameter, or
+    register a buffer/parameter/submodule on ``self``, in its class attributes or ``__init__``?"""
     if "forward" not in info.methods:
         return False
-    for node in ast.walk(info.node):
+    # Class attributes and __init__ (where layers are built), not the long forward bodies.
+    parts = [stmt for stmt in info.node.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if "__init__" in info.methods:
+        parts.append(info.methods["__init__"])
+    for node in (n for part in parts for n in ast.walk(part)):
+        # torch.nn classes and Parameter are capitalised: resolve only capitalised names.
         if isinstance(node, ast.Attribute):
             if node.attr in _REGISTERS and isinstance(node.value, ast.Name) and node.value.id == "self":
                 return True
-            name = imports.resolve(node)
-        elif isinstance(node, ast.Name):
-            name = imports.resolve(node)
-        else:
+            if not node.attr[:1].isupper():
+                continue
+        elif not (isinstance(node, ast.Name) and node.id[:1].isupper()):
             continue
+        name = imports.resolve(node)
         if name and (is_torch_nn_class(name) or name in PARAMETER_CTORS):
             return True
     return False
