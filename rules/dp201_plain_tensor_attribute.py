@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import under_lazy_guard
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -71,8 +72,14 @@ class PlainTensorAttribute(Rule):
                         moved.add(name)
                     else:
                         used.add(name)
+        reachable = {id(fn.node) for fn in model.reachable}
         for name in sorted(used):
-            for target, value, fn in candidates[name].assignments:
+            assignments = candidates[name].assignments
+            if all(id(fn.node) in reachable and not under_lazy_guard(fn, target) for target, _, fn in assignments):
+                # Set on every call by forward's own code (a decoding cache set up per call): each
+                # replica builds its own copy where it runs; the original's is never shared.
+                continue
+            for target, value, fn in assignments:
                 kind, _, _ = model.classify(value, fn)
                 if kind == "tensor":
                     fix = None
