@@ -139,14 +139,14 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
         elif not under_dp:
             where = "ran on one device but not under DataParallel" if in_reference else "did not run"
             status = _status("not-run", label, f"line {finding.row} {where} in the example "
-                             f"({', '.join(run.model['inputs'] for run in mine)}){skipped}")
+                             f"({', '.join(run.model['inputs'] for run in mine)}; {_modes(mine)}){skipped}")
         elif index in attribution.lost:
             obs, winner = attribution.lost[index]
             status = _status("not-reproduced", label, f"the line ran under DataParallel; the difference seen "
                              f"({obs.evidence}) is explained by {winner.code} at line {winner.row}")
         else:
             status = _status("not-reproduced", label, "the line ran under DataParallel and the run matched "
-                             f"the single-device run (batches {mine[0].model['report']['batches']})")
+                             f"the single-device run (batches {mine[0].model['report']['batches']}, {_modes(mine)})")
         marked.append(replace(finding, confirmation=status))
     marked.extend(_dynamic(rules, observations, attribution.claimed, filename, label))
     return marked
@@ -291,6 +291,12 @@ class _Attribution:
                     (r.code for r in self.rules.values() if r.kind == "dynamic" and r.reports_observation(obs)), None)
                 return f"line {obs.line}" + (f" ({code})" if code else "")
         return None
+
+
+def _modes(runs) -> str:
+    """The mode(s) the models ran in, in words ("training mode")."""
+    modes = list(dict.fromkeys(run.model["report"].get("mode") or "eval" for run in runs))
+    return " and ".join(modes) + " mode"
 
 
 def _names_subject(finding: Finding, obs: Observation) -> bool:

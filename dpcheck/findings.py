@@ -247,11 +247,18 @@ class ObservationKind(str, enum.Enum):
     ARGUMENT_NOT_SPLIT = "argument-not-split"  # a non-tensor passed whole to every replica
     # Cost.
     MEMORY_IMBALANCE = "memory-imbalance"
+    # Expected behaviour, measured: in training mode each replica's BatchNorm normalises its own
+    # chunk and only replica 0's running statistics are kept (``class_name``: the class owning
+    # the layers; details "path": the layer whose chunk statistics differ most).
+    BATCHNORM_STATS_PER_REPLICA = "batchnorm-statistics-per-replica"
     # The single-device reference run itself failed (kept apart from the observations: it is
     # evidence at its line, never a DataParallel difference).
     REFERENCE_FAILED = "reference-failed"
 
 
+# Evidence for a finding that names it, never a finding of its own: the single-device run's
+# failure, and what DataParallel always does to BatchNorm in training mode.
+EVIDENCE_ONLY_KINDS = frozenset({ObservationKind.REFERENCE_FAILED, ObservationKind.BATCHNORM_STATS_PER_REPLICA})
 # Symptoms downstream of a hazard's mechanism (what differs in the output or the gradients,
 # where the run raised): each one is evidence for the one finding that explains it, never
 # for every finding whose rule lists its kind.

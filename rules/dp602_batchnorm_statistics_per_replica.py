@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -34,7 +35,8 @@ class BatchNormStatisticsPerReplica(Rule):
     code = "DP602"
     name = "batchnorm-statistics-per-replica"
     severity = Severity.INFO
-    not_confirmable = "BatchNorm statistics are informational; the harness runs in eval mode"
+    # Measured in a training-mode run: each replica's chunk statistics against the whole batch's.
+    confirms = frozenset({K.BATCHNORM_STATS_PER_REPLICA})
     summary = "BatchNorm under DataParallel uses per-replica statistics; SyncBatchNorm is silently inert"
     fix_hint = "Use larger per-GPU batches or GroupNorm, or DistributedDataParallel with SyncBatchNorm"
     bad_example = """

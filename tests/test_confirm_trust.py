@@ -235,3 +235,57 @@ def test_argument_observations_name_the_forward_parameter():
     report = run(SequenceFirst, lambda b: (torch.randn(5, b, 4),))
     split = [o for o in report.observations if o.kind == K.ARGUMENT_NOT_BATCH_SPLIT]
     assert split and split[0].argument == "x", [(o.kind, o.argument) for o in report.observations]
+
+
+class TrainingBranch(torch.nn.Module):
+    """Counts training steps in a plain attribute, only under `if self.training:`."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.steps = 0
+
+    def forward(self, x):
+        if self.training:
+            self.steps += 1
+        return self.drop(self.fc(x))
+
+
+def test_the_example_runs_in_training_mode_by_default_with_dropout_neutralised():
+    report = run(TrainingBranch, lambda b: (torch.randn(b, 4),))
+    assert report.mode == "training"
+    # The training-only branch ran: its lost state is seen (in eval() mode it never ran) ...
+    assert any(o.kind == K.STATE_LOST_ON_REPLICA and o.attr == "steps" for o in report.observations)
+    # ... and dropout, off on both sides, neither makes the outputs differ nor stops the comparison.
+    assert K.VALUES_DIFFER not in kinds(report) and not report.errors, (report.errors, report.observations)
+
+
+def test_an_example_that_returns_an_eval_model_runs_in_eval_mode():
+    report = run(lambda: TrainingBranch().eval(), lambda b: (torch.randn(b, 4),))
+    assert report.mode == "eval"
+    assert not any(o.attr == "steps" for o in report.observations)
+
+
+class NormalisedCounter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.bn(self.conv(x)).mean((2, 3))
+
+
+def test_batchnorm_statistics_are_measured_per_replica_and_kept_out_of_the_comparison():
+    report = run(NormalisedCounter, lambda b: (torch.randn(b, 3, 6, 6),))
+    per_replica = [o for o in report.observations if o.kind == K.BATCHNORM_STATS_PER_REPLICA]
+    assert len(per_replica) == 1 and per_replica[0].class_name == "NormalisedCounter", report.observations
+    assert "`bn`" in per_replica[0].evidence
+    # Per-chunk normalisation is DataParallel's expected behaviour: no output, gradient or
+    # running-statistics difference is reported for it ...
+    assert not {K.VALUES_DIFFER, K.GRADS_DIFFER, K.STATE_DIFFERS} & kinds(report), report.observations
+    # ... so the other hazard of the same model stays visible.
+    assert any(o.kind == K.STATE_LOST_ON_REPLICA and o.attr == "calls" for o in report.observations)

@@ -10,7 +10,7 @@ from conftest import ROOT
 
 from dpcheck.confirm import attribute, not_compared
 from dpcheck.engine import check_stdin
-from dpcheck.findings import Finding, Observation, ObservationKind, Subject
+from dpcheck.findings import EVIDENCE_ONLY_KINDS, Finding, Observation, ObservationKind, Subject
 from dpcheck.registry import all_rules, rules_by_code
 
 CODE = re.compile(r"DP\d{3}")
@@ -74,7 +74,7 @@ def _variants(kind):
             yield Observation(kind.value, "x", details={"exception": "RuntimeError", "first_batch_ran": 4})
 
 
-@pytest.mark.parametrize("kind", [k for k in ObservationKind if k != ObservationKind.REFERENCE_FAILED])
+@pytest.mark.parametrize("kind", [k for k in ObservationKind if k not in EVIDENCE_ONLY_KINDS])
 def test_every_observation_kind_is_reported_by_exactly_one_dynamic_rule(kind):
     for obs in _variants(kind):
         reporters = [r.code for r in DYNAMIC if r.reports_observation(obs)]
@@ -350,3 +350,20 @@ def test_an_argument_observation_confirms_only_a_finding_about_that_argument():
     about = Finding("DP502", "m", "error", "m.py", 10, 1, 10, 5, "", None, 10, subject=Subject(argument="hidden"))
     other = Finding("DP502", "m", "error", "m.py", 10, 1, 10, 5, "", None, 10, subject=Subject(argument="state"))
     assert rule.matches(about, split, ran=True) and not rule.matches(other, split, ran=True)
+
+
+def test_a_findings_not_run_reason_says_which_mode_ran():
+    result = _result([], executed=(10,))
+    result["dataparallel_lines"], result["reference_lines"] = [10], [10]
+    result["models"][0]["report"]["mode"] = "training"
+    out = attribute([_finding("DP101", row=30, attr="steps")], result, "m.py")
+    assert out[0].confirmation.status == "not-run" and "training mode" in out[0].confirmation.evidence
+
+
+def test_batchnorm_statistics_per_replica_confirm_the_batchnorm_finding_of_their_class():
+    stats = Observation(ObservationKind.BATCHNORM_STATS_PER_REPLICA.value, "per-chunk means differ", batch=4,
+                        class_name="Net", details={"classes": ["Net"]})
+    out = attribute([_finding("DP602", row=10)], _result([stats], executed=(10,)), "m.py")
+    assert [(f.code, f.confirmation.status) for f in out] == [("DP602", "confirmed")]
+    # Alone, expected behaviour: never a finding of its own.
+    assert attribute([], _result([stats]), "m.py") == []

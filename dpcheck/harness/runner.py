@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import torch
 
+from torch.nn.modules.batchnorm import _BatchNorm
+
 from dpcheck.findings import Observation
 from dpcheck.findings import ObservationKind as K
 
@@ -59,11 +61,13 @@ class RunReport:
     # arguments.
     parameters: list[str] = field(default_factory=list)
     scattered_to: list[str] = field(default_factory=list)
+    mode: str = ""  # "training" or "eval": the mode the example's model was in, and ran in
+    owner_classes: dict = field(default_factory=dict, repr=False)  # module path -> its classes (in the child)
 
     def as_dict(self) -> dict:
         return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
                 "compared": list(self.compared), "classes": list(self.classes), "parameters": list(self.parameters),
-                "scattered_to": list(self.scattered_to),
+                "scattered_to": list(self.scattered_to), "mode": self.mode,
                 "observations": [o.to_dict() for o in self.observations], "errors": list(self.errors),
                 "reference_failures": [o.to_dict() for o in self.reference_failures]}
 
@@ -73,7 +77,8 @@ class RunReport:
                    [Observation.from_dict(o) for o in data["observations"]], [str(e) for e in data["errors"]],
                    [Observation.from_dict(o) for o in data["reference_failures"]],
                    [int(b) for b in data.get("compared", [])], [str(c) for c in data.get("classes", [])],
-                   [str(p) for p in data.get("parameters", [])], [str(c) for c in data.get("scattered_to", [])])
+                   [str(p) for p in data.get("parameters", [])], [str(c) for c in data.get("scattered_to", [])],
+                   str(data.get("mode", "")))
 
 
 # --- backends ---------------------------------------------------------------------------
@@ -221,6 +226,8 @@ def snapshot(model: torch.nn.Module) -> dict[str, Any]:
                 continue
             state[prefix + key] = _describe(value)
         for key, buf in module._buffers.items():
+            if key in _BATCHNORM_STATS and module.training and isinstance(module, _BatchNorm):
+                continue  # per-replica statistics in training mode: measured apart (see _per_chunk_batchnorm)
             state[prefix + key] = ("buffer",) + tuple(_describe(buf)[1:]) if buf is not None else None
         state[prefix + "<submodules>"] = ("value", str(len(module._modules)))
     return state
@@ -341,10 +348,16 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         if not report.classes:
             report.classes = sorted({c for classes in _owners(ref_model).values() for c in classes})
             report.parameters = _parameter_names(ref_model)
-            report.scattered_to = _owners(ref_model).get("", [])
+            report.owner_classes = _owners(ref_model)
+            report.scattered_to = report.owner_classes.get("", [])
+        # The mode the example returned (training by default, as nn.Module starts): what a
+        # training step under DataParallel runs, `if self.training:` branches included.
+        report.mode = report.mode or ("training" if ref_model.training else "eval")
+        chunks = [len(c) for c in torch.arange(batch).chunk(backend.n)]
         for m in (ref_model, dp_model):
             backend.place_module(m, 0)
-            m.eval()
+            _neutralise_randomness(m)
+        batchnorm = _per_chunk_batchnorm(ref_model, chunks)
         before = snapshot(ref_model)
 
         # Reference: everything on device 0, no replication.
@@ -365,7 +378,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             report.reference_failures.append(obs)
             return None
         ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
-        stochastic = _stochastic(build, backend, batch, ref_out)
+        stochastic = _stochastic(build, backend, batch, ref_out, chunks)
 
         scattered: dict[str, Any] = {}
 
@@ -379,7 +392,6 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             _UNDER_DATAPARALLEL.set()
             dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
             loss = _reduce(dp_out, scalars)
-            chunks = [len(c) for c in torch.arange(batch).chunk(backend.n)]
             # Kept to probe the loss's weighting below, when a loss is averaged over uneven chunks.
             probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None
             if loss is not None:
@@ -407,9 +419,12 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch, report,
                                 before_grads)
     elif batch == report.batches[0]:
-        report.errors.append("the outputs are random even in eval() mode (two single-device runs with "
-                             "different seeds differ): values and gradients were not compared")
-    return len(report.observations) == found
+        report.errors.append(f"the outputs are random in {report.mode} mode even with dropout off (two "
+                             "single-device runs with different seeds differ): values and gradients were not compared")
+    matched = len(report.observations) == found
+    if batch == report.batches[0]:
+        _batchnorm_observations(batchnorm, chunks, batch, report)  # evidence, not a difference
+    return matched
 
 
 def _probe_loss_weights(model, dp_out, scalars, chunks, ref_grads, computed_in, batch, report, index) -> None:
@@ -448,13 +463,87 @@ def _probe_loss_weights(model, dp_out, scalars, chunks, ref_grads, computed_in, 
         details={"parameter": parameter, "chunks": list(chunks)})
 
 
-def _stochastic(build, backend, batch, ref_out) -> bool:
+_BATCHNORM_STATS = frozenset({"running_mean", "running_var", "num_batches_tracked"})
+
+
+def _neutralise_randomness(model: torch.nn.Module) -> None:
+    """Dropout and friends off, the same way in every run: a training-mode forward is then as
+    deterministic as an eval one (dropout layers get p=0; float attributes named like a drop
+    probability, such as an RNN's or attention's `dropout`, a DropPath's `drop_prob`, are set to 0)."""
+    from torch.nn.modules.dropout import _DropoutNd
+    for module in model.modules():
+        if isinstance(module, _DropoutNd):
+            module.p = 0.0
+        for key, value in vars(module).items():
+            if "drop" in key.lower() and isinstance(value, float) and not isinstance(value, bool) and 0 < value < 1:
+                setattr(module, key, 0.0)
+
+
+def _per_chunk_batchnorm(model: torch.nn.Module, chunks: list[int]) -> dict[str, tuple[str, float]]:
+    """In training mode, make each BatchNorm of the single-device run normalise the chunks
+    DataParallel gives its replicas, each with its own statistics (so the comparison shows the
+    other hazards), and measure how far each chunk's statistics are from the whole batch's.
+    Returns {module path: (owner path, largest difference of a chunk's mean)}, filled by the forward."""
+    measured: dict[str, tuple[str, float]] = {}
+    if len(chunks) < 2:
+        return measured
+    for path, module in model.named_modules():
+        if not isinstance(module, _BatchNorm) or not module.training:
+            continue
+        module.forward = _chunked(module.forward, path, chunks, measured)
+    return measured
+
+
+def _chunked(forward, path, chunks, measured):
+    total = sum(chunks)
+
+    def per_chunk(x, *args, **kwargs):
+        if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.shape[0] % total:
+            return forward(x, *args, **kwargs)
+        scale = x.shape[0] // total  # (B * T, C) flattened batch-major
+        parts = x.split([c * scale for c in chunks])
+        if path not in measured:
+            dims = [0, *range(2, x.dim())]
+            with torch.no_grad():
+                whole = x.float().mean(dims)
+                gap = max(float((p.float().mean(dims) - whole).abs().max()) for p in parts)
+            measured[path] = (path.rpartition(".")[0], gap)
+        try:
+            return torch.cat([forward(p, *args, **kwargs) for p in parts])
+        except (RuntimeError, ValueError):  # a chunk too small to normalise: DataParallel's replica will say
+            return forward(x, *args, **kwargs)
+    return per_chunk
+
+
+def _batchnorm_observations(measured, chunks, batch, report) -> None:
+    """One observation per class that owns BatchNorm layers: per-replica statistics (DP evidence)."""
+    if not measured:
+        return
+    owners: dict[str, list[tuple[str, float]]] = {}
+    for path, (owner, gap) in measured.items():
+        owners.setdefault(owner, []).append((path, gap))
+    classes_of = report.owner_classes
+    for owner, layers in owners.items():
+        path, gap = max(layers, key=lambda item: item[1])
+        classes = classes_of.get(owner, [])
+        more = f" (and {len(layers) - 1} more BatchNorm layers)" if len(layers) > 1 else ""
+        report.observations.append(Observation(
+            K.BATCHNORM_STATS_PER_REPLICA,
+            f"in training mode each replica's BatchNorm normalises only its own chunk {tuple(chunks)} of batch "
+            f"{batch}: `{path}`'s per-chunk means differ from the whole batch's by up to {gap:.3g}{more}; "
+            "only replica 0's running statistics are kept",
+            batch=batch, class_name=classes[0] if classes else None,
+            details={"path": path, "classes": classes, "layers": len(layers)}))
+
+
+def _stochastic(build, backend, batch, ref_out, chunks) -> bool:
     """Does a second single-device run with another seed give different outputs?"""
     try:
         torch.manual_seed(0)
         model, args, kwargs = _normalise(build(batch))
         backend.place_module(model, 0)
-        model.eval()
+        _neutralise_randomness(model)
+        _per_chunk_batchnorm(model, chunks)
         torch.manual_seed(12345)
         with torch.no_grad():
             again = model(*backend.place(args, 0), **backend.place(kwargs, 0))
