@@ -7,7 +7,7 @@
 For each model (by default the fixture models below; or every `dpcheck_example*` function
 of the files named), on the same backend: the median time of one plain single-device
 forward + backward and of one plain DataParallel forward + backward (replicate, scatter,
-parallel_apply, gather, backward) at batch 2N, and the median time of the harness
+parallel_apply, gather, backward) at batch 2N, in the mode the example returns, and the median time of the harness
 comparing them at one batch size and at its default three; each ratio is against the
 sum of the two plain steps. In-process timings (no child process start or torch import,
 which `--confirm` adds once per file).
@@ -59,8 +59,7 @@ def time_model(rel, example, backend, batch: int, runs: int) -> None:
 
     with backend.context():
         model, inputs, kwargs = _normalise(example(batch))
-        backend.place_module(model, 0)
-        model.eval()
+        backend.place_module(model, 0)  # in the mode the example returns, as the harness runs it
         placed, placed_kw = backend.place(inputs, 0), backend.place(kwargs, 0)
 
         def single():

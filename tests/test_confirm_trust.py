@@ -289,3 +289,18 @@ def test_batchnorm_statistics_are_measured_per_replica_and_kept_out_of_the_compa
     assert not {K.VALUES_DIFFER, K.GRADS_DIFFER, K.STATE_DIFFERS} & kinds(report), report.observations
     # ... so the other hazard of the same model stays visible.
     assert any(o.kind == K.STATE_LOST_ON_REPLICA and o.attr == "calls" for o in report.observations)
+
+
+class Noisy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) + torch.randn_like(x)  # random whatever the mode: not a dropout layer
+
+
+def test_randomness_that_is_not_dropout_is_found_once_and_stops_the_value_comparison():
+    report = run(Noisy, lambda b: (torch.randn(b, 4),))
+    assert [e for e in report.errors if "random" in e] and "training mode" in report.errors[0], report.errors
+    assert not {K.VALUES_DIFFER, K.GRADS_DIFFER} & kinds(report), report.observations

@@ -63,6 +63,7 @@ class RunReport:
     scattered_to: list[str] = field(default_factory=list)
     mode: str = ""  # "training" or "eval": the mode the example's model was in, and ran in
     owner_classes: dict = field(default_factory=dict, repr=False)  # module path -> its classes (in the child)
+    stochastic: bool = False  # the outputs are random (values and gradients not compared)
 
     def as_dict(self) -> dict:
         return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
@@ -378,7 +379,20 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             report.reference_failures.append(obs)
             return None
         ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
-        stochastic = _stochastic(build, backend, batch, ref_out, chunks)
+        # Randomness is the model's, not the batch size's: probed once, at the first batch, on the
+        # single-device model itself when its forward changed no state (else on a third build).
+        # (Deep copies instead of builds would share what hooks and stored closures hold.)
+        if batch == report.batches[0]:
+            probe_model = ref_model if ref_state == before else None
+            if probe_model is None:
+                try:
+                    torch.manual_seed(0)
+                    probe_model = _normalise(build(batch))[0]
+                except Exception:  # noqa: BLE001 - it built once already; not probed then
+                    probe_model = None
+            report.stochastic = probe_model is not None and _stochastic(
+                probe_model, (args, kwargs), backend, ref_out, chunks, fresh=probe_model is not ref_model)
+        stochastic = report.stochastic
 
         scattered: dict[str, Any] = {}
 
@@ -536,14 +550,15 @@ def _batchnorm_observations(measured, chunks, batch, report) -> None:
             details={"path": path, "classes": classes, "layers": len(layers)}))
 
 
-def _stochastic(build, backend, batch, ref_out, chunks) -> bool:
-    """Does a second single-device run with another seed give different outputs?"""
+def _stochastic(model, inputs, backend, ref_out, chunks, fresh=True) -> bool:
+    """Does a second single-device run (the same inputs) with another seed give different outputs?
+    ``fresh``: ``model`` is a new build (else the single-device model, already prepared)."""
     try:
-        torch.manual_seed(0)
-        model, args, kwargs = _normalise(build(batch))
-        backend.place_module(model, 0)
-        _neutralise_randomness(model)
-        _per_chunk_batchnorm(model, chunks)
+        args, kwargs = inputs
+        if fresh:
+            backend.place_module(model, 0)
+            _neutralise_randomness(model)
+            _per_chunk_batchnorm(model, chunks)
         torch.manual_seed(12345)
         with torch.no_grad():
             again = model(*backend.place(args, 0), **backend.place(kwargs, 0))
