@@ -7,13 +7,11 @@ are settled here, once every file's class summary is in (``dpcheck.index``).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex
@@ -23,6 +21,9 @@ from dpcheck.constants import INTERNAL_ERROR
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
 from dpcheck.rule import Rule
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_MIN_FILES = 16
@@ -140,6 +141,11 @@ def _crashed(display: str, message: str) -> FileResult:
 
 
 def _pool(jobs: int, selections: tuple[tuple[str, ...], ...]) -> ProcessPoolExecutor:
+    # Imported here: a one-file run (pre-commit, an editor) never starts a pool, and these
+    # modules are a tenth of its start-up time.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     method = "fork" if sys.platform.startswith("linux") else None
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
                                initializer=_worker_init, initargs=(selections, os.getpid()))
