@@ -387,15 +387,10 @@ def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Findin
 
 def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str], run, codes_for):
     """``codes``: every selected code; ``codes_for(filename)``: the codes that file's settings select."""
-    from dpcheck import engine
     from dpcheck.fixes import fix_files
 
-    def reanalyse(filename: str, text: str) -> list[Finding]:
-        own = codes_for(filename)
-        kept, _ = run.settle_file(filename, engine.check_stdin(text, filename, own).findings)
-        return [f for f in kept if f.code in own]
-
-    outcome = fix_files(findings, _rule_instances(codes), options.unsafe_fixes, not options.diff, reanalyse)
+    outcome = fix_files(findings, _rule_instances(codes), options.unsafe_fixes, not options.diff,
+                        _reanalyser(run, codes_for))
     for filename, reason in sorted(outcome.problems.items()):
         click.echo(f"warning: {filename}: not fixed: {reason}", err=True)
     if options.diff:
@@ -410,6 +405,19 @@ def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str
     return outcome
 
 
+def _reanalyser(run, codes_for):
+    """``reanalyse(filename, text)`` for the fixers: the new text's findings, settled and
+    selected as in the first run (``codes_for(filename)``: the codes that file selects)."""
+    from dpcheck import engine
+
+    def reanalyse(filename: str, text: str) -> list[Finding]:
+        own = codes_for(filename)
+        kept, _ = run.settle_file(filename, engine.check_stdin(text, filename, own).findings)
+        return [f for f in kept if f.code in own]
+
+    return reanalyse
+
+
 def _stdin_name(options: CheckOptions) -> str:
     return options.stdin_filename or "-"
 
@@ -418,7 +426,6 @@ def _fix_stdin(text: str | None, findings: list[Finding], options: CheckOptions,
                settings_of: dict, settings: Settings) -> int:
     """`--fix`/`--fix-only`/`--diff` on stdin, as ruff does: the fixed source (or, with
     --diff, the diff) goes to stdout, whatever is left to report goes to stderr."""
-    from dpcheck import engine
     from dpcheck.fixes import fix_text
     from dpcheck.registry import rule_infos
 
@@ -426,13 +433,8 @@ def _fix_stdin(text: str | None, findings: list[Finding], options: CheckOptions,
     if text is None or name not in settings_of:  # excluded by force-exclude: echo it unchanged
         sys.stdout.write(text or "")
         return EXIT_CLEAN
-    own = settings_of[name].codes
-
-    def reanalyse(filename: str, new_text: str) -> list[Finding]:
-        kept, _ = run.settle_file(filename, engine.check_stdin(new_text, filename, own).findings)
-        return [f for f in kept if f.code in own]
-
-    fixed, left, applied = fix_text(text, name, findings, _rule_instances(codes), options.unsafe_fixes, reanalyse)
+    fixed, left, applied = fix_text(text, name, findings, _rule_instances(codes), options.unsafe_fixes,
+                                    _reanalyser(run, lambda filename: settings_of[filename].codes))
     if options.diff:
         from dpcheck.fixes.text import unified_diff
 
