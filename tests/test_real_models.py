@@ -18,6 +18,10 @@ is marked `xfail(strict=True)` naming the harness defect, so it flips when that 
 Backends: the emulation always; real GPUs (`@pytest.mark.gpu`) where there are enough.
     DPCHECK_REAL_MODELS_BACKEND=cuda|emulated   only this backend (default: both, cuda if GPUs)
     DPCHECK_REAL_MODELS_DEVICES=4               devices to run on (default 2)
+    DPCHECK_REAL_MODELS_RESULTS=DIR             judge saved runs instead of running: DIR holds
+                                                <file stem>.<backend>.json, the JSON output of
+                                                `dpcheck --confirm` on that file (a GPU run
+                                                brought back to judge on a machine without GPUs)
 torchvision and timm do not import beside the CPU torch CI installs: their cases skip
 there, and run where they import (the GPU machine).
 """
@@ -40,6 +44,7 @@ torch = pytest.importorskip("torch")
 MODELS = ROOT / "tests" / "real_models"
 DEVICES = int(os.environ.get("DPCHECK_REAL_MODELS_DEVICES", "2"))
 ONLY_BACKEND = os.environ.get("DPCHECK_REAL_MODELS_BACKEND")
+SAVED_RESULTS = os.environ.get("DPCHECK_REAL_MODELS_RESULTS")
 FILE_NOT_RUN = "DP003"  # the file-level finding of a confirmation that could not compare anything
 
 
@@ -123,6 +128,8 @@ def backends():
         params.append(pytest.param("emulated", id="emulated"))
     if ONLY_BACKEND in (None, "cuda"):
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if SAVED_RESULTS:
+            gpus = DEVICES  # the runs were made where the GPUs were
         params.append(pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
             gpus < DEVICES, reason=f"needs {DEVICES} CUDA GPUs (DPCHECK_REAL_MODELS_DEVICES), found {gpus}")]))
     return params
@@ -148,6 +155,12 @@ def confirm(file: str, backend: str) -> tuple[int, str, str]:
 
 
 def results(case: Case, backend: str) -> list[dict]:
+    if SAVED_RESULTS:
+        saved = os.path.join(SAVED_RESULTS, f"{case.file.removesuffix('.py')}.{backend}.json")
+        if not os.path.exists(saved):
+            pytest.skip(f"no saved run {saved}")
+        with open(saved) as f:
+            return json.load(f)
     for module in case.needs:
         reason = unimportable(module)
         if reason:
