@@ -73,6 +73,40 @@ def test_a_config_list_whose_length_happens_to_equal_the_batch_is_not_a_batch():
     assert K.ARGUMENT_NOT_SPLIT in argument_kinds(report)
 
 
+class Detector(torch.nn.Module):
+    """torchvision detection's call: `model(images, targets)`, a list of images and a list of
+    {"boxes", "labels"} dicts, one per image."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, images, targets, names=None):
+        return torch.stack([self.fc(t["boxes"]).sum() + i.mean() for i, t in zip(images, targets)])
+
+
+def detection_inputs(batch):
+    generator = torch.Generator().manual_seed(batch)
+    images = [torch.rand(3, 8, 8, generator=generator) for _ in range(batch)]
+    targets = [{"boxes": torch.rand(2, 4, generator=generator), "labels": torch.randint(1, 3, (2,))}
+               for _ in range(batch)]
+    return images, targets
+
+
+def test_a_list_of_dicts_of_tensors_is_split_element_by_element_not_passed_whole():
+    # scatter recurses into the list and each dict: every replica gets every target, its boxes
+    # cut along dim 0 (DP805's mechanism), not the whole list (DP804's).
+    report = run(Detector, detection_inputs)
+    split = {o.details["argument"]: o for o in report.observations if o.kind == K.ARGUMENT_LIST_SPLIT_PER_ELEMENT}
+    assert set(split) == {"argument 0", "argument 1"}, [o.evidence for o in report.observations]
+    assert "holding tensors" in split["argument 1"].evidence
+    assert K.ARGUMENT_NOT_SPLIT not in argument_kinds(report), [o.evidence for o in report.observations]
+    # Per-sample data with no tensor anywhere inside still reaches every replica whole.
+    report = run(Detector, lambda b: (*detection_inputs(b), [{"name": f"img{i}"} for i in range(b)]))
+    whole = [o for o in report.observations if o.kind == K.ARGUMENT_NOT_SPLIT]
+    assert [o.details["argument"] for o in whole] == ["argument 2"], [o.evidence for o in report.observations]
+
+
 class SequenceFirst(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -86,7 +86,7 @@ CASES = (
         # dict's boxes, so every replica gets all images with 2 or 1 channels and fails in
         # normalisation; the dict of 0-dim losses is never reached under DataParallel.
         Hazard("list of images (and of target dicts) split element by element", frozenset({"DP805"}),
-               evidence=r"argument 0", max_count=2),
+               evidence=r"argument [01]", max_count=2),
     )),
     Case("vit_tiny_patch16_224", "timm_vit_tiny.py", needs=("timm",)),
     Case("convnext_atto", "timm_convnext_atto.py", needs=("timm",)),

@@ -668,26 +668,47 @@ def _check_argument(label, keyword, arg, others, guess, batch, backend, report):
         elif not _scales(arg, others, guess):
             observe(K.ARGUMENT_NOT_BATCH_SPLIT, f"{label} has shape {tuple(arg.shape)}: dim 0 ({arg.shape[0]}) is "
                     f"not the batch{measured}, but DataParallel splits it across {backend.n} devices anyway")
-    elif isinstance(arg, (list, tuple)) and arg and all(isinstance(a, torch.Tensor) for a in arg):
+    elif isinstance(arg, (list, tuple)) and arg and _holds_tensor(arg):
+        # scatter recurses into lists, tuples and dicts at any depth and chunks every tensor it
+        # finds along its own dim 0 (torch.nn.parallel.scatter_gather.scatter_map): a container
+        # holding tensors is split element by element, never passed whole.
         if not hasattr(arg, "_fields") and _scales(arg, others, guess):
-            observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} tensors, "
-                    "one per sample: DataParallel splits each element along its own dim 0 instead of splitting "
-                    "the list")
+            split = ("tensors, one per sample: DataParallel splits each element along its own dim 0"
+                     if all(isinstance(a, torch.Tensor) for a in arg) else
+                     "elements holding tensors, one per sample: DataParallel splits the tensors inside each element "
+                     "along their own dim 0")
+            observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} {split} "
+                    "instead of splitting the list")
             return
         # A tuple of batch-major tensors is scattered correctly; one whose elements' dim 0 is not
         # the batch is not.
         for index, element in enumerate(arg):
+            if not isinstance(element, torch.Tensor):
+                continue
             same = [o[index] for o in others if isinstance(o, (list, tuple)) and index < len(o)]
             if element.dim() == 0 or not _scales(element, same, guess):
                 observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} "
-                        f"tensors whose element {index} has shape {tuple(element.shape)}: DataParallel splits it "
+                        f"{'tensors' if all(isinstance(a, torch.Tensor) for a in arg) else 'elements'} whose element {index} has shape {tuple(element.shape)}: DataParallel splits it "
                         f"along dim 0, which is not the batch{measured}")
                 return
     elif (not isinstance(arg, (torch.Tensor, type(None), bool, int, float, str, dict, tuple, list))) or (
             isinstance(arg, (list, tuple)) and not hasattr(arg, "_fields") and _scales(arg, others, guess)):
+        # Per-sample data with no tensor anywhere inside (a list of lengths, strings, a numpy
+        # array, an object): scatter gives every replica the same reference.
         size = f" of length {len(arg)}" if hasattr(arg, "__len__") else ""
         observe(K.ARGUMENT_NOT_SPLIT, f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole "
                 "to every replica instead of splitting it")
+
+
+def _holds_tensor(obj, depth: int = 0) -> bool:
+    """Is there a tensor in ``obj`` at any depth of the lists, tuples and dicts scatter recurses into?"""
+    if isinstance(obj, torch.Tensor):
+        return True
+    if depth < 8 and isinstance(obj, (list, tuple)):
+        return any(_holds_tensor(item, depth + 1) for item in obj)
+    if depth < 8 and isinstance(obj, dict):
+        return any(_holds_tensor(item, depth + 1) for item in obj.values())
+    return False
 
 
 def _leaves(obj, path="output"):
