@@ -206,6 +206,7 @@ class _Attribution:
         self.hits: dict[int, list[Observation]] = {}
         self.claimed: set[int] = set()  # indices of observations some static finding explains
         self.claimer: dict[int, int] = {}  # observation index -> finding index
+        self.takers: dict[int, list[int]] = {}  # observation index -> every finding it is evidence for
         self.lost: dict[int, tuple[Observation, Finding]] = {}  # finding -> a symptom given to another
         self.observations = observations
         direct_in_run: dict[int, set[int]] = {}  # id(run) -> findings with direct evidence in it
@@ -223,6 +224,13 @@ class _Attribution:
                     split_by.setdefault(id(run), set()).update(candidates)
                     if not candidates:
                         unexplained_split.add(id(run))
+                continue
+            cause = self._cause(index, obs, run)
+            if cause is not None and cause in self.takers:
+                # The harness saw the mechanism behind this symptom (a device mismatch from a tensor
+                # another replica stored in a shared container): its findings take the symptom too.
+                for j in self.takers[cause]:
+                    self._give(index, j, obs)
                 continue
             if obs.line is None and id(run) in unexplained_split:
                 continue  # the split's consequence: its dynamic finding explains it
@@ -272,6 +280,19 @@ class _Attribution:
         self.hits.setdefault(j, []).append(obs)
         self.claimed.add(index)
         self.claimer.setdefault(index, j)
+        self.takers.setdefault(index, []).append(j)
+
+    def _cause(self, index: int, obs: Observation, run: _ModelRun) -> int | None:
+        """The index of the observation the harness named as this symptom's cause (details "cause":
+        its kind and path, in the same run and batch), or None."""
+        cause = obs.details.get("cause")
+        if not isinstance(cause, dict):
+            return None
+        for other, (candidate, other_run) in enumerate(self.observations):
+            if other != index and other_run is run and candidate.batch == obs.batch \
+                    and candidate.kind == cause.get("kind") and candidate.details.get("path") == cause.get("path"):
+                return other
+        return None
 
     def evidence(self, j: int) -> str | None:
         """The finding's evidence in words: its own mechanism first, then the symptoms it explains."""

@@ -218,6 +218,10 @@ class ObservationKind(str, enum.Enum):
     STATE_MUTATED_PER_REPLICA = "state-mutated-per-replica"  # a shared container changed once per replica
     STATE_DIFFERS = "state-differs"  # any other difference in an attribute or buffer
     SUBMODULES_NOT_KEPT = "submodules-not-kept"  # submodules added in forward did not reach the model
+    # A tensor a replica stored in a container every replica shares (a list or dict attribute
+    # of the original module) lives on one replica's device while the run raised a device
+    # mismatch on another's (``attr``: the container; details "path", "classes", "device").
+    SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE = "shared-container-tensor-on-other-device"
     # The gathered output (``output_path`` names the leaf).
     OUTPUT_STRUCTURE_DIFFERS = "output-structure-differs"
     SCALAR_OUTPUT_GATHERED = "scalar-output-gathered"  # a 0-dim tensor came back as one value per replica
@@ -257,8 +261,10 @@ class ObservationKind(str, enum.Enum):
 
 
 # Evidence for a finding that names it, never a finding of its own: the single-device run's
-# failure, and what DataParallel always does to BatchNorm in training mode.
-EVIDENCE_ONLY_KINDS = frozenset({ObservationKind.REFERENCE_FAILED, ObservationKind.BATCHNORM_STATS_PER_REPLICA})
+# failure, what DataParallel always does to BatchNorm in training mode, and the shared container
+# behind a device mismatch (unexplained, the mismatch itself is reported, as a symptom).
+EVIDENCE_ONLY_KINDS = frozenset({ObservationKind.REFERENCE_FAILED, ObservationKind.BATCHNORM_STATS_PER_REPLICA,
+                                 ObservationKind.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE})
 # Symptoms downstream of a hazard's mechanism (what differs in the output or the gradients,
 # where the run raised): each one is evidence for the one finding that explains it, never
 # for every finding whose rule lists its kind.

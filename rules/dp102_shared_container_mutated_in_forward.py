@@ -37,7 +37,8 @@ class SharedContainerMutatedInForward(Rule):
     code = "DP102"
     name = "shared-container-mutated-in-forward"
     severity = Severity.ERROR
-    confirms = frozenset({K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER})
+    confirms = frozenset({K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER,
+                          K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE})
     summary = "A list, dict or set on `self` is mutated in forward by every replica thread at once"
     fix_hint = "Return the data from forward and collect it outside the model"
     bad_example = """
@@ -110,7 +111,7 @@ class SharedContainerMutatedInForward(Rule):
                             yield self.violation(target, f"Cache `self.{name}[...]` is shared by every "
                                                  "DataParallel replica thread and not keyed by device: an "
                                                  "entry built on one replica's GPU is read by the others, "
-                                                 "a device mismatch; key it by device")
+                                                 "a device mismatch; key it by device", subject=Subject(attr=name))
                             continue
                     if any(w in name.lower() for w in ("cache", "memo")) or _memo_read(model, name):
                         yield self.violation(target, f"Cache `self.{name}[...]` {verb} a dict shared by "

@@ -398,3 +398,47 @@ def test_float32_rounding_of_a_gradient_summed_over_the_batch_is_not_a_differenc
     assert _close(gradient, gradient + torch.tensor([0.0, 0.0, 0.05]), summed=True)
     assert not _close(gradient, gradient + torch.tensor([0.0, 0.0, 0.5]), summed=True)
     assert not _close(gradient, gradient + torch.tensor([0.0, 0.0, 0.05]))
+
+
+class ShapeKeyedCache(torch.nn.Module):
+    """A mask cache keyed by shape, not device: the entry one replica builds on its device is
+    read by the others."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.masks = {}
+
+    def forward(self, x):
+        key = x.shape[1]
+        if key not in self.masks:
+            self.masks[key] = torch.ones(key, key, device=x.device).tril()
+        return self.masks[key] @ self.fc(x)
+
+
+def test_a_shared_cache_entry_read_on_another_device_is_seen_directly_every_run():
+    # The emulation runs the replicas in order, so replica 1 always finds replica 0's entry
+    # (real GPUs show it as the threads' timing falls): the same verdict every run.
+    for _ in range(3):
+        report = run(ShapeKeyedCache, lambda b: (torch.randn(b, 5, 4),), sizes=(4,))
+        direct = [o for o in report.observations if o.kind == K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE]
+        assert len(direct) == 1, [o.evidence for o in report.observations]
+        assert direct[0].attr == "masks" and direct[0].class_name == "ShapeKeyedCache"
+        assert "cuda:0" in direct[0].evidence and "replica on cuda:1" in direct[0].evidence
+        # The device mismatch it caused names it as its cause.
+        mismatch = [o for o in report.observations if o.kind == K.DEVICE_MISMATCH]
+        assert len(mismatch) == 1 and mismatch[0].details["cause"] == {
+            "kind": K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE.value, "path": "masks"}
+
+
+class DeviceKeyedCache(ShapeKeyedCache):
+    def forward(self, x):
+        key = (x.shape[1], x.device)
+        if key not in self.masks:
+            self.masks[key] = torch.ones(x.shape[1], x.shape[1], device=x.device).tril()
+        return self.masks[key] @ self.fc(x)
+
+
+def test_a_cache_keyed_by_device_is_not_a_shared_entry_read_elsewhere():
+    report = run(DeviceKeyedCache, lambda b: (torch.randn(b, 5, 4),), sizes=(4,))
+    assert not {K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE, K.DEVICE_MISMATCH} & kinds(report), report.observations

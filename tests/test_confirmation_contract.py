@@ -367,3 +367,23 @@ def test_batchnorm_statistics_per_replica_confirm_the_batchnorm_finding_of_their
     assert [(f.code, f.confirmation.status) for f in out] == [("DP602", "confirmed")]
     # Alone, expected behaviour: never a finding of its own.
     assert attribute([], _result([stats]), "m.py") == []
+
+
+def test_a_device_mismatch_whose_shared_container_was_seen_is_evidence_for_that_finding_only():
+    cause = Observation(ObservationKind.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE.value,
+                        "`masks` is a dict every replica shares; ... on cuda:0, and the replica on cuda:1 read it",
+                        attr="masks", batch=4, class_name="Net", details={"path": "masks", "classes": ["Net"]})
+    mismatch = Observation(ObservationKind.DEVICE_MISMATCH.value, "raised Expected all tensors to be on the same "
+                           "device", line=23, batch=4, details={"exception": "RuntimeError", "cause": {
+                               "kind": cause.kind, "path": "masks"}})
+    cache = _finding("DP102", row=20, attr="masks")
+    out = attribute([cache], _result([cause, mismatch], executed=(20, 23)), "m.py")
+    assert [f.code for f in out] == ["DP102"], out  # the symptom is not reported a second time
+    assert out[0].confirmation.status == "confirmed" and "`masks`" in out[0].confirmation.evidence
+    # Without a finding that explains the container, the mismatch is still reported.
+    alone = attribute([], _result([cause, mismatch], executed=(20, 23)), "m.py")
+    assert [f.row for f in alone] == [23] and "same device" in alone[0].message
+    # A finding about another attribute does not take it.
+    other = attribute([_finding("DP102", row=20, attr="history")], _result([cause, mismatch], executed=(20, 23)),
+                      "m.py")
+    assert other[0].confirmation.status != "confirmed" and [f.row for f in other[1:]] == [23]

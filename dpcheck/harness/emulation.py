@@ -16,7 +16,8 @@ Two things have to be faithful for the verdicts to match real GPUs:
   original's parameter and buffer storage, other replicas getting copies), the real
   `scatter_kwargs` and `gather` container logic (with their tensor primitives swapped
   for CPU ones that chunk, tag and concatenate like `comm.scatter`/`comm.gather`), and
-  a `parallel_apply` that runs replicas in threads, propagating grad mode, and re-raises
+  a `parallel_apply` that runs replicas in threads (one after another, so shared state
+  written by one replica is always seen by the next), propagating grad mode, and re-raises
   with torch's own `ExceptionWrapper`.
 """
 
@@ -438,12 +439,17 @@ def parallel_apply(modules, inputs, kwargs_tup, devices):
                 results[i] = ExceptionWrapper(where=f"in replica {i} on device {device}")
 
     if len(modules) > 1:
-        threads = [threading.Thread(target=worker, args=(i, m, a, k, d))
-                   for i, (m, a, k, d) in enumerate(zip(modules, inputs, kwargs_tup, devices))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # Each replica in its own thread (thread-local device, mode and grad state, as torch), but
+        # one after another: real GPUs interleave the replica threads as timing falls, so state
+        # they share (a container on the original module) is seen by another replica or not,
+        # run by run. In order, everything replica i leaves in shared state is there when replica
+        # i + 1 runs: the interleaving that exposes it, every run (a cache entry built on cuda:0
+        # read on cuda:1). DataParallel has no communication between replicas that would need
+        # them to run at once.
+        for i, (m, a, k, d) in enumerate(zip(modules, inputs, kwargs_tup, devices)):
+            thread = threading.Thread(target=worker, args=(i, m, a, k, d))
+            thread.start()
+            thread.join()
     else:
         # One chunk: torch runs it in the calling thread (already in the mode).
         previous = current_device()

@@ -416,6 +416,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             scattered["inputs"], scattered["kwargs"] = inputs, kw
 
         dp_args, dp_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
+        shared_before = {id(t) for _, _, _, t in _shared_container_tensors(dp_model)}
         backend.reset_memory()
         scalars = _scalar_positions(ref_out)
         try:
@@ -428,7 +429,13 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
                 loss.backward(retain_graph=probe)
         except Exception as exc:
             _UNDER_DATAPARALLEL.clear()
-            report.observations.append(_dp_exception(exc, model_file, batch, backend))
+            symptom = _dp_exception(exc, model_file, batch, backend)
+            cause = _foreign_shared_tensor(dp_model, shared_before, exc, symptom, batch, backend, len(chunks))
+            if cause is not None:
+                report.observations.append(cause)
+                symptom = replace(symptom, details={**symptom.details, "cause": {
+                    "kind": cause.kind.value, "path": cause.details["path"]}})
+            report.observations.append(symptom)
             _keyword_chunks(kwargs, scattered, batch, report)
             return False
         _UNDER_DATAPARALLEL.clear()
@@ -614,6 +621,60 @@ def _dp_exception(exc, model_file, batch, backend) -> Observation:
     kind = K.GATHER_FAILED if gather else K.DEVICE_MISMATCH if "same device" in message else K.EXCEPTION_AT_LINE
     return Observation(kind, f"DataParallel run on {backend.n} devices at batch {batch} raised "
                        f"{text}{where}; the single-device run did not", line=line, batch=batch, details=details)
+
+
+def _shared_container_tensors(model: torch.nn.Module):
+    """(module path, attribute, where inside it, tensor) for each tensor held in a list, tuple, dict,
+    set or deque attribute of a module: a replica's `__dict__` is a shallow copy of the original's,
+    so every replica reads and writes these very containers."""
+    def walk(obj, where, depth):
+        if isinstance(obj, torch.Tensor):
+            yield where, obj
+        elif depth < 3 and isinstance(obj, dict):
+            for key, value in list(obj.items()):
+                yield from walk(value, f"{where}[{key!r}]", depth + 1)
+        elif depth < 3 and (isinstance(obj, (list, tuple, set)) or type(obj).__name__ == "deque"):
+            for index, value in enumerate(list(obj)):
+                yield from walk(value, f"{where}[{index}]", depth + 1)
+
+    for path, module in model.named_modules():
+        for key, value in list(vars(module).items()):
+            if key in _MODULE_INTERNALS or isinstance(value, (torch.Tensor, torch.nn.Module)):
+                continue
+            if isinstance(value, (list, tuple, dict, set)) or type(value).__name__ == "deque":
+                for where, tensor in walk(value, key, 0):
+                    yield path, key, where, tensor
+
+
+def _foreign_shared_tensor(model, before: set[int], exc, symptom, batch, backend, replicas) -> Observation | None:
+    """A shared container's entry read on another device, watched directly: the DataParallel step
+    raised a device mismatch in one replica, and a container shared by every replica holds a tensor
+    stored during the step on another replica's device (the entry one replica built, read by another).
+    The mismatch is then this observation's symptom (the caller links them)."""
+    import re
+    if symptom.kind != K.DEVICE_MISMATCH or replicas < 2:
+        return None
+    where = re.search(r"in replica (\d+) on device (\d+)", str(exc))
+    raised_on = int(where.group(2)) if where else None
+    owners = _owners(model)
+    for path, attr, inside, tensor in _shared_container_tensors(model):
+        if id(tensor) in before:
+            continue  # there before the step (built with the model): not a replica's write
+        device = tensor.device
+        if device.type != "cuda" or device.index is None or device.index == raised_on:
+            continue
+        classes = owners.get(path, [])
+        full = f"{path}.{attr}" if path else attr
+        reader = f"the replica on cuda:{raised_on}" if raised_on is not None else "another replica"
+        container = type(getattr(model.get_submodule(path), attr)).__name__
+        return Observation(
+            K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE,
+            f"`{full}` is a {container} every replica shares; during the DataParallel step on {backend.n} devices "
+            f"a replica stored `{inside}`, a tensor of shape {tuple(tensor.shape)} on {device}, and {reader} "
+            f"read it: at batch {batch} it raised {_first_line(exc)}",
+            attr=attr, batch=batch, class_name=classes[0] if classes else None, line=None,
+            details={"path": full, "classes": classes, "device": str(device), "raised_at": symptom.line})
+    return None
 
 
 def _keyword_chunks(kwargs, scattered, batch, report):
