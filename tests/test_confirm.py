@@ -292,3 +292,17 @@ def test_python_api():
     assert_dataparallel_safe(torch.nn.Sequential(torch.nn.Linear(4, 4)), (torch.randn(8, 4),), backend="emulated")
     with pytest.raises(AssertionError, match="not DataParallel-safe"):
         assert_dataparallel_safe(Counter(), (torch.randn(8, 4),), backend="emulated")
+
+
+def test_the_gpu_comparison_leaves_out_the_dynamic_codes_of_confirm_skip_fixtures_only():
+    from test_gpu import verdicts
+
+    def finding(path, code, row=1):
+        return {"filename": str(ROOT / path), "code": code, "location": {"row": row, "column": 1},
+                "confirmation": {"status": "confirmed"}}
+    racy = "fixtures/dp105/flagged_hooks_in_forward.py"  # first line: `# confirm-skip: a race ...`
+    assert (ROOT / racy).read_text().startswith("# confirm-skip:")
+    static, dynamic = verdicts([finding(racy, "DP807"), finding(racy, "DP105", 12),
+                                finding("fixtures/dp101/flagged_counter_and_stash.py", "DP801")])
+    assert dynamic == {"fixtures/dp101/flagged_counter_and_stash.py": {"DP801"}}
+    assert static == {(racy, 12, 1, "DP105"): "confirmed"}  # its static verdicts are still compared

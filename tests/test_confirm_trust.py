@@ -442,3 +442,39 @@ class DeviceKeyedCache(ShapeKeyedCache):
 def test_a_cache_keyed_by_device_is_not_a_shared_entry_read_elsewhere():
     report = run(DeviceKeyedCache, lambda b: (torch.randn(b, 5, 4),), sizes=(4,))
     assert not {K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE, K.DEVICE_MISMATCH} & kinds(report), report.observations
+
+
+def test_the_cuda_backend_runs_torchs_replica_threads_in_the_emulations_order():
+    # torch's own parallel_apply (its accelerator calls stubbed, so it runs here): replica 0 is
+    # slower, and concurrently replica 1 finishes first; in order, replica 1 starts after it.
+    import contextlib
+    import time
+    from unittest import mock
+
+    from torch.nn.parallel import parallel_apply
+
+    from dpcheck.harness.runner import _replica_threads_in_order
+
+    class Slow(torch.nn.Module):
+        def __init__(self, delay, finished):
+            super().__init__()
+            self.delay, self.finished = delay, finished
+
+        def forward(self, x):
+            time.sleep(self.delay)
+            self.finished.append(self.delay)
+            return x
+
+    finished = []
+    replicas = [Slow(0.2, finished), Slow(0.0, finished)]
+    stub = contextlib.nullcontext
+    with mock.patch.object(torch.accelerator, "is_available", lambda: True), \
+            mock.patch.object(torch.accelerator, "current_stream", lambda device=None: stub()), \
+            mock.patch.object(torch.accelerator, "current_accelerator", lambda *a: torch.device("cpu")), \
+            mock.patch.object(torch.accelerator, "device_index", lambda device: stub()):
+        parallel_apply(replicas, [torch.ones(1), torch.ones(1)], None, [0, 1])
+        assert finished == [0.0, 0.2]  # the stub works: torch's threads ran at once
+        finished.clear()
+        with _replica_threads_in_order():
+            parallel_apply(replicas, [torch.ones(1), torch.ones(1)], None, [0, 1])
+        assert finished == [0.2, 0.0]

@@ -11,6 +11,7 @@ rule an observation confirms is the rules' business (``Rule.confirms``), not the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -196,8 +197,33 @@ class CudaBackend(Backend):
         inputs, kw = scatter_kwargs(args, kwargs, devices, 0)
         record(inputs, kw)
         replicas = replicate(module, devices[:len(inputs)])
-        outputs = parallel_apply(replicas, inputs, kw, devices[:len(inputs)])
+        with _replica_threads_in_order():
+            outputs = parallel_apply(replicas, inputs, kw, devices[:len(inputs)])
         return gather(outputs, 0, 0)
+
+
+class _InOrderThread(threading.Thread):
+    """A thread that has finished when `start()` returns."""
+
+    def start(self):
+        super().start()
+        self.join()
+
+
+@contextlib.contextmanager
+def _replica_threads_in_order():
+    """torch's own parallel_apply, its replica threads run one after another (as the emulation
+    runs them, see emulation.parallel_apply): what one replica leaves in shared state is there
+    when the next runs, every run, instead of as the threads' timing falls."""
+    import importlib
+    import types
+    module = importlib.import_module("torch.nn.parallel.parallel_apply")
+    saved = module.threading
+    module.threading = types.SimpleNamespace(Thread=_InOrderThread, Lock=threading.Lock)
+    try:
+        yield
+    finally:
+        module.threading = saved
 
 
 def make_backend(name: str, devices: int | None) -> Backend:
