@@ -15,7 +15,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_SINGLETONS = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
+# Fields that hold only shared singletons (Load/Store, operators): never walked.
+_SINGLETON_FIELDS = frozenset({"ctx", "op", "ops"})
+# Node class -> its fields that may hold nodes, last first (the walk pushes them on a stack).
+_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _walked_fields(cls: type) -> tuple[str, ...]:
+    fields = _WALKED_FIELDS[cls] = tuple(reversed([f for f in cls._fields if f not in _SINGLETON_FIELDS]))
+    return fields
 
 
 class TreeIndex:
@@ -26,28 +34,44 @@ class TreeIndex:
     """
 
     def __init__(self, tree: ast.AST) -> None:
+        # The hot loop of every file (a node at a time): fields read directly rather than
+        # through ast.iter_child_nodes, and each node's parent kept as an index.
         order: list[ast.AST] = []
-        parents: dict[int, ast.AST] = {}
-        stack: list[ast.AST] = [tree]
+        up: list[int] = []  # position of each node's parent (-1 for the root)
+        stack: list[tuple[ast.AST, int]] = [(tree, -1)]
+        pop, push, add, add_up = stack.pop, stack.append, order.append, up.append
+        walked = _WALKED_FIELDS
+        node_type = ast.AST
         while stack:
-            node = stack.pop()
-            order.append(node)
-            # Load/Store and operator nodes are shared singletons in CPython: leave them out.
-            children = [c for c in ast.iter_child_nodes(node) if not isinstance(c, _SINGLETONS)]
-            for child in children:
-                parents[id(child)] = node
-            stack.extend(reversed(children))
-        position = {id(node): i for i, node in enumerate(order)}
-        size = [1] * len(order)
-        for i in range(len(order) - 1, 0, -1):
-            size[position[id(parents[id(order[i])])]] += size[i]
+            node, parent = pop()
+            here = len(order)
+            add(node)
+            add_up(parent)
+            cls = node.__class__
+            for name in walked.get(cls) or _walked_fields(cls):
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for child in reversed(value):
+                        if isinstance(child, node_type):
+                            push((child, here))
+                elif isinstance(value, node_type):
+                    push((value, here))
+        count = len(order)
+        size = [1] * count
+        for i in range(count - 1, 0, -1):
+            size[up[i]] += size[i]
+        ids = list(map(id, order))
         self.order = order
-        self.parents = parents
-        self.position = position
+        self.parents: dict[int, ast.AST] = dict(zip(ids[1:], [order[p] for p in up[1:]]))
+        self.position: dict[int, int] = dict(zip(ids, range(count)))
         self.size = size
         by_type: dict[type, list[ast.AST]] = {}
         for node in order:
-            by_type.setdefault(type(node), []).append(node)
+            kind = node.__class__
+            if kind in by_type:
+                by_type[kind].append(node)
+            else:
+                by_type[kind] = [node]
         self.by_type = by_type
 
     def subtree(self, node: ast.AST) -> list[ast.AST]:
