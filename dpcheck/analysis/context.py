@@ -26,9 +26,18 @@ class FileContext(_Indexed):
     module_status: dict[str, tuple[bool, frozenset[str]]] = field(default_factory=dict)
     tree_index: TreeIndex | None = None
     _facts: dict = field(default_factory=dict, repr=False, compare=False)
+    _resolved: dict = field(default_factory=dict, repr=False, compare=False)
 
     def resolve(self, node: ast.AST) -> str | None:
-        return self.imports.resolve(node)
+        # Every rule resolves the calls of forward-reachable code again: remembered per node.
+        # The entry keeps its node alive, so its id cannot be reused by another node meanwhile.
+        key = id(node)
+        known = self._resolved.get(key)
+        if known is not None and known[0] is node:
+            return known[1]
+        name = self.imports.resolve(node)
+        self._resolved[key] = (node, name)
+        return name
 
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
