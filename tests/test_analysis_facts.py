@@ -8,7 +8,7 @@ import pytest
 
 from dpcheck.analysis.names import ImportMap, dotted, module_name_for, self_attr, self_attr_root
 from dpcheck.analysis.source import ALL_CODES, SourceFile, suppressed
-from dpcheck.analysis.tree import FunctionInfo, TreeIndex
+from dpcheck.analysis.tree import FunctionInfo, TreeIndex, statement_nodes
 
 
 def parse(code):
@@ -80,6 +80,52 @@ def test_tree_index_subtree_is_the_nodes_preorder_slice():
 def test_tree_index_by_type_in_source_order():
     index = TreeIndex(parse("a = 1\nb = 2\nif a:\n    c = 3\n"))
     assert [t.id for a in index.by_type[ast.Assign] for t in a.targets] == ["a", "b", "c"]
+
+
+STATEMENTS = """
+import os
+try:
+    from torch import nn
+except ImportError:
+    import torch.nn as nn
+else:
+    class InElse: pass
+finally:
+    import sys
+class Outer(nn.Module):
+    class Inner:
+        import json
+    def forward(self, x):
+        import math
+        with ctx():
+            class Local: pass
+        match x:
+            case 1:
+                class InCase: pass
+        return (lambda: x)()
+"""
+
+
+def test_statement_nodes_match_the_full_walk_for_statements():
+    """Imports and classes come from the statements only walk: the same nodes, in the same
+    order, as the full walk finds them (classes and imports are never inside expressions)."""
+    tree = parse(STATEMENTS)
+    full = TreeIndex(tree).by_type
+    found = statement_nodes(tree)
+    for kind in (ast.Import, ast.ImportFrom, ast.ClassDef, ast.FunctionDef, ast.Try, ast.Match):
+        assert found[kind] == full[kind], kind
+    assert [c.name for c in found[ast.ClassDef]] == ["InElse", "Outer", "Inner", "Local", "InCase"]
+    assert ast.Call not in found and ast.Name not in found
+
+
+def test_tree_index_walks_on_first_use():
+    tree = parse(SAMPLE)
+    index = TreeIndex(tree)
+    assert "order" not in vars(index)
+    assert index.size[0] == len(index.order) == len(preorder(tree))
+    assert "order" in vars(index)
+    with pytest.raises(AttributeError):
+        index.not_a_result  # noqa: B018
 
 
 # ---------------------------------------------------------------- tree.py: FunctionInfo

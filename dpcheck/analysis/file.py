@@ -26,7 +26,7 @@ from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
-from dpcheck.analysis.tree import TreeIndex
+from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
@@ -186,10 +186,11 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
         return result
 
-    index = TreeIndex(tree)
+    index = TreeIndex(tree)  # walked when a rule first needs it
+    statements = statement_nodes(tree)
     imports = ImportMap(tree, module, is_package,
-                        index.by_type.get(ast.Import, []) + index.by_type.get(ast.ImportFrom, []))
-    classes = collect_classes(tree, imports, module, index.by_type.get(ast.ClassDef, []))
+                        statements.get(ast.Import, []) + statements.get(ast.ImportFrom, []))
+    classes = collect_classes(tree, imports, module, statements.get(ast.ClassDef, []))
     ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module, imports), index)
     # A class taken for a module on an unknown base carries that condition as a pseudo-base, so a
     # subclass in another file inherits it (see dpcheck.analysis.classes.module_status).
