@@ -128,6 +128,23 @@ def test_tree_index_walks_on_first_use():
         index.not_a_result  # noqa: B018
 
 
+def test_tree_index_deeper_than_the_call_stack_falls_back_to_its_own_stack():
+    from dpcheck.analysis.tree import _walk_recursively, _walk_with_stack
+
+    tree = parse(SAMPLE)
+    assert _walk_recursively(tree) == _walk_with_stack(tree)
+    node = ast.Constant(1)
+    for _ in range(3000):  # deeper than the recursion limit (ast.parse itself stops short of it)
+        node = ast.UnaryOp(ast.USub(), node)
+    deep = ast.Expression(node)
+    with pytest.raises(RecursionError):
+        _walk_recursively(deep)
+    index = TreeIndex(deep)
+    assert len(index.order) == 3002 and index.order[-1] is index.by_type[ast.Constant][0]
+    assert index.size[0] == 3002 and index.size[1] == 3001
+    assert index.subtree(index.by_type[ast.UnaryOp][-1]) == index.order[-2:]
+
+
 # ---------------------------------------------------------------- tree.py: FunctionInfo
 
 DECORATED = """

@@ -17,12 +17,12 @@ T = TypeVar("T")
 
 # Fields that hold only shared singletons (Load/Store, operators): never walked.
 _SINGLETON_FIELDS = frozenset({"ctx", "op", "ops"})
-# Node class -> its fields that may hold nodes, last first (the walk pushes them on a stack).
-_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}
+# Node class -> its fields that may hold nodes, in order.
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _walked_fields(cls: type) -> tuple[str, ...]:
-    fields = _WALKED_FIELDS[cls] = tuple(reversed([f for f in cls._fields if f not in _SINGLETON_FIELDS]))
+def _fields(cls: type) -> tuple[str, ...]:
+    fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SINGLETON_FIELDS)
     return fields
 
 
@@ -51,6 +51,67 @@ def statement_nodes(tree: ast.AST) -> dict[type, list[ast.AST]]:
     return found
 
 
+# The two walks below are the hot loop of every file (a node at a time): fields are read
+# directly rather than through ast.iter_child_nodes, and a node's parent is kept as the
+# position of the parent. Each returns (preorder, parent positions, subtree sizes, by type).
+def _walk_recursively(tree: ast.AST):
+    order: list[ast.AST] = []
+    up: list[int] = []
+    size: list[int] = []
+    by_type: dict[type, list[ast.AST]] = {}
+    add, add_up, add_size = order.append, up.append, size.append
+    fields_of = _FIELDS
+    node_type = ast.AST
+
+    def visit(node: ast.AST, parent: int) -> None:
+        here = len(order)
+        add(node)
+        add_up(parent)
+        add_size(1)
+        cls = node.__class__
+        if cls in by_type:
+            by_type[cls].append(node)
+        else:
+            by_type[cls] = [node]
+        for name in fields_of.get(cls) or _fields(cls):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, node_type):
+                        visit(child, here)
+            elif isinstance(value, node_type):
+                visit(value, here)
+        size[here] = len(order) - here
+
+    visit(tree, -1)
+    return order, up, size, by_type
+
+
+def _walk_with_stack(tree: ast.AST):
+    order: list[ast.AST] = []
+    up: list[int] = []
+    stack: list[tuple[ast.AST, int]] = [(tree, -1)]
+    node_type = ast.AST
+    while stack:
+        node, parent = stack.pop()
+        here = len(order)
+        order.append(node)
+        up.append(parent)
+        for name in reversed(_FIELDS.get(node.__class__) or _fields(node.__class__)):
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                stack.extend((child, here) for child in reversed(value) if isinstance(child, node_type))
+            elif isinstance(value, node_type):
+                stack.append((value, here))
+    size = [1] * len(order)
+    for i in range(len(order) - 1, 0, -1):
+        size[up[i]] += size[i]
+    by_type: dict[type, list[ast.AST]] = {}
+    for node in order:
+        by_type.setdefault(node.__class__, []).append(node)
+    return order, up, size, by_type
+
+
 class TreeIndex:
     """One preorder walk of a file: every node in order, each node's parent, and subtree spans.
 
@@ -70,44 +131,15 @@ class TreeIndex:
         return self.__dict__[name]
 
     def _walk(self) -> None:
-        # The hot loop of every file (a node at a time): fields read directly rather than
-        # through ast.iter_child_nodes, and each node's parent kept as an index.
-        order: list[ast.AST] = []
-        up: list[int] = []  # position of each node's parent (-1 for the root)
-        stack: list[tuple[ast.AST, int]] = [(self.tree, -1)]
-        pop, push, add, add_up = stack.pop, stack.append, order.append, up.append
-        walked = _WALKED_FIELDS
-        node_type = ast.AST
-        while stack:
-            node, parent = pop()
-            here = len(order)
-            add(node)
-            add_up(parent)
-            cls = node.__class__
-            for name in walked.get(cls) or _walked_fields(cls):
-                value = getattr(node, name, None)
-                if value.__class__ is list:
-                    for child in reversed(value):
-                        if isinstance(child, node_type):
-                            push((child, here))
-                elif isinstance(value, node_type):
-                    push((value, here))
-        count = len(order)
-        size = [1] * count
-        for i in range(count - 1, 0, -1):
-            size[up[i]] += size[i]
+        try:
+            order, up, size, by_type = _walk_recursively(self.tree)
+        except RecursionError:  # nesting deeper than Python's call stack: the same walk, by hand
+            order, up, size, by_type = _walk_with_stack(self.tree)
         ids = list(map(id, order))
         self.order = order
         self.parents: dict[int, ast.AST] = dict(zip(ids[1:], [order[p] for p in up[1:]]))
-        self.position: dict[int, int] = dict(zip(ids, range(count)))
+        self.position: dict[int, int] = dict(zip(ids, range(len(order))))
         self.size = size
-        by_type: dict[type, list[ast.AST]] = {}
-        for node in order:
-            kind = node.__class__
-            if kind in by_type:
-                by_type[kind].append(node)
-            else:
-                by_type[kind] = [node]
         self.by_type = by_type
 
     def subtree(self, node: ast.AST) -> list[ast.AST]:
