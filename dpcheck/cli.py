@@ -7,7 +7,6 @@ or internal failure.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -128,6 +127,8 @@ def rule(code, show_all, output_format):
                  "explanation": r.explanation(), "fix": r.fix_hint, "kind": r.kind,
                  "default_enabled": r.default_enabled, "url": r.url(),
                  "bad_example": r.bad_example, "good_example": r.good_example} for r in rules]
+        import json
+
         click.echo(json.dumps(data if show_all else data[0], indent=2))
     elif show_all:
         for r in rules:

@@ -28,11 +28,6 @@ from dpcheck.constants import BACKENDS, FAIL_LEVELS, OUTPUT_FORMATS
 from dpcheck.discovery import DEFAULT_EXCLUDE, Excluder
 from dpcheck.registry import SelectionError, check_selector, select_rules
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 # The names a configuration file may have, strongest first within one folder.
 CONFIG_NAMES = (".dpcheck.toml", "dpcheck.toml", "pyproject.toml")
 
@@ -153,6 +148,12 @@ class Settings:
 
 
 def read_toml(path: Path) -> dict:
+    # Imported here: a file with no configuration around it (an editor, pre-commit on a
+    # project without one) never pays for the TOML parser.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:

@@ -13,7 +13,6 @@ back only the edited cells' ``source``.
 from __future__ import annotations
 
 import ast
-import json
 import re
 import warnings
 from collections.abc import Sequence
@@ -58,6 +57,8 @@ def _cell_text(source) -> str:
 
 def load_cells(raw: str) -> tuple[dict, list[tuple[int, str]]]:
     """The notebook's JSON and its code cells as (1-based cell number, source text)."""
+    import json  # here: most runs read no notebook
+
     try:
         data = json.loads(raw)
     except ValueError as exc:

@@ -11,15 +11,26 @@ from dataclasses import replace
 from typing import Callable, TextIO
 
 from dpcheck.findings import Report
-from dpcheck.report import structured, text
+from dpcheck.report import text
+
+
+def _structured(name: str) -> Callable[[Report, TextIO], None]:
+    """A writer of dpcheck.report.structured, imported on first use (it needs json and
+    hashlib, which the text formats, the pre-commit and editor case, never do)."""
+    def write(report: Report, out: TextIO) -> None:
+        from dpcheck.report import structured
+
+        getattr(structured, name)(report, out)
+    return write
+
 
 # One writer per output format (the names are dpcheck.constants.OUTPUT_FORMATS).
 WRITERS: dict[str, Callable[[Report, TextIO], None]] = {
     "full": text.write_full,
     "concise": text.write_concise,
-    "json": structured.write_json,
-    "json-lines": structured.write_json_lines,
-    "sarif": structured.write_sarif,
+    "json": _structured("write_json"),
+    "json-lines": _structured("write_json_lines"),
+    "sarif": _structured("write_sarif"),
     "github": text.write_github,
 }
 # Formats read by people may be coloured and get a summary line after the findings.

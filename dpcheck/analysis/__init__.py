@@ -1,0 +1,1 @@
+"""Static analysis: parse a file once, derive the facts rules share, run the rules (see file.py)."""
