@@ -158,18 +158,29 @@ def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[
     each in a process of its own, so only the file that kills its process is lost."""
     results: list[FileResult | None] = [None] * len(tasks)
     chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+    # Largest files first: a worker that draws a big file near the end would otherwise keep
+    # the run waiting while the others idle. Results go back to their places in ``tasks``.
+    order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][0]))
     with _pool(jobs, selections) as pool:
-        futures = {pool.submit(_worker_analyze, tasks[i:i + chunk]): i for i in range(0, len(tasks), chunk)}
-        for future, start in futures.items():
+        futures = {pool.submit(_worker_analyze, [tasks[i] for i in order[start:start + chunk]]):
+                   order[start:start + chunk] for start in range(0, len(order), chunk)}
+        for future, places in futures.items():
             try:
-                for offset, result in enumerate(future.result()):
-                    results[start + offset] = result
+                for place, result in zip(places, future.result()):
+                    results[place] = result
             except Exception:  # noqa: BLE001 - BrokenProcessPool or a result that failed to pickle
                 pass
     for i, task in enumerate(tasks):
         if results[i] is None:
             results[i] = _analyze_alone(task, selections)
     return results  # type: ignore[return-value]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _analyze_alone(task: tuple[str, str, int], selections: tuple[tuple[str, ...], ...]) -> FileResult:

@@ -84,3 +84,21 @@ def test_file_without_torch_still_links_a_base_chain(project):
     (pkg / "leaf.py").write_text(CHILD.replace("from .base import Base", "from .mid import Mid")
                                  .replace("Child(Base)", "Leaf(Mid)"))
     assert ("leaf.py", 6, "DP101") in findings(project, "--no-cache")
+
+
+def test_pool_results_come_back_in_input_order(tmp_path):
+    """Workers take the largest files first; the results still come back in the order asked."""
+    from dpcheck import engine
+    from dpcheck.registry import select_rules
+
+    paths = []
+    for i in range(40):  # sizes grow with i: the pool's order is the reverse of the input's
+        path = tmp_path / f"m{i:02d}.py"
+        path.write_text(HAZARD + "\n" * i * 50 if i % 3 else "x = 1\n" * (i + 1))
+        paths.append(path)
+    codes = [r.code for r in select_rules(None, [], [])]
+    parallel, _ = engine.analyze_files(paths, codes, jobs=2)
+    serial, _ = engine.analyze_files(paths, codes, jobs=1)
+    assert [r.filename for r in parallel] == [str(p) for p in paths]
+    assert [r.to_dict() for r in parallel] == [r.to_dict() for r in serial]
+    assert sum(len(r.findings) for r in parallel) > 0
