@@ -21,6 +21,9 @@ CHILD_RESULT_MARKER = "DPCHECK-RESULT "
 # Every dotted name under which torch exposes the DataParallel class.
 DATAPARALLEL_CLASSES = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
                                   "torch.nn.parallel.data_parallel.DataParallel"})
+# DistributedDataParallel, under every dotted name torch exposes it.
+DISTRIBUTED_DATAPARALLEL_CLASSES = frozenset({"torch.nn.parallel.DistributedDataParallel",
+                                              "torch.nn.parallel.distributed.DistributedDataParallel"})
 # The functional form: `nn.parallel.data_parallel(module, inputs, ...)`.
 DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 # Modules whose `import *` brings DataParallel into a file.

@@ -13,6 +13,10 @@ at least two devices, cuda:1 and cuda:0!`. It is also missing from `state_dict()
 A 0-dim tensor made from a Python number (`torch.tensor(2.0)`) is not flagged: PyTorch
 lets 0-dim CPU tensors mix with CUDA tensors.
 
+Reported as a warning when forward builds the state itself (a decoding cache created on the
+input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
+the replicas share a seeded copy only if some caller runs that method on the wrapped model.
+
 ## How to fix
 Register it: `self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)`,
 or wrap it in `nn.Parameter(..., requires_grad=False)`.
@@ -79,6 +83,7 @@ class PlainTensorAttribute(Rule):
                 # Set on every call by forward's own code (a decoding cache set up per call): each
                 # replica builds its own copy where it runs; the original's is never shared.
                 continue
+            seeded_by = _seeded_by_setup_method(model, name, assignments)
             for target, value, fn in assignments:
                 kind, _, _ = model.classify(value, fn)
                 if kind == "tensor":
@@ -89,10 +94,17 @@ class PlainTensorAttribute(Rule):
                         fix = self.offer_fix("Register it as a non-persistent buffer (moved by `.to()`, "
                                              "replicated, not saved)",
                                              Applicability.SAFE if safe else Applicability.UNSAFE)
-                    yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
-                                         "forward: `.to()` does not move it and DataParallel "
-                                         "replicas share the original's copy on one device", fix=fix,
-                                         subject=Subject(attr=name))
+                    if seeded_by:
+                        yield self.violation(
+                            target, f"`self.{name}` is a plain tensor attribute that forward rebuilds "
+                            f"itself; `{seeded_by}` seeds it outside forward: if that runs on the wrapped "
+                            "model before a call, DataParallel replicas share the seeded copy on one device",
+                            severity=Severity.WARNING, fix=fix, subject=Subject(attr=name))
+                    else:
+                        yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
+                                             "forward: `.to()` does not move it and DataParallel "
+                                             "replicas share the original's copy on one device", fix=fix,
+                                             subject=Subject(attr=name))
                     break
 
     def fix(self, finding, editor):
@@ -107,6 +119,22 @@ class PlainTensorAttribute(Rule):
         args = list(call.args)
         args[1] = args[1].with_changes(value=assign.value)  # the value keeps its own formatting
         editor.replace(assign, cst.Expr(call.with_changes(args=args)))
+
+def _seeded_by_setup_method(model, name, assignments) -> str | None:
+    """The method that seeds `self.<name>` when forward builds the state itself (a decoding cache
+    that forward creates on the input's device and that a setup method, such as recurrent_gemma's
+    `_setup_cache` called by a parent model or by generation, may create ahead of time). Whether
+    the seeded copy is ever shared by replicas depends on a caller outside this class's forward:
+    latent. None when `__init__` (which always runs) creates a tensor, or forward never writes it."""
+    tensor_writers = {fn.name for _, value, fn in assignments if model.classify(value, fn)[0] == "tensor"}
+    if not tensor_writers or "__init__" in tensor_writers:
+        return None
+    for fn in model.in_forward:
+        for node in fn.nodes(ast.Assign):
+            if any(fn.self_attr(t) == name for t in node.targets):
+                return sorted(tensor_writers)[0]
+    return None
+
 
 def _fallback_when_no_target(fn, node) -> bool:
     """`self.f.to(device) if device is not None else self.f` (or a helper that moves it in the

@@ -34,12 +34,14 @@ def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
     layer, or that one wraps it: with ``cross_file`` the condition is recorded on the model
     and attached to the findings the calling rule yields for it.
     """
-    from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, wrap_evidence
+    from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, parallelises_own_submodule, wrap_evidence
 
     name = model.name
     evidence = wrap_evidence(model)
     if evidence == WRAPPED:
         return True
+    if parallelises_own_submodule(model):
+        return False  # a training harness that wraps its own model in (Distributed)DataParallel
     if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
         return False  # a loss module; a model that owns layers and a loss is still checked
     if evidence == SUBMODULE:
@@ -432,7 +434,8 @@ def _plain_dataclass(ctx: FileContext, info, depth: int) -> bool:
 
 def optional_path(anchor: ast.AST, model: ModelClass) -> str | None:
     """The forward parameter whose non-default value guards the return at ``anchor``
-    (`if image_grid_hw is not None: return ...` with `image_grid_hw=None`), or None.
+    (`if image_grid_hw is not None: return ...` with `image_grid_hw=None`; `if not return_dict:` with
+    `return_dict=True`, or None resolved from a config flag that is on by default), or None.
 
     Such a path runs only behind an option, so the output rules report it as a warning.
     """
@@ -450,8 +453,39 @@ def optional_path(anchor: ast.AST, model: ModelClass) -> str | None:
             default = defaults.get(name) if name else None
             if isinstance(default, ast.Constant) and default.value in (None, False):
                 return name
+            name = _disabled_option(cur.test)
+            default = defaults.get(name) if name else None
+            if isinstance(default, ast.Constant) and (
+                    default.value is True or (default.value is None and _resolved_on(name, forward))):
+                return name
         child, cur = cur, forward.parent(cur)
     return None
+
+
+# Flags a library's configuration turns on by default, so `flag=None` resolved from the config
+# (`return_dict = return_dict if return_dict is not None else self.config.use_return_dict`)
+# is on unless a caller passes False: transformers' PretrainedConfig.return_dict is True.
+_CONFIG_FLAGS_ON_BY_DEFAULT = frozenset({"return_dict", "use_return_dict"})
+
+
+def _disabled_option(test: ast.AST) -> str | None:
+    """`not x`: the branch taken when the option is turned off."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return test.operand.id
+    return None
+
+
+def _resolved_on(name: str, forward: FunctionInfo) -> bool:
+    """Forward rebinds a None ``name`` from a config flag that is on by default:
+    `name = name if name is not None else self.config.use_return_dict`."""
+    for node in forward.nodes(ast.Assign):
+        if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name
+                and isinstance(node.value, ast.IfExp)):
+            continue
+        fallback = node.value.orelse
+        if isinstance(fallback, ast.Attribute) and fallback.attr in _CONFIG_FLAGS_ON_BY_DEFAULT:
+            return True
+    return False
 
 
 def _enabled_option(test: ast.AST) -> str | None:

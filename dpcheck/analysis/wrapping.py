@@ -19,6 +19,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.scripts import SCRIPT_TOKENS, mentions_dataparallel, script_facts
+from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -121,6 +122,23 @@ def wrap_evidence(model: ModelClass) -> str:
     if qualname in submodule_classes(model.ctx) or model.name in child_classes(model.ctx):
         return SUBMODULE
     return TOP_LEVEL
+
+
+def parallelises_own_submodule(model: ModelClass) -> str | None:
+    """The attribute a method of this class wraps in (Distributed)DataParallel itself
+    (`self.trainable_module = DDP(self.trainable_module)`, timm's training tasks), or None.
+    Such a class is the training harness around the parallel model: wrapping it in
+    DataParallel too would nest one parallel wrapper in another, so it is not what users wrap."""
+    parallel = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
+    for fn in model.all_methods:
+        for node in fn.nodes(ast.Assign):
+            value = node.value
+            if not (isinstance(value, ast.Call) and value.args and model.ctx.resolve(value.func) in parallel):
+                continue
+            name = fn.self_attr(value.args[0])
+            if name is not None and any(fn.self_attr(t) == name for t in node.targets):
+                return name
+    return None
 
 
 def outside_public_api(model: ModelClass) -> bool:
