@@ -65,5 +65,5 @@ class ScalarReturnedFromForward(Rule):
             if reason:
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): DataParallel "
                                      "gathers it into a vector with one value per GPU",
-                                     severity=optional_severity(anchor, model))
+                                     severity=optional_severity(anchor, model, leaf))
 

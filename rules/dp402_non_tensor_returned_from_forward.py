@@ -59,5 +59,5 @@ class NonTensorReturnedFromForward(Rule):
             if reason:
                 yield self.violation(anchor, f"forward returns {reason}: DataParallel's gather only "
                                      "handles tensors and containers of tensors",
-                                     severity=optional_severity(anchor, model))
+                                     severity=optional_severity(anchor, model, leaf))
 

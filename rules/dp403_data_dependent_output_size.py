@@ -58,7 +58,7 @@ class DataDependentOutputSize(Rule):
                 yield self.violation(anchor, f"forward returns {why}, whose size depends on the data: "
                                      "DataParallel concatenates per-replica results (duplicates, "
                                      "chunk-local indices, or a gather shape error)",
-                                     severity=optional_severity(anchor, model))
+                                     severity=optional_severity(anchor, model, leaf))
 
 
 def _data_dependent(node, fn, model, depth) -> str | None:

@@ -81,7 +81,7 @@ class OutputNotBatchMajor(Rule):
                 continue
             yield self.violation(anchor, f"forward returns {why}: dim 0 is not the batch, so "
                                  "DataParallel's gather concatenates it along the wrong axis",
-                                 severity=optional_severity(anchor, model))
+                                 severity=optional_severity(anchor, model, leaf))
 
 
 def _why(leaf, fn, model) -> str | None:

@@ -62,7 +62,7 @@ class CpuOutput(Rule):
                 what = "a numpy array" if method == "numpy" else "a CPU tensor"
                 yield self.violation(anchor, f"forward returns {what} (`.{method}()`): DataParallel's "
                                      "gather only handles GPU tensors",
-                                     severity=optional_severity(anchor, model))
+                                     severity=optional_severity(anchor, model, leaf))
 
 
 def _off_gpu(node, fn) -> str | None:

@@ -75,7 +75,7 @@ class BatchByBatchOutput(Rule):
                 yield self.violation(anchor, "forward returns a sample-by-sample matrix: each DataParallel "
                                      "replica returns a (B/N, B/N) block and gather stacks them into "
                                      "(B, B/N), a gather error when the batch does not divide evenly",
-                                     severity=optional_severity(anchor, model))
+                                     severity=optional_severity(anchor, model, leaf))
 
 
 def _batch_by_batch(node, fn, resolve, depth) -> bool:

@@ -432,12 +432,15 @@ def _plain_dataclass(ctx: FileContext, info, depth: int) -> bool:
     return True
 
 
-def optional_path(anchor: ast.AST, model: ModelClass) -> str | None:
-    """The forward parameter whose non-default value guards the return at ``anchor``
-    (`if image_grid_hw is not None: return ...` with `image_grid_hw=None`; `if not return_dict:` with
-    `return_dict=True`, or None resolved from a config flag that is on by default), or None.
+def optional_path(anchor: ast.AST, model: ModelClass, flags_only: bool = False) -> str | None:
+    """The forward parameter whose non-default value guards ``anchor``, or None: the body of
+    `if image_grid_hw is not None:` / `if flag:` with a None or False default, the `else:` of
+    `if use_itm_head:` with a True default, the body of `if not return_dict:` where return_dict
+    defaults to True or to None resolved from a config flag that is on by default.
 
-    Such a path runs only behind an option, so the output rules report it as a warning.
+    Such a path runs only behind an option, so the output rules report it as a warning. With
+    ``flags_only``, only boolean switches count (a True/False default, or a config flag): a value
+    computed under `if labels is not None:` is what training computes, since training passes labels.
     """
     forward = model.forward
     if forward is None:
@@ -448,17 +451,27 @@ def optional_path(anchor: ast.AST, model: ModelClass) -> str | None:
     defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
     child, cur = anchor, forward.parent(anchor)
     while cur is not None and cur is not forward.node:
-        if isinstance(cur, ast.If) and child in cur.body:
-            name = _enabled_option(cur.test)
-            default = defaults.get(name) if name else None
-            if isinstance(default, ast.Constant) and default.value in (None, False):
-                return name
-            name = _disabled_option(cur.test)
-            default = defaults.get(name) if name else None
-            if isinstance(default, ast.Constant) and (
-                    default.value is True or (default.value is None and _resolved_on(name, forward))):
-                return name
+        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
+            in_body = child in cur.body
+            for name, taken_when_on in ((_enabled_option(cur.test), True), (_disabled_option(cur.test), False)):
+                on = _on_by_default(name, defaults, forward, flags_only) if name else None
+                # The branch runs by default when it is taken in the option's default state.
+                if on is not None and (in_body == taken_when_on) != on:
+                    return name
         child, cur = cur, forward.parent(cur)
+    return None
+
+
+def _on_by_default(name: str, defaults: dict, forward: FunctionInfo, flags_only: bool = False) -> bool | None:
+    """Is the option ``name`` given / on when the caller leaves it out? None when unknown."""
+    default = defaults.get(name)
+    if not isinstance(default, ast.Constant):
+        return None
+    if default.value is None:
+        resolved = _resolved_on(name, forward)
+        return resolved if resolved or not flags_only else None
+    if isinstance(default.value, bool):
+        return default.value
     return None
 
 
@@ -497,6 +510,9 @@ def _enabled_option(test: ast.AST) -> str | None:
     return test.id if isinstance(test, ast.Name) else None
 
 
-def optional_severity(anchor: ast.AST, model: ModelClass) -> Severity | None:
-    """WARNING for a return behind a non-default option (see optional_path), else the rule's own."""
-    return Severity.WARNING if optional_path(anchor, model) else None
+def optional_severity(anchor: ast.AST, model: ModelClass, leaf: ast.AST | None = None) -> Severity | None:
+    """WARNING for a return, or a returned value (``leaf``) computed, behind a non-default option
+    (see optional_path), else the rule's own."""
+    if optional_path(anchor, model) or (leaf is not None and optional_path(leaf, model, flags_only=True)):
+        return Severity.WARNING
+    return None
