@@ -22,7 +22,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
 - a stash the model never reads back matters only to code that reads it after forward:
   info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
-  a setter that skips an unchanged value) is not reported: nothing is lost. On the judged
+  a setter that skips an unchanged value), or a per-call chunk cache that another module's
+  forward resets on its layers at the start of each call (a causal video VAE's
+  `module._clear_conv_cache()`), is not reported: nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
 
 ## How to fix
@@ -195,6 +197,8 @@ def _kind(model, fn, name: str, value, node) -> str:
     combines the old one) or a value that forward reads before writing it. A value rebuilt
     on every call, read only after it is written, or never read by the model is not.
     """
+    if _reset_by_owner_per_call(model, name):
+        return "scratch"
     lowered = name.lower()
     if any(word in lowered for word in _CACHE_WORDS):
         return "cache"
@@ -217,6 +221,70 @@ def _kind(model, fn, name: str, value, node) -> str:
     if read_in_forward(model, name):
         return "scratch"
     return "stash"
+
+
+def _reset_by_owner_per_call(model, name: str) -> bool:
+    """Does another module's forward reset `<layer>.<name>` to None at the start of each call
+    (`module.causal_cache = None` over its submodules, or a reset method of this class that
+    does it, diffusers' `module._clear_conv_cache()`)? Then the value is a per-call chunk
+    cache: written and read by the layer's forwards within one call of the owner, which runs on
+    one replica whose submodules live for the whole call, and never meant to outlive the call."""
+    resets = model.ctx.fact(_external_resets)
+    hits = list(resets.get(("attr", name), ()))
+    for fn in model.all_methods:
+        if fn.name != "__init__" and any(
+                isinstance(n.value, ast.Constant) and n.value.value is None
+                and any(fn.self_attr(t) == name for t in n.targets) for n in fn.nodes(ast.Assign)):
+            hits.extend(resets.get(("call", fn.name), ()))
+    for owner, function in hits:
+        if owner is model.info.node:
+            continue
+        if any(r.node is function for r in _owner_reachable(model, owner)):
+            return True
+    return False
+
+
+def _external_resets(ctx) -> dict[tuple[str, str], list[tuple[ast.ClassDef, ast.AST]]]:
+    """("attr", a) -> where `<obj>.a = None` is written, ("call", m) -> where `<obj>.m()` is called,
+    on an object other than `self`, inside a method of a class of this file: (class, method)."""
+    found: dict[tuple[str, str], list] = {}
+    for node in ctx.nodes(ast.Assign, ast.Call):
+        if isinstance(node, ast.Assign):
+            if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+                continue
+            keys = [("attr", t.attr) for t in node.targets
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id != "self"]
+        else:
+            func = node.func
+            keys = [("call", func.attr)] if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id != "self" and not node.args else []
+        if not keys:
+            continue
+        function, cur = None, ctx.parent(node)
+        while cur is not None and not isinstance(cur, ast.ClassDef):
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                function = cur
+            cur = ctx.parent(cur)
+        if cur is not None and function is not None:
+            for key in keys:
+                found.setdefault(key, []).append((cur, function))
+    return found
+
+
+def _owner_reachable(model, owner: ast.ClassDef):
+    """Forward-reachable code of another class of this file (built once per file and class)."""
+    from dpcheck.analysis.model_class import ModelClass
+
+    cache = model.ctx.fact(_owner_models)
+    if id(owner) not in cache:
+        info = model.ctx.classes.get(owner.name)
+        cache[id(owner)] = ModelClass(model.ctx, info, frozenset()).reachable \
+            if info is not None and info.node is owner else []
+    return cache[id(owner)]
+
+
+def _owner_models(ctx) -> dict:
+    return {}
 
 
 def _counter_fix(model, fn, node, name):
