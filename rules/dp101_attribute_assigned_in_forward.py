@@ -22,7 +22,8 @@ value combining the old one) or a value forward reads before writing it. Lighter
 - a stash the model never reads back matters only to code that reads it after forward:
   info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
-  a setter that skips an unchanged value), or a per-call chunk cache that another module's
+  a setter that skips an unchanged value, a literal default filled in under
+  `if self.x is None:`), or a per-call chunk cache that another module's
   forward resets on its layers at the start of each call (a causal video VAE's
   `module._clear_conv_cache()`), is not reported: nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
@@ -208,7 +209,7 @@ def _kind(model, fn, name: str, value, node) -> str:
     if is_bool and _memoises_condition(fn, node):
         return "latch"
     if under_lazy_guard(fn, node):
-        return "lazy"
+        return "scratch" if _constant_default(fn, node) else "lazy"
     if behind_non_default_option(model, fn, node):
         return "option"
     use = "accumulates" if isinstance(node, ast.AugAssign) else old_value_use(model, fn, name, value)
@@ -311,6 +312,14 @@ def _counter_fix(model, fn, node, name):
     row, col, end_row, end_col = source.span(target)
     return Rule.offer_fix(f"Keep `{name}` in a buffer updated in place (`.add_()`), which replica 0 shares "
                           "with the model", init=f"{row}:{col}:{end_row}:{end_col}", torch=torch)
+
+
+def _constant_default(fn, node) -> bool:
+    """`if self.scale is None: self.scale = 1.0` and nothing else under the guard: each replica
+    fills in the same literal, so losing it repeats no work and changes no value."""
+    parent = fn.parent(node)
+    return isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+        and isinstance(parent, ast.If) and parent.body == [node] and not parent.orelse
 
 
 def _memoises_condition(fn, node) -> bool:
