@@ -105,7 +105,7 @@ class BufferUpdatedInForward(Rule):
         recomputed from the inputs and weights on every call costs only speed."""
         use = old_value_use(model, fn, name, node.value)
         severity = Severity.WARNING  # a per-call table: cost-only by the severity policy
-        if under_lazy_guard(fn, node) or use == "memo":
+        if under_lazy_guard(fn, node, building=True) or use == "memo":
             why = "is rebuilt lazily in forward: the new value is lost with each DataParallel replica, so it " \
                   "is recomputed on every call"
         elif use == "converted":

@@ -157,22 +157,27 @@ def is_true(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
-def under_lazy_guard(fn, node) -> bool:
+def under_lazy_guard(fn, node, building: bool = False) -> bool:
     """Inside `if self.x is None:` / `if not self.x:` / `if not hasattr(self, ...)` (`not self.training`
-    is a mode test, not a guard on a lazily built value)."""
-    cur = fn.parent(node)
+    is a mode test, not a guard on a lazily built value). With ``building`` (is this write building a
+    missing value?), the body of `if self.bias is not None:` does not count: it runs because a value
+    is present, not to build one; the `else:` of such a test still does."""
+    child, cur = node, fn.parent(node)
     while cur is not None and cur is not fn.node:
         if isinstance(cur, ast.If):
+            in_body = any(child is s for s in cur.body)
             for test in ast.walk(cur.test):
                 if isinstance(test, ast.Compare) and fn.self_attr(test.left) is not None and any(
-                        isinstance(c, ast.Constant) and c.value is None for c in test.comparators):
+                        isinstance(c, ast.Constant) and c.value is None for c in test.comparators) \
+                        and not (building and in_body and all(isinstance(op, (ast.IsNot, ast.NotEq))
+                                                              for op in test.ops)):
                     return True
                 if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and (
                         fn.self_attr(test.operand) not in (None, "training") or (
                         isinstance(test.operand, ast.Call) and isinstance(test.operand.func, ast.Name)
                         and test.operand.func.id == "hasattr")):
                     return True
-        cur = fn.parent(cur)
+        child, cur = cur, fn.parent(cur)
     return False
 
 
