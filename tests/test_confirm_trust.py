@@ -478,3 +478,38 @@ def test_the_cuda_backend_runs_torchs_replica_threads_in_the_emulations_order():
         with _replica_threads_in_order():
             parallel_apply(replicas, [torch.ones(1), torch.ones(1)], None, [0, 1])
         assert finished == [0.2, 0.0]
+
+
+class SetUpPerCall(torch.nn.Module):
+    """recurrent_gemma's `_setup_cache`: forward builds its state before reading it, every call;
+    beside it, a counter (read, then written) and a stash (written for the caller, never read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.calls = 0
+        self.last = None
+
+    def _setup_cache(self, batch, device):
+        self.conv_state = torch.zeros(batch, 8, device=device)
+
+    def forward(self, x):
+        self._setup_cache(x.shape[0], x.device)
+        self.calls += 1
+        out = self.proj(x) + self.conv_state
+        self.last = out.detach()
+        return out
+
+
+def test_state_that_forward_sets_up_before_reading_on_every_call_is_not_lost_state():
+    report = run(SetUpPerCall, lambda b: (torch.randn(b, 8),), sizes=(4,))
+    lost = {o.attr for o in report.observations if o.kind == K.STATE_LOST_ON_REPLICA}
+    # conv_state is rebuilt and read within each call; the counter and the stash carry across calls.
+    assert lost == {"calls", "last"}, [o.evidence for o in report.observations]
+    # The probe call leaves the model's class as it was.
+    from dpcheck.harness.runner import _scratch_each_call, make_backend
+    model = SetUpPerCall()
+    model(torch.randn(2, 8))
+    assert _scratch_each_call(model, ["conv_state", "calls", "last"], (torch.randn(2, 8),), {},
+                              make_backend("emulated", 2)) == {"conv_state"}
+    assert type(model) is SetUpPerCall

@@ -466,6 +466,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             return False
         _UNDER_DATAPARALLEL.clear()
         dp_state, dp_grads = snapshot(dp_model), _grads(dp_model)
+        lost = [key for key in ref_state if not key.endswith("<submodules>") and ref_state[key] != before.get(key)
+                and dp_state.get(key) == before.get(key) and (ref_state[key] or ("",))[0] != "buffer"]
+        scratch = _scratch_each_call(ref_model, lost, args, kwargs, backend) if lost else set()
         imbalance = backend.memory_imbalance()
         if imbalance:
             report.observations.append(Observation(K.MEMORY_IMBALANCE, imbalance, batch=batch))
@@ -474,7 +477,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
     found = len(report.observations)
     _keyword_chunks(kwargs, scattered, batch, report)
     _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
-    _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model))
+    _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model), scratch)
     if not stochastic:
         before_grads = len(report.observations)
         _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
@@ -884,10 +887,66 @@ def _owners(model: torch.nn.Module) -> dict[str, list[str]]:
     return owners
 
 
-def _compare_state(before, ref, dp, batch, backend, report, owners=None):
+def _scratch_each_call(model, keys, args, kwargs, backend) -> set[str]:
+    """Of the attributes (snapshot keys) the single-device step set and the DataParallel step left
+    unchanged on the model (a replica wrote them), those that are per-call scratch: in one more
+    single-device call, forward writes each before reading it and then reads it back itself
+    (`self._setup_cache(...)` then `self.conv_state`). The value the previous call left is never
+    read, so nothing is lost with the replica. A counter (read, then written) and a stash
+    (written, never read by forward: kept for the caller) are not scratch.
+
+    The reads and writes are recorded by giving each owning module, for that call only, a subclass
+    of its own class whose `__getattribute__`/`__setattr__` note the first use of those names."""
+    names: dict[str, set[str]] = {}
+    for key in keys:
+        path, _, attr = key.rpartition(".")
+        names.setdefault(path, set()).add(attr)
+    events: dict[tuple[str, str], list[str]] = {}
+    swapped = []
+    try:
+        for path, watched in names.items():
+            module = model.get_submodule(path)
+            cls = type(module)
+            module.__class__ = _recording_class(cls, path, frozenset(watched), events)
+            swapped.append((module, cls))
+        _IN_REFERENCE.set()
+        with torch.no_grad():
+            model(*backend.place(args, 0), **backend.place(kwargs, 0))
+    except Exception:  # noqa: BLE001 - not probed: the attributes are compared as they are
+        return set()
+    finally:
+        _IN_REFERENCE.clear()
+        for module, cls in swapped:
+            module.__class__ = cls
+    return {f"{path}.{attr}" if path else attr for (path, attr), seen in events.items()
+            if seen[0] == "write" and "read" in seen[1:]}
+
+
+def _recording_class(cls, path, watched, events):
+    def __getattribute__(self, name):
+        if name in watched:
+            _note(events, (path, name), "read")
+        return cls.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        if name in watched:
+            _note(events, (path, name), "write")
+        cls.__setattr__(self, name, value)
+
+    return type(cls.__name__, (cls,), {"__getattribute__": __getattribute__, "__setattr__": __setattr__,
+                                       "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
+def _note(events, key, event) -> None:
+    seen = events.setdefault(key, [])
+    if len(seen) < 2 or event not in seen[1:]:  # the first event, and whether a read followed it
+        seen.append(event)
+
+
+def _compare_state(before, ref, dp, batch, backend, report, owners=None, scratch=frozenset()):
     for key in sorted(set(before) | set(ref) | set(dp)):
         b, r, d = before.get(key), ref.get(key), dp.get(key)
-        if r == b or r == d:
+        if r == b or r == d or key in scratch:
             continue
         attr = key.rsplit(".", 1)[-1]
         if any(word in attr.lower() for word in ("cache", "memo")):
