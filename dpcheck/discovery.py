@@ -130,14 +130,16 @@ class Excluder:
         self.path_patterns = [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z")
                               for p in patterns if "/" in p.rstrip("/")]
 
-    def excluded(self, path: Path) -> bool:
+    def excluded(self, path: Path, real: Path | None = None) -> bool:
+        """``real``: the real path of ``path`` when the caller knows it already (a folder walk
+        joins names onto its folder's real path: no realpath, a system call per component)."""
         name = path.name
         if any(fnmatch.fnmatchcase(name, p) for p in self.name_patterns):
             return True
         if not self.path_patterns:
             return False
         try:
-            rel = _real(path).relative_to(self.root).as_posix()
+            rel = (real or _real(path)).relative_to(self.root).as_posix()
         except ValueError:
             rel = path.as_posix()
         return any(p.match(rel) for p in self.path_patterns)
@@ -289,9 +291,9 @@ def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitigno
             is_link = entry.is_symlink()
         except OSError:  # a symlink loop (`a -> b -> a`): neither a folder nor a file
             continue
-        if frame.excluder.excluded(path):
+        real = frame.resolved / entry.name  # the entry's real path, unless it is a link
+        if frame.excluder.excluded(path, None if is_link else real):
             continue
-        real = frame.resolved / entry.name
         if respect_gitignore and frame.stack and _is_ignored(real, is_dir, frame.stack):
             continue
         if is_dir:

@@ -257,8 +257,15 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
 def module_loader(results: Sequence[FileResult], cache=None):
     """Find and summarise modules that were not scanned, from the scanned files' package roots."""
     roots: list[Path] = []
+    real_folders: dict[str, str] = {}  # realpath costs a system call per component: once per folder
     for result in results:
-        path = Path(os.path.realpath(result.filename))
+        if os.path.islink(result.filename):
+            path = Path(os.path.realpath(result.filename))
+        else:
+            folder, name = os.path.split(os.path.abspath(result.filename))
+            if folder not in real_folders:
+                real_folders[folder] = os.path.realpath(folder)
+            path = Path(real_folders[folder], name)
         depth = result.module.count(".") + (1 if path.name == "__init__.py" else 0)
         root = path.parents[depth] if depth < len(path.parents) else None
         if root is not None and root not in roots:
