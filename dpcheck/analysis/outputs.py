@@ -34,21 +34,32 @@ def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
     layer, or that one wraps it: with ``cross_file`` the condition is recorded on the model
     and attached to the findings the calling rule yields for it.
     """
+    # Every output rule asks this of every class: decided once per class (the file's facts do
+    # not change), while the cross-file condition is recorded again for each asking rule.
+    verdict = model.__dict__.get("_gathered_verdict")
+    if verdict is None:
+        verdict = model._gathered_verdict = _gathered_verdict(model)
+    gathered, on_condition = verdict
+    if on_condition and cross_file:
+        model.conditions.add(f"gathered:{model.info.qualname}")
+    return gathered
+
+
+def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
+    """(could its output be gathered, only on the condition that no other file uses it as a layer)."""
     from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, parallelises_own_submodule, wrap_evidence
 
     name = model.name
     evidence = wrap_evidence(model)
     if evidence == WRAPPED:
-        return True
+        return True, False
     if parallelises_own_submodule(model):
-        return False  # a training harness that wraps its own model in (Distributed)DataParallel
+        return False, False  # a training harness that wraps its own model in (Distributed)DataParallel
     if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
-        return False  # a loss module; a model that owns layers and a loss is still checked
+        return False, False  # a loss module; a model that owns layers and a loss is still checked
     if evidence == SUBMODULE:
-        return False
-    if cross_file:
-        model.conditions.add(f"gathered:{model.info.qualname}")
-    return True
+        return False, False
+    return True, True
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion` (not `Lossless`).
