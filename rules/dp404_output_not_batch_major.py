@@ -24,6 +24,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -78,6 +79,10 @@ class OutputNotBatchMajor(Rule):
                 yield self.violation(anchor, f"forward returns {why}: if this class is the wrapped model, "
                                      "DataParallel's gather stacks one copy per GPU along dim 0",
                                      severity=Severity.WARNING)
+                continue
+            if not why.startswith("the plain tensor attribute") and not batch_dim_is_zero(model):
+                # Wrapped with `dim=k`: gather concatenates along k, where a hidden state or a
+                # layers-first stack has its batch; only values with no batch dim stay wrong.
                 continue
             yield self.violation(anchor, f"forward returns {why}: dim 0 is not the batch, so "
                                  "DataParallel's gather concatenates it along the wrong axis",

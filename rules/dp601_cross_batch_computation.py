@@ -27,6 +27,7 @@ import ast
 
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -70,6 +71,8 @@ class CrossBatchComputation(Rule):
     """
 
     def check_class(self, model):
+        if not batch_dim_is_zero(model):
+            return  # wrapped with `dim=k`: dim 0 of forward's inputs is not what DataParallel splits
         resolve = model.ctx.resolve
         # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
         outputs_gathered = gathered_class(model)

@@ -63,6 +63,8 @@ def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
 # A condition on the project index: the named base is defined in no scanned file (nor in a
 # module the index can load). See ``module_status``.
 UNKNOWN_BASE = "unknown:"
+# A condition on the project index: some scanned file wraps the named class in DataParallel.
+WRAPPED_CONDITION = "wrapped:"
 
 
 def module_status(classes: dict[str, ClassInfo], module: str,
@@ -98,6 +100,10 @@ def module_status(classes: dict[str, ClassInfo], module: str,
                 unresolved.add(base)
         if unresolved and imports is not None and _reads_like_module(classes[name], imports):
             unresolved |= {UNKNOWN_BASE + base for base in unresolved if not base.startswith(UNKNOWN_BASE)}
+        if unresolved:
+            # DataParallel takes only an nn.Module: a class a scanned script wraps is one, whatever
+            # its unseen base (pix2pixHD's models built on a BaseModel outside the scan).
+            unresolved.add(f"{WRAPPED_CONDITION}{module}.{name}")
         status[name] = (False, frozenset(unresolved))
         return status[name]
 

@@ -62,8 +62,8 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
     return True, True
 
 
-# `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion` (not `Lossless`).
-_LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)")
+# `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`).
+_LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)")
 
 _PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
@@ -181,6 +181,13 @@ def _leaves(node, fn, model, depth, seen, anchor):
             for value in helper.returns():
                 yield from _leaves(value, helper, model, depth + 1, seen, anchor or node)
             return
+        if _returns_its_arguments(node, fn, model):
+            # `self.loss_filter(a, b)`, the filter a closure that returns a list of its arguments:
+            # what comes back is the call site's arguments.
+            for arg in node.args:
+                yield from _leaves(arg.value if isinstance(arg, ast.Starred) else arg, fn, model, depth + 1,
+                                   seen, anchor or node)
+            return
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
             and isinstance(node.slice.value, int) and isinstance(node.value, ast.Call):
         # `loss, out = self.compute_loss(...)`: element k of what the helper returns.
@@ -212,6 +219,70 @@ def _helper_method(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> Funct
     attr = fn.self_attr(call.func) if isinstance(call.func, ast.Attribute) else None
     helper = model.find_method(attr) if attr else None
     return helper if helper is not None and helper.name != "forward" else None
+
+
+def _returns_its_arguments(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> bool:
+    """Is `self.attr(...)` a callable that returns a list or tuple of its own arguments?
+
+    pix2pixHD's `self.loss_filter = self.init_loss_filter(...)`: the method returns a nested
+    function or lambda whose every return is a list/tuple (or a comprehension over one) built
+    only from its parameters and names of the enclosing method (flags, constants).
+    """
+    closures = _stored_closures(call, fn, model) if call.args and not call.keywords else None
+    return bool(closures) and all(_returns_parameters(inner) for inner in closures)
+
+
+def _stored_closures(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> list[FunctionInfo] | None:
+    """The nested functions or lambdas `self.attr` holds when every assignment of it is
+    `self.attr = self.factory(...)` and the factory returns one; None when any is unknown."""
+    attr = fn.self_attr(call.func)
+    facts = model.attrs.get(attr) if attr is not None else None
+    if facts is None or not facts.assignments \
+            or facts.kinds & {"module", "maybe_module", "parameter", "buffer"}:
+        return None
+    closures = []
+    for _, value, owner in facts.assignments:
+        factory = _helper_method(value, owner, model) if isinstance(value, ast.Call) \
+            and isinstance(value.func, ast.Attribute) else None
+        if factory is None:
+            return None
+        for returned in factory.returns():
+            inner = returned if isinstance(returned, ast.Lambda) else next(
+                (n for n in factory.nodes(ast.FunctionDef) if isinstance(returned, ast.Name) and n.name == returned.id),
+                None)
+            if inner is None:
+                return None
+            closures.append(model.function(inner, None))
+    return closures or None
+
+
+def _returns_parameters(inner: FunctionInfo) -> bool:
+    args = inner.node.args
+    parameters = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    if args.vararg is not None:
+        parameters.add(args.vararg.arg)
+    returns = list(inner.returns())
+    if not returns:
+        return False
+    for value in returns:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("list", "tuple") \
+                and len(value.args) == 1:
+            value = value.args[0]
+        if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+            source = value.generators[0].iter if len(value.generators) == 1 else None
+            # `[l for (l, f) in zip((a, b), flags) if f]`: the items come from the parameters.
+            if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "zip" \
+                    and source.args:
+                source = source.args[0]
+            value = source
+        if isinstance(value, ast.Name):
+            if args.vararg is None or value.id != args.vararg.arg:
+                return False  # `return list(losses)` of `*losses` only
+            continue
+        if not isinstance(value, (ast.List, ast.Tuple)) or not all(
+                isinstance(e, ast.Name) and e.id in parameters for e in value.elts):
+            return False
+    return True
 
 
 def _output_record(call: ast.Call, model: ModelClass) -> bool:
@@ -286,26 +357,36 @@ def _has_dim(call: ast.Call) -> bool:
     return bool(call.args) or any(k.arg in ("dim", "axis") for k in call.keywords)
 
 
-def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0) -> str | None:
-    """Why ``node`` is a 0-dim tensor (a loss, a full reduction), or None."""
-    if depth > _MAX_DEPTH:
+_MAX_SCALAR_DEPTH = 10
+
+
+def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0,
+                  resolving: frozenset[str] = frozenset()) -> str | None:
+    """Why ``node`` is a 0-dim tensor (a loss, a full reduction), or None.
+
+    ``resolving``: local names whose values are being followed; inside them the name itself
+    (`loss += w * crit(...)`, read back from `loss = 0`) is the running total, not a new value.
+    """
+    if depth > _MAX_SCALAR_DEPTH:
         return None
     ctx = model.ctx
     if isinstance(node, ast.Name):
+        if node.id in resolving:
+            return None
         for value in fn.local_values.get(node.id, ()):
-            reason = scalar_reason(value, fn, model, depth + 1)
+            reason = scalar_reason(value, fn, model, depth + 1, resolving | {node.id})
             if reason:
                 return reason
         return None
     if isinstance(node, ast.BinOp):
         sides = [node.left, node.right]
-        reasons = [scalar_reason(s, fn, model, depth + 1) for s in sides]
-        constant = [isinstance(s, ast.Constant) for s in sides]
-        if all(r or c for r, c in zip(reasons, constant)) and any(reasons):
+        reasons = [scalar_reason(s, fn, model, depth + 1, resolving) for s in sides]
+        neutral = [_python_number(s, fn, model, resolving) for s in sides]
+        if all(r or c for r, c in zip(reasons, neutral)) and any(reasons):
             return next(r for r in reasons if r)
         return None
     if isinstance(node, ast.UnaryOp):
-        return scalar_reason(node.operand, fn, model, depth + 1)
+        return scalar_reason(node.operand, fn, model, depth + 1, resolving)
     if not isinstance(node, ast.Call):
         return None
     name = ctx.resolve(node.func) or ""
@@ -326,6 +407,33 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
     return _passed_through(node, fn, model, depth)
 
 
+def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str],
+                   depth: int = 0) -> bool:
+    """Is ``node`` a Python number (a weight), so that a 0-dim loss combined with it stays 0-dim?
+
+    Constants, configuration reads off self (`self.opt.lambda_feat`, two attributes deep: not a
+    layer or tensor of the model), the running total being resolved, and locals built only from those.
+    """
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Name):
+        if node.id in resolving:
+            return True
+        values = fn.local_values.get(node.id)
+        return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+        attr = fn.self_attr(node.value)
+        facts = model.attrs.get(attr) if attr is not None else None
+        return facts is not None and not facts.kinds & {"module", "maybe_module", "parameter", "buffer", "tensor"}
+    if isinstance(node, ast.BinOp):
+        return all(_python_number(s, fn, model, resolving, depth + 1) for s in (node.left, node.right))
+    if isinstance(node, ast.UnaryOp):
+        return _python_number(node.operand, fn, model, resolving, depth + 1)
+    return False
+
+
 def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int) -> str | None:
     """`self.loss_filter(loss_a, loss_b)`: a plain callable (no module with weights) given only
     0-dim values and numbers returns 0-dim values or containers of them."""
@@ -336,6 +444,9 @@ def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: 
         facts = model.attrs.get(attr)
         if facts is not None and facts.kinds & {"module", "maybe_module", "parameter", "buffer"}:
             return None
+        closures = _stored_closures(call, fn, model)
+        if closures is not None and not all(_returns_parameters(inner) for inner in closures):
+            return None  # a closure we can read that builds something else from its arguments
     elif not isinstance(call.func, ast.Name) or call.func.id in ("dict", "tuple", "list"):
         return None
     found = None
