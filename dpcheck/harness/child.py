@@ -98,12 +98,13 @@ def run_file(file: str, backend_name: str, devices: int | None, examples: str | 
                 make_backend,
                 run_model,
                 trace_lines,
+                untraced_imports,
             )
             backend = make_backend(backend_name, devices)
             result["backend"], result["devices"] = backend.name, backend.n
             tracer, executed, under_dp, in_reference = trace_lines(file)
             install_tracer(tracer)
-            with backend.context():  # the import sees N GPUs too
+            with backend.context(), untraced_imports(tracer):  # the import sees N GPUs too
                 module = load_module(Path(file))
             # Lines per model as well as for the file: an observation of one model is evidence
             # only for findings whose lines ran in that model's runs.

@@ -28,6 +28,16 @@ from pathlib import Path
 from dpcheck.constants import CHILD_RESULT_MARKER
 
 
+def child_environment(**extra: str) -> dict[str, str]:
+    """The environment of the processes that run models. OpenMP threads wait passively (unless
+    the user chose otherwise): torch's default spinning threads, on a machine whose cores are
+    busy (other children, other jobs), make every parallel operator wait for a descheduled
+    spinner: a LayerNorm of 1,000 elements took 20 ms instead of 0.06 ms on 2 loaded cores."""
+    env = {**os.environ, **extra}
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
 def uses_warm_forks(backend: str) -> bool:
     """Whether files on ``backend`` run in warm forks: always for the emulation, and for
     ``auto`` where no GPU device node exists (auto then picks the emulation); real GPUs keep
@@ -59,7 +69,7 @@ class Launcher:
             cmd += ["--devices", str(self.devices)]
         if self.examples:
             cmd += ["--examples", self.examples]
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        env = child_environment(PYTHONDONTWRITEBYTECODE="1")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, env=env)
         except subprocess.TimeoutExpired:
@@ -126,7 +136,7 @@ class Zygote:
         self._dir = tempfile.TemporaryDirectory(prefix="dpcheck-confirm-")
         self._server_log = open(os.path.join(self._dir.name, "server.log"), "w+b")
         self._proc = subprocess.Popen([sys.executable, "-m", "dpcheck.harness.zygote"], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._server_log)
+                                      stdout=subprocess.PIPE, stderr=self._server_log, env=child_environment())
         self._lock = threading.Lock()
         self._jobs: dict[int, _Job] = {}
         self._by_pid: dict[int, _Job] = {}

@@ -1048,3 +1048,30 @@ def trace_lines(model_file: str):
 def install_tracer(tracer):
     sys.settrace(tracer)
     threading.settrace(tracer)
+
+
+@contextlib.contextmanager
+def untraced_imports(tracer):
+    """While it is active, each ``import`` statement runs with this thread's tracer off:
+    the tracer records only the model file's lines, yet as a global trace function it is
+    called for every frame of the libraries the model file imports, and slows each of them
+    (importing transformers: 1.4 s of CPU on top of 2.7 s). The model file's own lines,
+    before and after each import, are still recorded."""
+    import builtins
+
+    original = builtins.__import__
+
+    def importing(*args, **kwargs):
+        if sys.gettrace() is not tracer:
+            return original(*args, **kwargs)
+        sys.settrace(None)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            sys.settrace(tracer)
+
+    builtins.__import__ = importing
+    try:
+        yield
+    finally:
+        builtins.__import__ = original
