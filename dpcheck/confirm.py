@@ -43,8 +43,9 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
     workers = getattr(options, "jobs", None) or default_jobs()
     if settings.backend != "emulated":
         workers = min(workers, 4)
-    with Launcher(settings.backend, settings.devices, settings.timeout, settings.examples) as launcher, \
-            ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    workers = max(1, min(workers, len(files)))
+    with Launcher(settings.backend, settings.devices, settings.timeout, settings.examples, workers) as launcher, \
+            ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda p: launcher.run(Path(p)), files))
     for path, result in zip(files, results):
         static = by_file.pop(os.path.abspath(path), [])

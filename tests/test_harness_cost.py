@@ -53,3 +53,15 @@ def test_model_processes_let_openmp_threads_sleep_unless_the_user_chose(monkeypa
     assert child_environment(PYTHONDONTWRITEBYTECODE="1")["PYTHONDONTWRITEBYTECODE"] == "1"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert child_environment()["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_model_processes_share_the_cores_among_the_files_run_at_once(monkeypatch):
+    from dpcheck.harness.processes import child_environment
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)))
+    assert child_environment(1)["OMP_NUM_THREADS"] == "16"
+    assert child_environment(4)["OMP_NUM_THREADS"] == "4"
+    assert child_environment(18)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert child_environment(4)["OMP_NUM_THREADS"] == "3"
