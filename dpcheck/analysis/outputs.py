@@ -404,7 +404,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return f"`.{node.func.attr}()` with no dim"
     if _is_loss_module_call(node, fn, model):
         return f"a loss from `{ast.unparse(node.func)}`"
-    return _passed_through(node, fn, model, depth)
+    return _passed_through(node, fn, model, depth, resolving)
 
 
 def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str],
@@ -434,9 +434,13 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     return False
 
 
-def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int) -> str | None:
+def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int,
+                    resolving: frozenset[str] = frozenset()) -> str | None:
     """`self.loss_filter(loss_a, loss_b)`: a plain callable (no module with weights) given only
-    0-dim values and numbers returns 0-dim values or containers of them."""
+    0-dim values and numbers returns 0-dim values or containers of them.
+
+    ``resolving`` goes on into the arguments: `x = blk(x)` read back while resolving `x` is not
+    followed again (each of x's values would re-enter all of them: exponential in the depth)."""
     if not call.args or call.keywords:
         return None
     attr = fn.self_attr(call.func)
@@ -453,7 +457,7 @@ def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: 
     for arg in call.args:
         if isinstance(arg, ast.Constant):
             continue
-        reason = scalar_reason(arg, fn, model, depth + 1)
+        reason = scalar_reason(arg, fn, model, depth + 1, resolving)
         if reason is None:
             return None
         found = found or reason
