@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import sys
 import threading
 import traceback
@@ -49,8 +50,9 @@ def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = N
     it). Measured on a resnet18 in training mode at batch 3 (chunks 2 and 1): float32 gives
     `conv1.weight` gradients that differ by 5.5e-5 of the tensor's largest element (about 900
     units of float32 rounding, amplified through 20 BatchNorm backwards, layer4's normalising 4
-    values per channel on the one-sample chunk), float64 by 1e-13: rounding, not DataParallel. A hazard that changes gradients
-    (a chunk weighted wrongly, state lost) changes them by far more than 1e-3 of their scale."""
+    values per channel on the one-sample chunk), float64 by 1e-13: rounding, not DataParallel. A
+    hazard that changes gradients (a chunk weighted wrongly, state lost) changes them by far more
+    than 1e-3 of their scale."""
     atol, rtol = max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
     a, b = a.detach().cpu().float(), b.detach().cpu().float()
     if summed and a.numel():
@@ -318,7 +320,6 @@ def _model_line(exc: BaseException, model_file: str | None) -> int | None:
     lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, model_file)]
     text = str(exc)
     if not lines and "Original Traceback" in text:  # re-raised from a replica thread
-        import re
         for match in re.finditer(r'File "([^"]+)", line (\d+)', text):
             if _same_file(match.group(1), model_file):
                 lines.append(int(match.group(2)))
@@ -680,7 +681,6 @@ def _foreign_shared_tensor(model, before: set[int], exc, symptom, batch, backend
     raised a device mismatch in one replica, and a container shared by every replica holds a tensor
     stored during the step on another replica's device (the entry one replica built, read by another).
     The mismatch is then this observation's symptom (the caller links them)."""
-    import re
     if symptom.kind != K.DEVICE_MISMATCH or replicas < 2:
         return None
     where = re.search(r"in replica (\d+) on device (\d+)", str(exc))
@@ -774,13 +774,14 @@ def _check_argument(label, keyword, arg, others, guess, batch, backend, report):
         elif not _scales(arg, others, guess):
             observe(K.ARGUMENT_NOT_BATCH_SPLIT, f"{label} has shape {tuple(arg.shape)}: dim 0 ({arg.shape[0]}) is "
                     f"not the batch{measured}, but DataParallel splits it across {backend.n} devices anyway")
-    elif isinstance(arg, (list, tuple)) and arg and _holds_tensor(arg):
+    elif isinstance(arg, (list, tuple)) and arg and any(isinstance(leaf, torch.Tensor) for _, leaf in _leaves(arg)):
         # scatter recurses into lists, tuples and dicts at any depth and chunks every tensor it
         # finds along its own dim 0 (torch.nn.parallel.scatter_gather.scatter_map): a container
         # holding tensors is split element by element, never passed whole.
+        all_tensors = all(isinstance(a, torch.Tensor) for a in arg)
         if not hasattr(arg, "_fields") and _scales(arg, others, guess):
             split = ("tensors, one per sample: DataParallel splits each element along its own dim 0"
-                     if all(isinstance(a, torch.Tensor) for a in arg) else
+                     if all_tensors else
                      "elements holding tensors, one per sample: DataParallel splits the tensors inside each element "
                      "along their own dim 0")
             observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} {split} "
@@ -794,7 +795,8 @@ def _check_argument(label, keyword, arg, others, guess, batch, backend, report):
             same = [o[index] for o in others if isinstance(o, (list, tuple)) and index < len(o)]
             if element.dim() == 0 or not _scales(element, same, guess):
                 observe(K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, f"{label} is a {type(arg).__name__} of {len(arg)} "
-                        f"{'tensors' if all(isinstance(a, torch.Tensor) for a in arg) else 'elements'} whose element {index} has shape {tuple(element.shape)}: DataParallel splits it "
+                        f"{'tensors' if all_tensors else 'elements'} whose element {index} has shape "
+                        f"{tuple(element.shape)}: DataParallel splits it "
                         f"along dim 0, which is not the batch{measured}")
                 return
     elif (not isinstance(arg, (torch.Tensor, type(None), bool, int, float, str, dict, tuple, list))) or (
@@ -804,17 +806,6 @@ def _check_argument(label, keyword, arg, others, guess, batch, backend, report):
         size = f" of length {len(arg)}" if hasattr(arg, "__len__") else ""
         observe(K.ARGUMENT_NOT_SPLIT, f"{label} is a {type(arg).__name__}{size}: DataParallel passes it whole "
                 "to every replica instead of splitting it")
-
-
-def _holds_tensor(obj, depth: int = 0) -> bool:
-    """Is there a tensor in ``obj`` at any depth of the lists, tuples and dicts scatter recurses into?"""
-    if isinstance(obj, torch.Tensor):
-        return True
-    if depth < 8 and isinstance(obj, (list, tuple)):
-        return any(_holds_tensor(item, depth + 1) for item in obj)
-    if depth < 8 and isinstance(obj, dict):
-        return any(_holds_tensor(item, depth + 1) for item in obj.values())
-    return False
 
 
 def _leaves(obj, path="output"):
