@@ -232,13 +232,18 @@ def _returns_its_arguments(call: ast.Call, fn: FunctionInfo, model: ModelClass) 
     return bool(closures) and all(_returns_parameters(inner) for inner in closures)
 
 
+# Attribute kinds (ModelClass.attrs) that hold or are weights: calling or reading one is not a
+# plain callable or a configuration number.
+_WEIGHTED_KINDS = frozenset({"module", "maybe_module", "parameter", "buffer"})
+
+
 def _stored_closures(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> list[FunctionInfo] | None:
     """The nested functions or lambdas `self.attr` holds when every assignment of it is
     `self.attr = self.factory(...)` and the factory returns one; None when any is unknown."""
     attr = fn.self_attr(call.func)
     facts = model.attrs.get(attr) if attr is not None else None
     if facts is None or not facts.assignments \
-            or facts.kinds & {"module", "maybe_module", "parameter", "buffer"}:
+            or facts.kinds & _WEIGHTED_KINDS:
         return None
     closures = []
     for _, value, owner in facts.assignments:
@@ -426,7 +431,7 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
         attr = fn.self_attr(node.value)
         facts = model.attrs.get(attr) if attr is not None else None
-        return facts is not None and not facts.kinds & {"module", "maybe_module", "parameter", "buffer", "tensor"}
+        return facts is not None and not facts.kinds & (_WEIGHTED_KINDS | {"tensor"})
     if isinstance(node, ast.BinOp):
         return all(_python_number(s, fn, model, resolving, depth + 1) for s in (node.left, node.right))
     if isinstance(node, ast.UnaryOp):
@@ -446,7 +451,7 @@ def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: 
     attr = fn.self_attr(call.func)
     if attr is not None:
         facts = model.attrs.get(attr)
-        if facts is not None and facts.kinds & {"module", "maybe_module", "parameter", "buffer"}:
+        if facts is not None and facts.kinds & _WEIGHTED_KINDS:
             return None
         closures = _stored_closures(call, fn, model)
         if closures is not None and not all(_returns_parameters(inner) for inner in closures):
