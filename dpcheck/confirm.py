@@ -20,14 +20,19 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from dpcheck.constants import CONFIRM_NOT_RUN
 from dpcheck.findings import ARGUMENT_KINDS, SYMPTOM_KINDS, Confirmation, Finding, Observation
 from dpcheck.harness.processes import Launcher
 
 
-def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options) -> list[Finding]:
+def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options,
+                     settings_for: Callable[[Path], object] | None = None) -> list[Finding]:
+    """Run each file's models and mark its findings. ``settings`` holds the run-wide choices
+    (backend, devices: one machine runs them all); ``settings_for(path)``, where given, is a
+    file's own settings, whose ``examples`` and ``timeout`` apply to that file, as every
+    other setting does (its closest configuration, then the command line)."""
     from dpcheck.analysis.notebook import is_notebook
 
     files = [p for p in files if not is_notebook(p)]  # a notebook is not a module to import: not run
@@ -46,7 +51,11 @@ def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, o
     workers = max(1, min(workers, len(files)))
     with Launcher(settings.backend, settings.devices, settings.timeout, settings.examples, workers) as launcher, \
             ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda p: launcher.run(Path(p)), files))
+        def run(path: Path) -> dict:
+            own = settings_for(path) if settings_for else settings
+            return launcher.run(Path(path), own.examples, own.timeout)
+
+        results = list(pool.map(run, files))
     for path, result in zip(files, results):
         static = by_file.pop(os.path.abspath(path), [])
         out.extend(attribute(static, result, str(path)))

@@ -335,7 +335,8 @@ def _confirm(findings: list[Finding], files: list[Path], settings: Settings, set
         own = settings_of.get(f.filename, settings)
         return f.code in own.codes or f.code in own.dynamic_codes
 
-    return [f for f in confirm_findings(findings, files, settings, options) if not f.suppressed and selected(f)]
+    confirmed = confirm_findings(findings, files, settings, options, lambda path: settings_of.get(str(path), settings))
+    return [f for f in confirmed if not f.suppressed and selected(f)]
 
 
 def _excluded(path: Path, resolver: Resolver) -> bool:

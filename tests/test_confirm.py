@@ -274,6 +274,47 @@ def test_synthesized_inputs_and_missing_examples(project):
     assert by_row[21]["status"] == "not-run" and "needs arguments (width)" in by_row[21]["evidence"]
 
 
+def test_examples_and_timeout_come_from_each_files_own_configuration(project):
+    # Two packages of one repository, each with its own configuration naming its own examples
+    # file: run from the root (whose configuration names none), each file uses its own.
+    model = textwrap.dedent('''
+        import torch.nn as nn
+
+        class {name}(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(width, width)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                return self.fc(x)
+    ''')
+    for package, name, timeout in (("vision", "Encoder", 120), ("speech", "Decoder", 0.01)):
+        folder = project / package
+        folder.mkdir()
+        (folder / "model.py").write_text(model.format(name=name))
+        (folder / "examples.py").write_text(textwrap.dedent(f'''
+            import torch
+            from model import {name}
+
+            def dpcheck_example_{name}(batch_size):
+                return {name}(4), (torch.randn(batch_size, 4),)
+        '''))
+        (folder / "pyproject.toml").write_text(f'[tool.dpcheck]\nexamples = "examples.py"\ntimeout = {timeout}\n')
+    (project / "pyproject.toml").write_text("[tool.dpcheck]\n")
+    results = json.loads(run_cli(".", "--confirm", "--backend", "emulated", "--output-format", "json",
+                                 "--no-cache", cwd=project).stdout)
+    by_file = {}
+    for f in results:
+        by_file.setdefault(f["filename"].split("/")[-2], []).append(f)
+    vision = [f for f in by_file["vision"] if f["code"] == "DP101"]
+    assert vision and all(f["confirmation"]["status"] == "confirmed" for f in vision), vision
+    # speech's own timeout (0.01 s) applies to speech only: its file was not run.
+    speech = by_file["speech"]
+    assert any(f["code"] == "DP003" and "0.01 s" in f["confirmation"]["evidence"] for f in speech), speech
+
+
 def test_python_api():
     from dpcheck.harness import assert_dataparallel_safe, check
 

@@ -65,24 +65,28 @@ class Launcher:
         self._zygote: Zygote | None = None
         self._lock = threading.Lock()
 
-    def run(self, path: Path) -> dict:
+    def run(self, path: Path, examples: Path | None = None, timeout: float | None = None) -> dict:
+        """Run ``path``'s models; ``examples`` and ``timeout``, where given, are this file's own
+        settings (its closest configuration), else the launcher's."""
+        examples_file = str(examples) if examples else self.examples
+        limit = self.timeout if timeout is None else timeout
         if uses_warm_forks(self.backend):
-            return self._run_forked(path)
-        return self._run_fresh(path)
+            return self._run_forked(path, examples_file, limit)
+        return self._run_fresh(path, examples_file, limit)
 
     # --- fresh interpreter -------------------------------------------------------------
 
-    def _run_fresh(self, path: Path) -> dict:
+    def _run_fresh(self, path: Path, examples: str | None, timeout: float) -> dict:
         cmd = [sys.executable, "-m", "dpcheck.harness.child", str(path), "--backend", self.backend]
         if self.devices:
             cmd += ["--devices", str(self.devices)]
-        if self.examples:
-            cmd += ["--examples", self.examples]
+        if examples:
+            cmd += ["--examples", examples]
         env = child_environment(self.concurrent, PYTHONDONTWRITEBYTECODE="1")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            return {"error": self._timed_out()}
+            return {"error": _timed_out(timeout)}
         for line in reversed(proc.stdout.splitlines()):
             if line.startswith(CHILD_RESULT_MARKER):
                 try:
@@ -93,12 +97,12 @@ class Launcher:
 
     # --- warm forks --------------------------------------------------------------------
 
-    def _run_forked(self, path: Path) -> dict:
+    def _run_forked(self, path: Path, examples: str | None, timeout: float) -> dict:
         with self._lock:
             if self._zygote is None:
                 self._zygote = Zygote(self.concurrent)
             zygote = self._zygote
-        return zygote.run(path, self.backend, self.devices, self.examples, self.timeout, self._timed_out())
+        return zygote.run(path, self.backend, self.devices, examples, timeout, _timed_out(timeout))
 
     def close(self) -> None:
         if self._zygote is not None:
@@ -111,8 +115,10 @@ class Launcher:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _timed_out(self) -> str:
-        return f"the model did not finish within {self.timeout:g} s (--timeout)"
+
+
+def _timed_out(timeout: float) -> str:
+    return f"the model did not finish within {timeout:g} s (--timeout)"
 
 
 def _died(returncode: int | None, stderr: str) -> str:
