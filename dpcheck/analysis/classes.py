@@ -107,8 +107,13 @@ def module_status(classes: dict[str, ClassInfo], module: str,
         status[name] = (False, frozenset(unresolved))
         return status[name]
 
-    for name in classes:
-        visit(name, frozenset())
+    try:
+        for name in classes:
+            visit(name, frozenset())
+    finally:
+        # A recursive closure refers to itself through its cell: a reference cycle that would keep
+        # the classes (and through them the file's tree) alive until the cyclic collector runs.
+        del visit
     return status
 
 

@@ -202,6 +202,18 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
 
     if not any(token in text for token in RELEVANT_TOKENS):
         return result  # nothing here can be a hazard: the class summary is all the index needs
+    try:
+        _run_rules(ctx, rules, result)
+    finally:
+        # Some facts refer back to the context (ScriptFacts does): a reference cycle that would
+        # keep the whole tree alive until the cyclic collector runs. Dropping them now lets
+        # reference counting free the file's analysis as soon as it ends.
+        ctx.drop_facts()
+    return result
+
+
+def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
+    source, display, classes = ctx.source, ctx.source.path, ctx.classes
     summarize_wrapping(ctx, result)
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
@@ -238,7 +250,6 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
             if suppressed(finding.code, source.file_noqa) or suppressed(finding.code, source.noqa_codes(finding.row)):
                 finding = replace(finding, suppressed=True)
             result.findings.append(finding)
-    return result
 
 
 def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> Finding:

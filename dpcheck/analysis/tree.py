@@ -83,7 +83,12 @@ def _walk_recursively(tree: ast.AST):
                 visit(value, here)
         size[here] = len(order) - here
 
-    visit(tree, -1)
+    try:
+        visit(tree, -1)
+    finally:
+        # The recursive closure refers to itself through its cell, and through ``order`` to every
+        # node: a cycle that would keep the whole tree alive until the cyclic collector runs.
+        del visit
     return order, up, size, by_type
 
 
@@ -161,6 +166,10 @@ class _Indexed:
         if compute not in facts:
             facts[compute] = compute(self)
         return facts[compute]
+
+    def drop_facts(self) -> None:
+        """Forget the memoised facts (once the file's analysis is done: see ``analyze_source``)."""
+        self._facts.clear()
 
     def nodes(self, *types: type) -> Iterator[ast.AST]:
         """All nodes of the given types, in source order per type."""
