@@ -113,7 +113,7 @@ def module_status(classes: dict[str, ClassInfo], module: str,
     finally:
         # A recursive closure refers to itself through its cell: a reference cycle that would keep
         # the classes (and through them the file's tree) alive until the cyclic collector runs.
-        del visit
+        visit = None
     return status
 
 

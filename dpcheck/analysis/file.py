@@ -223,9 +223,11 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
         try:
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
             for model in models:
-                base_req = (model.requires,) if model.requires else ()
                 model.conditions.clear()
                 found = list(rule.check_class(model))
+                if not found:  # most (rule, class) pairs: nothing more to do
+                    continue
+                base_req = (model.requires,) if model.requires else ()
                 conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
                 for v in found:
                     if v.subject.class_name is None:  # every class rule's finding names its class

@@ -320,10 +320,8 @@ class ScriptFacts:
         return found
 
     def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
-        index = self.ctx.tree_index
-        for node in index.subtree(fn):
-            if isinstance(node, ast.Return) and node.value is not None \
-                    and self._enclosing(node, _FUNCTIONS) is fn:
+        for node in self.ctx.tree_index.nodes_within(fn, ast.Return):
+            if node.value is not None and self._enclosing(node, _FUNCTIONS) is fn:
                 yield node
 
     def _parameter_wraps(self) -> list[Wrap]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
@@ -17,13 +19,32 @@ T = TypeVar("T")
 
 # Fields that hold only shared singletons (Load/Store, operators): never walked.
 _SINGLETON_FIELDS = frozenset({"ctx", "op", "ops"})
+# Grammar (ASDL) types of fields that never hold a node: names, strings, constants, flags.
+# Not reading them at all is a fifth of the walk (every Name, Attribute, Constant has one).
+_LEAF_TYPES = frozenset({"identifier", "string", "constant", "int"})
 # Node class -> its fields that may hold nodes, in order.
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _fields(cls: type) -> tuple[str, ...]:
-    fields = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SINGLETON_FIELDS)
+    types = _field_types(cls)
+    fields = _FIELDS[cls] = tuple(f for f in cls._fields
+                                  if f not in _SINGLETON_FIELDS and types.get(f) not in _LEAF_TYPES)
     return fields
+
+
+def _field_types(cls: type) -> dict[str, str]:
+    """Field -> its grammar type without the ?/* marks, read from the node class's signature
+    (its docstring: `Attribute(expr value, identifier attr, expr_context ctx)`); empty when
+    there is none to read, and then every field is walked (the walks check what they meet)."""
+    signature = re.fullmatch(r"\w+\((.*)\)", (cls.__doc__ or "").split("\n", 1)[0])
+    if signature is None:
+        return {}
+    types: dict[str, str] = {}
+    for field_spec in signature.group(1).split(", "):
+        kind, _, name = field_spec.rpartition(" ")
+        types[name] = kind.rstrip("?*")
+    return types
 
 
 # Fields of statements that hold statements (or handlers and match cases, which hold them).
@@ -73,7 +94,8 @@ def _walk_recursively(tree: ast.AST):
             by_type[cls].append(node)
         else:
             by_type[cls] = [node]
-        for name in fields_of.get(cls) or _fields(cls):
+        fields = fields_of.get(cls)
+        for name in _fields(cls) if fields is None else fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for child in value:
@@ -88,7 +110,7 @@ def _walk_recursively(tree: ast.AST):
     finally:
         # The recursive closure refers to itself through its cell, and through ``order`` to every
         # node: a cycle that would keep the whole tree alive until the cyclic collector runs.
-        del visit
+        visit = None
     return order, up, size, by_type
 
 
@@ -102,7 +124,8 @@ def _walk_with_stack(tree: ast.AST):
         here = len(order)
         order.append(node)
         up.append(parent)
-        for name in reversed(_FIELDS.get(node.__class__) or _fields(node.__class__)):
+        fields = _FIELDS.get(node.__class__)
+        for name in reversed(_fields(node.__class__) if fields is None else fields):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 stack.extend((child, here) for child in reversed(value) if isinstance(child, node_type))
@@ -127,6 +150,8 @@ class TreeIndex:
 
     def __init__(self, tree: ast.AST) -> None:
         self.tree = tree
+        # Node type -> the preorder positions of its ``by_type`` nodes (ascending), made on demand.
+        self._type_positions: dict[type, list[int]] = {}
 
     def __getattr__(self, name: str):
         # Only called for attributes not yet set: the walk's results before the walk.
@@ -152,6 +177,23 @@ class TreeIndex:
         start = self.position[id(node)]
         return self.order[start:start + self.size[start]]
 
+    def nodes_within(self, node: ast.AST, node_type: type) -> list[ast.AST]:
+        """The nodes of ``node_type`` in ``node``'s subtree (itself included), in preorder."""
+        start = self.position[id(node)]
+        return self.nodes_between(node_type, start, start + self.size[start])
+
+    def nodes_between(self, node_type: type, start: int, end: int) -> list[ast.AST]:
+        """The nodes of ``node_type`` at preorder positions ``start`` to ``end`` (excluded), in order."""
+        nodes = self.by_type.get(node_type)
+        if not nodes:
+            return []
+        positions = self._type_positions.get(node_type)
+        if positions is None:
+            position = self.position
+            positions = self._type_positions[node_type] = [position[id(n)] for n in nodes]
+        return nodes[bisect_left(positions, start):bisect_left(positions, end)]
+
+
 
 class _Indexed:
     """`nodes(*types)` and `parent(node)` over an ``_index`` (nodes by type, parents) built once,
@@ -175,7 +217,12 @@ class _Indexed:
         """All nodes of the given types, in source order per type."""
         by_type = self._index[0]
         for t in types:
-            yield from by_type.get(t, ())
+            found = by_type.get(t)
+            yield from self._nodes_not_indexed(t) if found is None else found
+
+    def _nodes_not_indexed(self, node_type: type) -> list[ast.AST]:
+        """The nodes of a type ``_index`` has no entry for (none, unless a subclass indexes lazily)."""
+        return []
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self._index[1].get(id(node))
@@ -201,17 +248,29 @@ class FunctionInfo(_Indexed):
 
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
-        # The body's statements (not the signature or decorators), from the file's one walk;
-        # a function met on its own gets a walk of its own.
+        # Nodes by type are filled per type when first asked (see _nodes_not_indexed).
+        return {}, self._body_span[0].parents
+
+    @cached_property
+    def _body_span(self) -> tuple[TreeIndex, int, int]:
+        """The body's statements (not the signature or decorators) as a span of the file's one
+        walk: sibling statements' subtrees are adjacent in preorder, so the body runs from its
+        first statement to the end of its last. A function met on its own gets a walk of its own."""
         index = self.tree_index
         if index is None or id(self.node) not in index.position:
             index = TreeIndex(self.node)
-        by_type: dict[type, list[ast.AST]] = {}
         body = self.node.body if isinstance(self.node.body, list) else [self.node.body]
-        for stmt in body:
-            for node in index.subtree(stmt):
-                by_type.setdefault(type(node), []).append(node)
-        return by_type, index.parents
+        if not body:
+            return index, 0, 0
+        last = index.position[id(body[-1])]
+        return index, index.position[id(body[0])], last + index.size[last]
+
+    def _nodes_not_indexed(self, node_type: type) -> list[ast.AST]:
+        # Sliced from the file's list of that type, rather than sorting every node of the body
+        # into lists of its own when most types are never asked for.
+        index, start, end = self._body_span
+        found = self._index[0][node_type] = index.nodes_between(node_type, start, end)
+        return found
 
     def is_self(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id == self.self_name

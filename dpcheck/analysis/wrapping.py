@@ -73,8 +73,8 @@ def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int 
     attribute = text.startswith("self.")
     scope = facts.scope_of(at, attribute=attribute)
     found: list[str] = []
-    for sub in ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Assign):
-        if isinstance(sub, ast.Assign) and any(_text(t) == text for t in sub.targets) \
+    for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
+        if any(_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _classes_of(sub.value, sub, ctx, depth + 1)
     return found
@@ -98,9 +98,7 @@ def _find_submodules(ctx: FileContext) -> frozenset[str]:
     for name, info in ctx.classes.items():
         if not any(ctx.class_is_module(name)):
             continue
-        for call in ctx.tree_index.subtree(info.node):
-            if type(call) is not ast.Call:
-                continue
+        for call in ctx.tree_index.nodes_within(info.node, ast.Call):
             func = call.func
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if not last[:1].isupper() or last == name:
