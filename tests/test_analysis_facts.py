@@ -189,6 +189,54 @@ def test_function_nodes_of_several_types_and_parent():
     assert info.parent(index.order[0]) is None
 
 
+EVERY_KIND_OF_FIELD = """
+from .pkg import a as b, c
+import x.y as z
+global_name = {**base, "k": f"{v!r:>{width}}"}
+def outer(p, /, q=1, *r, s, t=2, **u):
+    global g
+    try:
+        with open(p) as h, ctx() as (i, j):
+            yield [w async for w in q if w] or {k: v for k, v in u.items()}
+    except (OSError, ValueError) as err:
+        raise RuntimeError(err) from None
+    finally:
+        del q
+    match p:
+        case Point(x=0, y=yy) | [1, *rest] | {"k": kk, **others}:
+            return lambda m=1: m + yy
+        case str() as name if name:
+            pass
+    class Inner(Base, metaclass=Meta):
+        attr: int = 3
+        def method(self):
+            return super().method() if self else not self
+"""
+
+
+def test_tree_index_walks_every_node_holding_field():
+    # The walk reads only the fields the grammar says may hold nodes: it must still reach
+    # everything the reference walk (ast.iter_child_nodes) reaches, in the same order.
+    tree = parse(EVERY_KIND_OF_FIELD)
+    assert TreeIndex(tree).order == preorder(tree)
+
+
+def test_nodes_of_a_type_within_a_subtree_or_a_function_body():
+    tree = parse(EVERY_KIND_OF_FIELD)
+    index = TreeIndex(tree)
+    types = {type(n) for n in index.order}
+    for node in index.order:
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Lambda, ast.match_case)):
+            continue
+        for t in types:
+            assert index.nodes_within(node, t) == [n for n in preorder(node) if type(n) is t]
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            info = FunctionInfo(node, None, index)
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for t in types:
+                assert list(info.nodes(t)) == [n for stmt in body for n in preorder(stmt) if type(n) is t]
+
+
 def test_returns_exclude_nested_functions_and_lambdas():
     info, _ = _function(DECORATED, "forward")
     values = list(info.returns())
