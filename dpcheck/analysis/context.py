@@ -10,7 +10,7 @@ from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.torch_api import is_torch_nn_class
-from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed
+from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents
 from dpcheck.constants import DATAPARALLEL_CLASSES
 
 
@@ -40,7 +40,7 @@ class FileContext(_Indexed):
         return name
 
     @cached_property
-    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+    def _index(self) -> tuple[dict[type, list[ast.AST]], _Parents]:
         """Nodes by type (in source order) and each node's parent, from the file's one walk."""
         if self.tree_index is None:
             self.tree_index = TreeIndex(self.tree)

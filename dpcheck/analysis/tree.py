@@ -165,10 +165,9 @@ class TreeIndex:
             order, up, size, by_type = _walk_recursively(self.tree)
         except RecursionError:  # nesting deeper than Python's call stack: the same walk, by hand
             order, up, size, by_type = _walk_with_stack(self.tree)
-        ids = list(map(id, order))
         self.order = order
-        self.parents: dict[int, ast.AST] = dict(zip(ids[1:], [order[p] for p in up[1:]]))
-        self.position: dict[int, int] = dict(zip(ids, range(len(order))))
+        self.position: dict[int, int] = dict(zip(map(id, order), range(len(order))))
+        self.parents = _Parents(self.position, order, up)
         self.size = size
         self.by_type = by_type
 
@@ -193,6 +192,32 @@ class TreeIndex:
             positions = self._type_positions[node_type] = [position[id(n)] for n in nodes]
         return nodes[bisect_left(positions, start):bisect_left(positions, end)]
 
+
+
+class _Parents:
+    """Node id -> its parent node (``dict``'s reading interface), from the walk's parent positions:
+    building a dict of every node's parent cost an eighth of the walk, for the few nodes asked about.
+    It holds the walk's lists, not the ``TreeIndex`` (which holds it: a reference cycle)."""
+
+    __slots__ = ("_position", "_order", "_up")
+
+    def __init__(self, position: dict[int, int], order: list[ast.AST], up: list[int]) -> None:
+        self._position, self._order, self._up = position, order, up
+
+    def get(self, node_id: int, default: Any = None) -> Any:
+        at = self._position.get(node_id)
+        if not at:  # not in this tree (None), or its root (0)
+            return default
+        return self._order[self._up[at]]
+
+    def __getitem__(self, node_id: int) -> ast.AST:
+        parent = self.get(node_id)
+        if parent is None:
+            raise KeyError(node_id)
+        return parent
+
+    def __contains__(self, node_id: int) -> bool:
+        return bool(self._position.get(node_id))
 
 
 class _Indexed:
@@ -247,7 +272,7 @@ class FunctionInfo(_Indexed):
         return args[0].arg if args else "self"
 
     @cached_property
-    def _index(self) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+    def _index(self) -> tuple[dict[type, list[ast.AST]], _Parents]:
         # Nodes by type are filled per type when first asked (see _nodes_not_indexed).
         return {}, self._body_span[0].parents
 
