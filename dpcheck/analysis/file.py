@@ -27,7 +27,7 @@ from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
-from dpcheck.analysis.wrapping import summarize_wrapping
+from dpcheck.analysis.wrapping import harness_condition, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.rule import Rule, Violation
@@ -217,6 +217,9 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_wrapping(ctx, result)
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
+    # A class that parallelises its own submodule runs its own code on replicas only where a
+    # scanned file wraps it too: every class rule's findings in it carry that condition.
+    harnesses = {id(model): condition for model in models if (condition := harness_condition(model))}
 
     seen: set[tuple] = set()
     for rule in rules:
@@ -224,6 +227,8 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
             for model in models:
                 model.conditions.clear()
+                if id(model) in harnesses:
+                    model.conditions.add(harnesses[id(model)])
                 found = list(rule.check_class(model))
                 if not found:  # most (rule, class) pairs: nothing more to do
                     continue

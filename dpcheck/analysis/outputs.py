@@ -47,14 +47,16 @@ def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
 
 def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
     """(could its output be gathered, only on the condition that no other file uses it as a layer)."""
-    from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, parallelises_own_submodule, wrap_evidence
+    from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, harness_condition, wrap_evidence
 
     name = model.name
     evidence = wrap_evidence(model)
     if evidence == WRAPPED:
         return True, False
-    if parallelises_own_submodule(model):
-        return False, False  # a training harness that wraps its own model in (Distributed)DataParallel
+    if harness_condition(model):
+        # A harness that parallelises its own model: gathered only where a scanned file wraps the
+        # harness too, the condition every class rule's findings in it carry (see dpcheck.analysis.file).
+        return True, False
     if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
         return False, False  # a loss module; a model that owns layers and a loss is still checked
     if evidence == SUBMODULE:

@@ -7,6 +7,11 @@ A class is
 - "submodule" when it is built inside another nn.Module (an attribute or a layer of it);
 - "top-level" otherwise: nothing says it is wrapped, nothing uses it as a layer.
 
+A class that parallelises a submodule of its own (`self.model = nn.DataParallel(self.model)`,
+`nn.parallel.data_parallel(self.net, x)` in a method) is a harness: that submodule's class is
+the wrapped model, while the harness's own code runs once, on the calling device. Every class
+rule's findings in a harness carry ``wrapped:<class>`` (some scanned file wraps it too).
+
 Each file records the classes it wraps and the classes it builds inside modules in its
 ``FileResult`` (``wrapped``, ``submodules``, as resolved dotted names); the project index
 then settles the condition ``gathered:<class>`` (wrapped somewhere, or a submodule nowhere)
@@ -18,8 +23,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.scripts import SCRIPT_TOKENS, mentions_dataparallel, script_facts
-from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
+from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -123,20 +129,55 @@ def wrap_evidence(model: ModelClass) -> str:
 
 
 def parallelises_own_submodule(model: ModelClass) -> str | None:
-    """The attribute a method of this class wraps in (Distributed)DataParallel itself
-    (`self.trainable_module = DDP(self.trainable_module)`, timm's training tasks), or None.
-    Such a class is the training harness around the parallel model: wrapping it in
-    DataParallel too would nest one parallel wrapper in another, so it is not what users wrap."""
-    parallel = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
+    """The attribute of this class that a method of it runs in parallel itself, or None: one it
+    assigns a (Distributed)DataParallel wrapper to (`self.model = nn.DataParallel(self.model)`,
+    conditionally too; timm's `self.trainable_module = DDP(self.trainable_module)`), or one it
+    passes to the functional `nn.parallel.data_parallel(self.net, x)`. Such a class is the
+    harness around the parallel model: its own code runs once, on the calling device, and the
+    class of that attribute is the wrapped model (see ``harness_condition``)."""
+    if not any(token in model.ctx.source.text for token in SCRIPT_TOKENS):
+        return None
+    ctx = model.ctx
+    facts = script_facts(ctx)
     for fn in model.all_methods:
-        for node in fn.nodes(ast.Assign):
-            value = node.value
-            if not (isinstance(value, ast.Call) and value.args and model.ctx.resolve(value.func) in parallel):
-                continue
-            name = fn.self_attr(value.args[0])
-            if name is not None and any(fn.self_attr(t) == name for t in node.targets):
-                return name
+        for node in fn.nodes(ast.Call):
+            resolved = ctx.resolve(node.func) or ""
+            if resolved in DATAPARALLEL_FUNCTIONS:
+                inner = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg == "module"), None)
+                name = fn.self_attr(inner) if inner is not None else None
+                if name is not None:
+                    return name
+            elif resolved in DISTRIBUTED_DATAPARALLEL_CLASSES or (
+                    (source := facts.dp_class(node)) is not None and not source.requires):
+                name = _assigned_self_attr(node, fn, ctx)
+                if name is not None:
+                    return name
     return None
+
+
+def _assigned_self_attr(call: ast.Call, fn, ctx: FileContext) -> str | None:
+    """`self.x` that ``call``'s value is assigned to (through `.cuda()`/`.to()` chains and either
+    arm of a conditional expression), or None."""
+    node: ast.AST = call
+    parent = ctx.parent(node)
+    while isinstance(parent, (ast.IfExp, ast.Attribute, ast.Call)) and (
+            not isinstance(parent, ast.Call) or parent.func is node) and (
+            not isinstance(parent, ast.IfExp) or parent.test is not node):
+        node, parent = parent, ctx.parent(parent)
+    if isinstance(parent, ast.Assign) and parent.value is node:
+        return next((name for t in parent.targets if (name := fn.self_attr(t)) is not None), None)
+    return None
+
+
+def harness_condition(model: ModelClass) -> str | None:
+    """For a class that parallelises its own submodule (a harness) and that this file does not
+    wrap: the condition ``wrapped:<class>`` (some scanned file wraps the harness itself) under
+    which its own code runs on replicas at all. Every class rule's findings in it carry that
+    condition; None for any other class."""
+    if parallelises_own_submodule(model) is None or wrap_evidence(model) == WRAPPED:
+        return None
+    return f"{WRAPPED_CONDITION}{model.info.qualname}"
 
 
 def outside_public_api(model: ModelClass) -> bool:
