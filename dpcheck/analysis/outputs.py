@@ -569,7 +569,9 @@ def optional_path(anchor: ast.AST, model: ModelClass, flags_only: bool = False) 
     """The forward parameter whose non-default value guards ``anchor``, or None: the body of
     `if image_grid_hw is not None:` / `if flag:` with a None or False default, the `else:` of
     `if use_itm_head:` with a True default, the body of `if not return_dict:` where return_dict
-    defaults to True or to None resolved from a config flag that is on by default.
+    defaults to True or to None resolved from a config flag that is on by default; the body of
+    `if labels is not None and next_label is not None:` (an `and`/`or` of such tests whose
+    value when the caller leaves the options out is known, see ``_test_by_default``).
 
     Such a path runs only behind an option, so the output rules report it as a warning. With
     ``flags_only``, only boolean switches count (a True/False default, or a config flag): a value
@@ -585,14 +587,32 @@ def optional_path(anchor: ast.AST, model: ModelClass, flags_only: bool = False) 
     child, cur = anchor, forward.parent(anchor)
     while cur is not None and cur is not forward.node:
         if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
-            in_body = child in cur.body
-            for name, taken_when_on in ((_enabled_option(cur.test), True), (_disabled_option(cur.test), False)):
-                on = _on_by_default(name, defaults, forward, flags_only) if name else None
-                # The branch runs by default when it is taken in the option's default state.
-                if on is not None and (in_body == taken_when_on) != on:
-                    return name
+            by_default = _test_by_default(cur.test, defaults, forward, flags_only)
+            # The branch runs by default when the test takes it in the options' default state.
+            if by_default is not None and (child in cur.body) != by_default[0]:
+                return by_default[1]
         child, cur = cur, forward.parent(cur)
     return None
+
+
+def _test_by_default(test: ast.AST, defaults: dict, forward: FunctionInfo,
+                     flags_only: bool) -> tuple[bool, str] | None:
+    """The value of an `if` test when the caller leaves forward's options out, with an option it
+    reads; None unless the test reads options only: `x is not None` or a bare `x` (given / on),
+    `not <test>`, and `and`/`or` of such tests (every part known)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _test_by_default(test.operand, defaults, forward, flags_only)
+        return None if inner is None else (not inner[0], inner[1])
+    if isinstance(test, ast.BoolOp):
+        parts = [_test_by_default(value, defaults, forward, flags_only) for value in test.values]
+        if any(part is None for part in parts):
+            return None
+        value = (all if isinstance(test.op, ast.And) else any)(part[0] for part in parts)
+        # An option that decides it: the first part whose value is the whole test's.
+        return value, next(name for part_value, name in parts if part_value == value)
+    name = _enabled_option(test)
+    on = _on_by_default(name, defaults, forward, flags_only) if name else None
+    return None if on is None else (on, name)
 
 
 def _on_by_default(name: str, defaults: dict, forward: FunctionInfo, flags_only: bool = False) -> bool | None:
@@ -612,13 +632,6 @@ def _on_by_default(name: str, defaults: dict, forward: FunctionInfo, flags_only:
 # (`return_dict = return_dict if return_dict is not None else self.config.use_return_dict`)
 # is on unless a caller passes False: transformers' PretrainedConfig.return_dict is True.
 _CONFIG_FLAGS_ON_BY_DEFAULT = frozenset({"return_dict", "use_return_dict"})
-
-
-def _disabled_option(test: ast.AST) -> str | None:
-    """`not x`: the branch taken when the option is turned off."""
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
-        return test.operand.id
-    return None
 
 
 def _resolved_on(name: str, forward: FunctionInfo) -> bool:
