@@ -27,7 +27,7 @@ from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
-from dpcheck.analysis.wrapping import harness_condition, summarize_wrapping
+from dpcheck.analysis.wrapping import harness_of, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.rule import Rule, Violation
@@ -218,8 +218,8 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
     # A class that parallelises its own submodule runs its own code on replicas only where a
-    # scanned file wraps it too: every class rule's findings in it carry that condition.
-    harnesses = {id(model): condition for model in models if (condition := harness_condition(model))}
+    # scanned file wraps it too: every class rule's findings in its own code carry that condition.
+    harnesses = {id(model): harness for model in models if (harness := harness_of(model))}
 
     seen: set[tuple] = set()
     for rule in rules:
@@ -227,19 +227,19 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
             for model in models:
                 model.conditions.clear()
-                if id(model) in harnesses:
-                    model.conditions.add(harnesses[id(model)])
                 found = list(rule.check_class(model))
                 if not found:  # most (rule, class) pairs: nothing more to do
                     continue
                 base_req = (model.requires,) if model.requires else ()
                 conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
+                harness = harnesses.get(id(model))
                 for v in found:
                     if v.subject.class_name is None:  # every class rule's finding names its class
                         v.subject = replace(v.subject, class_name=model.name)
                     if v.subject.attr is None:  # `self.<attr>` the flagged node is about, if any
                         v.subject = replace(v.subject, attr=_self_attribute(v.node))
-                    raw.append((v, base_req + conditions))
+                    own = (frozenset({harness.condition}),) if harness and harness.owns(v.node) else ()
+                    raw.append((v, base_req + conditions + own))
             for v in rule.check_file(ctx):
                 raw.append((v, ()))
             found = [_finding(rule, v, requires, source) for v, requires in raw]

@@ -21,6 +21,7 @@ that output-rule findings of a class that is top-level in its own file carry.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
@@ -170,14 +171,44 @@ def _assigned_self_attr(call: ast.Call, fn, ctx: FileContext) -> str | None:
     return None
 
 
-def harness_condition(model: ModelClass) -> str | None:
-    """For a class that parallelises its own submodule (a harness) and that this file does not
-    wrap: the condition ``wrapped:<class>`` (some scanned file wraps the harness itself) under
-    which its own code runs on replicas at all. Every class rule's findings in it carry that
-    condition; None for any other class."""
-    if parallelises_own_submodule(model) is None or wrap_evidence(model) == WRAPPED:
+@dataclass(frozen=True)
+class Harness:
+    """A class that parallelises its own submodule and that this file does not wrap: its own code
+    runs on replicas only on ``condition`` (``wrapped:<class>``: some scanned file wraps it too),
+    which every class rule's findings in its own code carry. The layers it builds as the
+    parallelised submodule (`self.main = nn.Sequential(...)`, then `data_parallel(self.main, x)`)
+    are that submodule's: they run on replicas."""
+
+    condition: str
+    submodule_spans: tuple[tuple[int, int, int, int], ...]
+
+    def owns(self, node: ast.AST) -> bool:
+        """Is ``node`` the harness's own code, not part of building the submodule it parallelises?"""
+        span = _span(node)
+        return span is None or not any(s[:2] <= span[:2] and span[2:] <= s[2:] for s in self.submodule_spans)
+
+
+def _span(node: ast.AST) -> tuple[int, int, int, int] | None:
+    if getattr(node, "end_lineno", None) is None:
         return None
-    return f"{WRAPPED_CONDITION}{model.info.qualname}"
+    return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
+
+
+def harness_of(model: ModelClass) -> Harness | None:
+    """The harness facts of a class that parallelises its own submodule and that this file does
+    not wrap; None for any other class (it runs on replicas as a wrapped model or inside one)."""
+    attr = parallelises_own_submodule(model)
+    if attr is None or wrap_evidence(model) == WRAPPED:
+        return None
+    facts = model.attrs.get(attr)
+    spans = tuple(span for _, value, _ in (facts.assignments if facts else ()) if (span := _span(value)))
+    return Harness(f"{WRAPPED_CONDITION}{model.info.qualname}", spans)
+
+
+def harness_condition(model: ModelClass) -> str | None:
+    """``wrapped:<class>`` for a harness (see ``Harness``), else None."""
+    harness = harness_of(model)
+    return harness.condition if harness else None
 
 
 def outside_public_api(model: ModelClass) -> bool:
