@@ -13,7 +13,12 @@ outputs`, and a `.mean()` of the vector weights uneven chunks equally.
 
 Classes whose name ends in `Loss`, `Criterion` or `Metric`, and classes built as
 children of another module in the same file, are not checked: DataParallel gathers
-only the wrapped model's output.
+only the wrapped model's output. Nor is a harness that parallelises a submodule of its
+own (`self.model = nn.DataParallel(self.model)`), unless a script wraps the harness too.
+
+A return behind an option the caller leaves out by default (inside `if labels is not None:`,
+`if a is not None and b is not None:`, `if not return_dict:`) is a warning: it runs only when
+the caller asks for it.
 
 ## How to fix
 Return per-sample losses (`reduction="none"`) and reduce after gather, or reduce the
