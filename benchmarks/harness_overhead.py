@@ -1,22 +1,27 @@
-"""The --confirm harness's overhead per model, against one plain DataParallel step.
+"""The --confirm harness's overhead per model, against the plain steps it runs.
 
     python benchmarks/harness_overhead.py                     # emulated GPUs (any machine)
     python benchmarks/harness_overhead.py --backend cuda      # two or more real GPUs
     python benchmarks/harness_overhead.py tests/real_models/*.py   # other models: FILE or FILE:FUNCTION
 
 For each model (by default the fixture models below; or every `dpcheck_example*` function
-of the files named), on the same backend: the median time of one plain single-device
-forward + backward and of one plain DataParallel forward + backward (replicate, scatter,
-parallel_apply, gather, backward) at batch 2N, in the mode the example returns, and the median time of the harness
-comparing them at one batch size and at its default three; each ratio is against the
-sum of the two plain steps. In-process timings (no child process start or torch import,
-which `--confirm` adds once per file).
+of the files named), on the same backend: the time of one plain single-device forward +
+backward and of one plain DataParallel forward + backward (replicate, scatter,
+parallel_apply, gather, backward) at each batch size the harness runs, in the mode the
+example returns, and the time of the harness comparing them at one batch size (2N) and at
+its default three. Each ratio is the harness's time against the sum of the plain steps it
+runs: one single-device and one DataParallel step per batch size (issue 12's target: at most
+2x). Everything else the harness does (building the example at each batch size, copies,
+snapshots, the randomness probe, comparing) is its overhead. In-process timings (no child
+process start or torch import, which `--confirm` adds once per file). `--stat min` (the
+fastest run) is steadier than the median on a loaded machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import sys
 import time
@@ -41,21 +46,21 @@ def load(spec_text: str) -> list[tuple[str, object]]:
     return [(f"{path.stem}:{n}" if len(names) > 1 or function else path.stem, getattr(module, n)) for n in names]
 
 
-def median_seconds(fn, runs: int) -> float:
+def seconds(fn, runs: int, statistic=statistics.median) -> float:
     fn()  # warm-up
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistic(samples)
 
 
-def time_model(rel, example, backend, batch: int, runs: int) -> None:
-    """Print one row: the plain single-device and DataParallel steps, and the harness at 1 and 3 batches."""
+def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str) -> float:
+    """The plain single-device and DataParallel forward + backward at ``batch``, summed."""
     import torch
 
-    from dpcheck.harness.runner import _normalise, _reduce, default_batch_sizes, run_model
+    from dpcheck.harness.runner import _normalise, _reduce
 
     with backend.context():
         model, inputs, kwargs = _normalise(example(batch))
@@ -77,18 +82,28 @@ def time_model(rel, example, backend, batch: int, runs: int) -> None:
             if backend.name == "cuda":
                 torch.cuda.synchronize()
 
-        steps = []
+        total = 0.0
         for step in (single, dataparallel):
             try:
-                steps.append(median_seconds(step, runs))
+                total += seconds(step, runs, statistic)
             except Exception as exc:  # noqa: BLE001 - hazardous models may fail under DataParallel
-                steps.append(float("nan"))
-                print(f"  ({rel}: the plain {step.__name__} step raised {type(exc).__name__})")
-    both = sum(steps)
-    one = median_seconds(lambda: run_model(example, backend, [batch]), max(3, runs // 2))
-    three = median_seconds(lambda: run_model(example, backend, default_batch_sizes(backend.n)), max(3, runs // 2))
-    print(f"{rel:<42} {steps[0] * 1e3:>8.2f} ms {steps[1] * 1e3:>11.2f} ms {one * 1e3:>13.2f} ms "
-          f"{one / both:>6.1f}x {three * 1e3:>15.2f} ms {three / both:>6.1f}x")
+                print(f"  ({rel}: the plain {step.__name__} step at batch {batch} raised {type(exc).__name__})")
+                return float("nan")
+    return total
+
+
+def time_model(rel, example, backend, runs: int, statistic) -> None:
+    """Print one row: the plain steps and the harness at 1 and at 3 batch sizes, each ratio against
+    the plain steps at the batch sizes that harness run used."""
+    from dpcheck.harness.runner import default_batch_sizes, run_model
+
+    sizes = default_batch_sizes(backend.n)
+    plain = {batch: plain_steps(example, backend, batch, runs, statistic, rel) for batch in sizes}
+    one = seconds(lambda: run_model(example, backend, sizes[:1]), max(3, runs // 2), statistic)
+    three = seconds(lambda: run_model(example, backend, sizes), max(3, runs // 2), statistic)
+    first, every = plain[sizes[0]], sum(plain.values())
+    print(f"{rel:<42} {first * 1e3:>9.2f} ms {one * 1e3:>9.2f} ms {one / first:>6.1f}x "
+          f"{every * 1e3:>11.2f} ms {three * 1e3:>10.2f} ms {three / every:>6.1f}x")
 
 
 def main() -> int:
@@ -96,20 +111,23 @@ def main() -> int:
     parser.add_argument("--backend", default="emulated", choices=["emulated", "cuda"])
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--stat", default="median", choices=["median", "min"])
     parser.add_argument("models", nargs="*", help="FILE or FILE:FUNCTION (default: the fixture models)")
     args = parser.parse_args()
 
     import torch
 
-    from dpcheck.harness.runner import make_backend
+    from dpcheck.harness.runner import default_batch_sizes, make_backend
 
     backend = make_backend(args.backend, args.devices)
-    batch = 2 * backend.n
-    print(f"backend {backend.name}, {backend.n} devices, torch {torch.__version__}, batch {batch}")
-    print(f"{'model':<42} {'1 device':>11} {'plain DP step':>14} {'harness 1 batch':>16} {'ratio':>7} "
-          f"{'harness 3 batches':>18} {'ratio':>7}")
+    statistic = min if args.stat == "min" else statistics.median
+    sizes = default_batch_sizes(backend.n)
+    print(f"backend {backend.name}, {backend.n} devices, torch {torch.__version__}, batch sizes {sizes}, "
+          f"{args.stat} of {args.runs} runs, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'model':<42} {'plain at ' + str(sizes[0]):>12} {'harness':>12} {'ratio':>7} "
+          f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7}")
     for rel, example in [found for spec_text in (args.models or MODELS) for found in load(spec_text)]:
-        time_model(rel, example, backend, batch, args.runs)
+        time_model(rel, example, backend, args.runs, statistic)
     return 0
 
 

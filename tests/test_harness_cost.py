@@ -65,3 +65,102 @@ def test_model_processes_share_the_cores_among_the_files_run_at_once(monkeypatch
     assert child_environment(18)["OMP_NUM_THREADS"] == "1"
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert child_environment(4)["OMP_NUM_THREADS"] == "3"
+
+
+# --- the harness builds each model once per batch size -------------------------------------------
+
+import pytest  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+
+class Counter(torch.nn.Module):
+    """Its forward changes state (a counter lost with the replica), so the randomness probe needs a
+    model that has not run, and the scratch probe runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("scale", torch.rand(4))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x) * self.scale
+
+
+def counted(cls, calls):
+    def build(batch):
+        calls.append(batch)
+        return cls(), (torch.randn(batch, 4),)
+    return build
+
+
+def test_the_example_is_built_once_per_batch_size():
+    from dpcheck.findings import ObservationKind as K
+    from dpcheck.harness.runner import default_batch_sizes, make_backend, run_model
+
+    calls = []
+    report = run_model(counted(Counter, calls), make_backend("emulated", 2), default_batch_sizes(2))
+    assert calls == [4, 3, 1]  # was two builds per batch size and a third for the randomness probe
+    assert report.compared == [4, 3, 1]
+    assert {o.attr for o in report.observations if o.kind == K.STATE_LOST_ON_REPLICA} == {"calls"}
+
+
+def test_the_copy_has_the_parameters_buffers_and_random_state_of_a_second_build():
+    from dpcheck.harness.runner import _second_model, make_backend
+
+    backend = make_backend("emulated", 2)
+    with backend.context():
+        torch.manual_seed(0)
+        model = Counter()
+        after_build = torch.random.get_rng_state()
+        copied = _second_model(model, lambda b: (Counter(), ()), 4, backend)
+        assert torch.equal(torch.random.get_rng_state(), after_build)
+        torch.manual_seed(0)
+        rebuilt = Counter()
+    assert copied is not model
+    for name, value in rebuilt.state_dict().items():
+        assert torch.equal(copied.state_dict()[name], value), name
+        assert copied.state_dict()[name].data_ptr() != model.state_dict()[name].data_ptr()
+
+
+class HookStash(torch.nn.Module):
+    """A hook whose closure holds the model: a deep copy's hook would still write to the original."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.seen = []
+        self.fc.register_forward_hook(lambda module, inputs, output: self.seen.append(output.shape[0]))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_a_model_a_copy_would_share_with_its_original_is_built_again():
+    from dpcheck.findings import ObservationKind as K
+    from dpcheck.harness.runner import make_backend, run_model
+
+    calls = []
+    report = run_model(counted(HookStash, calls), make_backend("emulated", 2), [4])
+    assert calls == [4, 4, 4]  # the DataParallel model and, as its forward changed state, the probe's
+    # The replicas' hook appends to the DataParallel model's own list (a copy's would append to the
+    # single-device model's, and `seen` would look lost with the replica).
+    seen = [o for o in report.observations if o.attr == "seen"]
+    assert [o.kind for o in seen] == [K.STATE_MUTATED_PER_REPLICA], [o.evidence for o in report.observations]
+
+
+def test_whether_an_attribute_is_per_call_scratch_is_probed_once(monkeypatch):
+    from dpcheck.harness import runner
+
+    probed = []
+    original = runner._scratch_each_call
+
+    def counting(model, keys, *args):
+        probed.append(sorted(keys))
+        return original(model, keys, *args)
+
+    monkeypatch.setattr(runner, "_scratch_each_call", counting)
+    runner.run_model(counted(Counter, []), runner.make_backend("emulated", 2), runner.default_batch_sizes(2))
+    assert probed == [["calls"]]

@@ -12,7 +12,6 @@ size of the example inputs (scatter splits their dim 0).
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -40,15 +39,10 @@ def check(model, args: tuple = (), kwargs: dict | None = None, devices: int | No
     args = args if isinstance(args, tuple) else (args,)
     batch = _batch_size(args, kwargs or {})
 
-    # The runs need three copies (single device, DataParallel, a second single-device run
-    # that tells randomness from differences). Made here, outside the emulation's
-    # TorchFunctionMode, where copying every tensor costs nothing extra.
-    copies = [(copy.deepcopy(model), copy.deepcopy(args), copy.deepcopy(kwargs or {})) for _ in range(3)]
-
     def build(_batch_size: int):
-        if copies:
-            return copies.pop()
-        return copy.deepcopy(model), copy.deepcopy(args), copy.deepcopy(kwargs or {})
+        # Copies made outside the emulation's TorchFunctionMode (Backend.copy), where copying every
+        # tensor costs nothing extra; ``model`` itself is never run.
+        return chosen.copy(model), chosen.copy(args), chosen.copy(kwargs or {})
 
     return run_model(build, chosen, [batch])
 

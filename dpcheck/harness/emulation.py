@@ -268,6 +268,18 @@ def emulated_cuda(n_devices: int):
         autocast.__init__ = saved_autocast_init
 
 
+@contextlib.contextmanager
+def outside_mode():
+    """This thread without the tagging mode (taken off the mode stack and put back after, where it
+    is the innermost mode; any mode and tensor subclass hook is off in there)."""
+    from torch.overrides import _get_current_function_mode_stack, _pop_mode_temporarily
+
+    stack = _get_current_function_mode_stack()
+    popped = _pop_mode_temporarily() if stack and isinstance(stack[-1], VirtualDevices) else contextlib.nullcontext()
+    with popped, torch._C.DisableTorchFunction():
+        yield
+
+
 def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
     """`module.cuda(device)`: registered parameters and buffers move; plain attributes do not."""
     for tensor in [*module.parameters(), *module.buffers()]:
