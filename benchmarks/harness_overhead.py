@@ -14,7 +14,7 @@ runs: one single-device and one DataParallel step per batch size (issue 12's tar
 2x). Everything else the harness does (building the example at each batch size, copies,
 snapshots, the randomness probe, comparing) is its overhead. In-process timings (no child
 process start or torch import, which `--confirm` adds once per file). `--stat min` (the
-fastest run) is steadier than the median on a loaded machine.
+fastest run) and `--clock cpu` (this process's CPU time) are steadier on a loaded machine.
 """
 
 from __future__ import annotations
@@ -46,13 +46,16 @@ def load(spec_text: str) -> list[tuple[str, object]]:
     return [(f"{path.stem}:{n}" if len(names) > 1 or function else path.stem, getattr(module, n)) for n in names]
 
 
+CLOCK = time.perf_counter
+
+
 def seconds(fn, runs: int, statistic=statistics.median) -> float:
     fn()  # warm-up
     samples = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start = CLOCK()
         fn()
-        samples.append(time.perf_counter() - start)
+        samples.append(CLOCK() - start)
     return statistic(samples)
 
 
@@ -112,6 +115,8 @@ def main() -> int:
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stat", default="median", choices=["median", "min"])
+    parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
+                        help="cpu: this process's CPU time (all threads), steadier where other work shares the cores")
     parser.add_argument("models", nargs="*", help="FILE or FILE:FUNCTION (default: the fixture models)")
     args = parser.parse_args()
 
@@ -121,9 +126,11 @@ def main() -> int:
 
     backend = make_backend(args.backend, args.devices)
     statistic = min if args.stat == "min" else statistics.median
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     sizes = default_batch_sizes(backend.n)
     print(f"backend {backend.name}, {backend.n} devices, torch {torch.__version__}, batch sizes {sizes}, "
-          f"{args.stat} of {args.runs} runs, load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"{args.stat} of {args.runs} runs ({args.clock} clock), load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'model':<42} {'plain at ' + str(sizes[0]):>12} {'harness':>12} {'ratio':>7} "
           f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7}")
     for rel, example in [found for spec_text in (args.models or MODELS) for found in load(spec_text)]:

@@ -164,3 +164,45 @@ def test_whether_an_attribute_is_per_call_scratch_is_probed_once(monkeypatch):
     monkeypatch.setattr(runner, "_scratch_each_call", counting)
     runner.run_model(counted(Counter, []), runner.make_backend("emulated", 2), runner.default_batch_sizes(2))
     assert probed == [["calls"]]
+
+
+_TRACED_PHASES = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from dpcheck.harness import child, runner
+    seen = {}
+    def watch(name):
+        original = getattr(runner, name)
+        def watched(*args, **kwargs):
+            seen.setdefault(name, set()).add(sys.gettrace() is not None)
+            return original(*args, **kwargs)
+        setattr(runner, name, watched)
+    for name in ("snapshot", "_grads", "_compare_outputs", "_compare_state", "_second_model"):
+        watch(name)
+    result = child.run_file(sys.argv[1], "emulated", 2, None)
+    print(json.dumps({"seen": {k: sorted(v) for k, v in seen.items()}, "error": result["error"],
+                      "model": {k: result["models"][0][k] for k in ("dataparallel_lines", "reference_lines")}}))
+""")
+
+
+def test_the_line_tracer_is_on_only_where_the_models_code_runs(tmp_path):
+    model_file = tmp_path / "model_file.py"
+    model_file.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(4, 2)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "def dpcheck_example(batch_size):\n"
+        "    return Net(), (torch.randn(batch_size, 4),)\n")
+    proc = subprocess.run([sys.executable, "-c", _TRACED_PHASES, str(model_file)], capture_output=True, text=True,
+                          check=True)
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["error"] is None
+    # Copies, snapshots and comparisons run untraced (a global trace function slows every frame) ...
+    assert seen["seen"] == {name: [False] for name in ("snapshot", "_grads", "_compare_outputs", "_compare_state",
+                                                       "_second_model")}
+    # ... while forward's lines are still recorded in both steps.
+    assert 7 in seen["model"]["dataparallel_lines"] and 7 in seen["model"]["reference_lines"]

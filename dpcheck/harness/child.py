@@ -98,6 +98,7 @@ def run_file(file: str, backend_name: str, devices: int | None, examples: str | 
                 make_backend,
                 run_model,
                 trace_lines,
+                tracing,
                 untraced_imports,
             )
             backend = make_backend(backend_name, devices)
@@ -106,10 +107,14 @@ def run_file(file: str, backend_name: str, devices: int | None, examples: str | 
             install_tracer(tracer)
             with backend.context(), untraced_imports(tracer):  # the import sees N GPUs too
                 module = load_module(Path(file))
+            # From here on the harness traces only where the model's code runs (runner.tracing).
+            sys.settrace(None)
             # Lines per model as well as for the file: an observation of one model is evidence
             # only for findings whose lines ran in that model's runs.
             lines = {"executed_lines": set(executed), "dataparallel_lines": set(), "reference_lines": set()}
-            for label, build, how in examples_for(module, examples):
+            with tracing():  # the synthesizer constructs each class to look at its first layer
+                found = examples_for(module, examples)
+            for label, build, how in found:
                 if build is None:
                     result["models"].append({"label": label, "not_run": how})
                     continue

@@ -328,7 +328,9 @@ def _scalar_positions(output: Any) -> frozenset[int]:
 
 
 def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor | None]:
-    return {name: (p.grad.detach().clone() if p.grad is not None else None) for name, p in model.named_parameters()}
+    # Not cloned: nothing accumulates into them afterwards (the runs after the steps are under
+    # no_grad, and the loss-weight probe sets the gradients to None before its backward).
+    return {name: (p.grad.detach() if p.grad is not None else None) for name, p in model.named_parameters()}
 
 
 def _model_line(exc: BaseException, model_file: str | None) -> int | None:
@@ -400,7 +402,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         warnings.simplefilter("always")
         try:
             torch.manual_seed(0)
-            ref_model, args, kwargs = _normalise(build(batch))
+            with tracing():
+                ref_model, args, kwargs = _normalise(build(batch))
             dp_model = _second_model(ref_model, build, batch, backend)
         except Exception as exc:  # the user's constructor or example failed
             report.errors.append(f"building the model at batch {batch} failed: {_first_line(exc)}")
@@ -425,10 +428,11 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         try:
             _IN_REFERENCE.set()
-            ref_out = ref_model(*ref_args, **ref_kwargs)
-            loss = _reduce(ref_out)
-            if loss is not None:
-                loss.backward()
+            with tracing():
+                ref_out = ref_model(*ref_args, **ref_kwargs)
+                loss = _reduce(ref_out)
+                if loss is not None:
+                    loss.backward()
             _IN_REFERENCE.clear()
         except Exception as exc:
             _IN_REFERENCE.clear()
@@ -449,8 +453,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
                     probe_model = _second_model(dp_model, build, batch, backend)
                 except Exception:  # noqa: BLE001 - it built once already; not probed then
                     probe_model = None
-            report.stochastic = probe_model is not None and _stochastic(
-                probe_model, (args, kwargs), backend, ref_out, chunks, fresh=probe_model is not ref_model)
+            with tracing():
+                report.stochastic = probe_model is not None and _stochastic(
+                    probe_model, (args, kwargs), backend, ref_out, chunks, fresh=probe_model is not ref_model)
         stochastic = report.stochastic
 
         scattered: dict[str, Any] = {}
@@ -464,12 +469,13 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         scalars = _scalar_positions(ref_out)
         try:
             _UNDER_DATAPARALLEL.set()
-            dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
-            loss = _reduce(dp_out, scalars)
-            # Kept to probe the loss's weighting below, when a loss is averaged over uneven chunks.
-            probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None
-            if loss is not None:
-                loss.backward(retain_graph=probe)
+            with tracing():
+                dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
+                loss = _reduce(dp_out, scalars)
+                # Kept to probe the loss's weighting below, when a loss is averaged over uneven chunks.
+                probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None
+                if loss is not None:
+                    loss.backward(retain_graph=probe)
         except Exception as exc:
             _UNDER_DATAPARALLEL.clear()
             symptom = _dp_exception(exc, model_file, batch, backend)
@@ -489,7 +495,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         # probed once per attribute (one more forward), at the first batch that lost it.
         unprobed = [key for key in lost if key not in report.scratch]
         if unprobed:
-            found = _scratch_each_call(ref_model, unprobed, args, kwargs, backend)
+            with tracing():
+                found = _scratch_each_call(ref_model, unprobed, args, kwargs, backend)
             report.scratch.update({key: key in found for key in unprobed})
         scratch = {key for key in lost if report.scratch[key]}
         imbalance = backend.memory_imbalance()
@@ -505,8 +512,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         before_grads = len(report.observations)
         _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
         if probe and len(report.observations) > before_grads:
-            _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch, report,
-                                before_grads)
+            with tracing():
+                _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch,
+                                    report, before_grads)
     elif batch == report.batches[0]:
         report.errors.append(f"the outputs are random in {report.mode} mode even with dropout off (two "
                              "single-device runs with different seeds differ): values and gradients were not compared")
@@ -529,7 +537,8 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(0)
-        return _normalise(build(batch))[0]
+        with tracing():
+            return _normalise(build(batch))[0]
     finally:
         torch.random.set_rng_state(state)
 
@@ -539,11 +548,12 @@ def _refers_to(copied: torch.nn.Module, original: torch.nn.Module) -> bool:
     keeps functions as they are, so a hook or a stored lambda whose closure holds the original (or
     a container of it), a partial or a weak reference to it, would make the copy write into the
     original where a second build would not."""
-    owned: set[int] = set()
+    owned: set[int] = set()  # what forward could change in place (deepcopy shares immutable values as they are)
     for module in original.modules():
         owned.add(id(module))
         for key, value in vars(module).items():
-            if key not in _MODULE_INTERNALS and not isinstance(value, _ATOMIC):
+            if key not in _MODULE_INTERNALS and (isinstance(value, (torch.Tensor, list, dict, set, bytearray))
+                                                 or type(value).__name__ == "deque"):
                 owned.add(id(value))
     owned.update(id(t) for t in (*original.parameters(), *original.buffers()))
 
@@ -576,9 +586,6 @@ def _refers_to(copied: torch.nn.Module, original: torch.nn.Module) -> bool:
             if hooks and reaches(hooks, 0):
                 return True
     return False
-
-
-_ATOMIC = (str, bytes, int, float, bool, type(None), type, types.FunctionType, types.BuiltinFunctionType)
 
 
 def _cell_filled(cell) -> bool:
@@ -1131,9 +1138,34 @@ def trace_lines(model_file: str):
     return tracer, executed, under_dp, in_reference
 
 
+# The model file's line tracer (see trace_lines), once the child installed it.
+_line_tracer = None
+
+
 def install_tracer(tracer):
+    """Trace this thread from now on, and every thread started later (replica threads)."""
+    global _line_tracer
+    _line_tracer = tracer
     sys.settrace(tracer)
     threading.settrace(tracer)
+
+
+@contextlib.contextmanager
+def tracing():
+    """The installed line tracer on in this thread for the block, whatever it was before: the
+    harness turns it on only where the model's code runs (building the example, the steps and the
+    probes that call forward or backward), not while copying, snapshotting and comparing. Tracing
+    is global in CPython 3.11: while a trace function is set, every Python frame runs slower, the
+    libraries' and dpcheck's own too (--confirm on BERT or the word language model: 0.3 s)."""
+    if _line_tracer is None or sys.gettrace() is _line_tracer:
+        yield
+        return
+    previous = sys.gettrace()
+    sys.settrace(_line_tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 @contextlib.contextmanager
