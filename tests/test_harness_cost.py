@@ -1,10 +1,15 @@
 """What keeps --confirm cheap without changing what it records: the model file's imports run
-untraced, and the processes that run models let idle OpenMP threads sleep."""
+untraced, the tracer is on only where the model's code runs, each example is built once per batch
+size, and the processes that run models let idle OpenMP threads sleep."""
 
 import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
 
 _PROBE = textwrap.dedent("""
     import json, sys
@@ -68,11 +73,6 @@ def test_model_processes_share_the_cores_among_the_files_run_at_once(monkeypatch
 
 
 # --- the harness builds each model once per batch size -------------------------------------------
-
-import pytest  # noqa: E402
-
-torch = pytest.importorskip("torch")
-
 
 class Counter(torch.nn.Module):
     """Its forward changes state (a counter lost with the replica), so the randomness probe needs a

@@ -186,17 +186,24 @@ def _devices_of(args, kwargs) -> set[int]:
     return found
 
 
-def _tensors(obj, depth: int = 0):
-    """The tensors in a torch call's arguments or result (nested tuples, lists and dicts): on every
-    op, so a plain walk rather than pytree's general flattening, which cost a quarter of a forward."""
+def _tensors(obj, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors in a torch call's arguments or result (nested tuples, lists and dicts, in order):
+    on every op, so a plain walk into a list rather than pytree's general flattening, which cost a
+    quarter of a forward, or nested generators (one per element)."""
+    found: list[torch.Tensor] = []
+    _collect(obj, depth, found)
+    return found
+
+
+def _collect(obj, depth: int, found: list) -> None:
     if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth < 8 and isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors(item, depth + 1)
-    elif depth < 8 and isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item, depth + 1)
+        found.append(obj)
+    elif depth < 8 and isinstance(obj, (tuple, list, dict)):
+        for item in obj.values() if isinstance(obj, dict) else obj:
+            if isinstance(item, torch.Tensor):
+                found.append(item)
+            elif isinstance(item, (tuple, list, dict)):
+                _collect(item, depth + 1, found)
 
 
 def _any_tag(args, kwargs) -> int:

@@ -528,12 +528,10 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
     """Another model exactly as ``build(batch)`` gave ``model`` (not run yet): a deep copy, made
     outside the emulation's mode, where that copy shares nothing with ``model`` (else a second
     build from the same seed, with the random number generator left as the first build left it)."""
-    try:
+    with contextlib.suppress(Exception):  # an attribute deepcopy cannot copy: build again
         copied = backend.copy(model)
         if not _refers_to(copied, model):
             return copied
-    except Exception:  # noqa: BLE001 - an attribute deepcopy cannot copy: build again
-        pass
     state = torch.random.get_rng_state()
     try:
         torch.manual_seed(0)
@@ -579,6 +577,9 @@ def _refers_to(copied: torch.nn.Module, original: torch.nn.Module) -> bool:
 
     for module in copied.modules():
         for key, value in vars(module).items():
+            # (an empty container holds nothing: most of nn.Module's hook dicts)
+            if value is None or isinstance(value, (dict, list, tuple, set)) and not value:
+                continue
             if key not in ("_parameters", "_buffers", "_modules") and reaches(value, 0):
                 return True
         for tensor in (*module._parameters.values(), *module._buffers.values()):
