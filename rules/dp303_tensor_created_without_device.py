@@ -8,7 +8,10 @@ more than one element and no `device=`: `torch.tensor([1.0, 2.0])`, `torch.zeros
 Not flagged: a 0-dim `torch.tensor(2.0)` (PyTorch lets 0-dim CPU tensors mix with CUDA
 tensors), `*_like` and `x.new_*` factories (they follow their argument), factories whose
 result is immediately moved (`.to(x.device)`, `.cuda()`, `.type_as(x)`), and results
-used only on the CPU (`.tolist()`, `.numpy()`, `.item()`).
+used only on the CPU (`.tolist()`, `.numpy()`, `.item()`), and factories that run only
+without CUDA: in the `else` arm of `if torch.cuda.is_available():` or `if x.is_cuda:` (or of
+`if use_cuda:`-style flags whose arm moves to CUDA), or under `if not torch.cuda.is_available():`.
+There every input is on the CPU too, and no DataParallel replica runs.
 
 ## Why is this bad?
 The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.devices import without_cuda_only
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -74,7 +78,8 @@ class TensorCreatedWithoutDevice(Rule):
                 if not (name.startswith("torch.") and name.count(".") == 1
                         and name.rsplit(".", 1)[-1] in FACTORIES):
                     continue
-                if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name):
+                if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name) \
+                        or without_cuda_only(call, fn.parent, resolve):
                     continue
                 if id(call) in returned:
                     message = f"`{ast.unparse(call.func)}(...)` without device= is returned from forward: a CPU " \

@@ -74,3 +74,43 @@ def placement_arguments(call: ast.Call) -> list[ast.AST]:
     if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and call.args:
         found.append(call.args[0])
     return found
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
+
+
+def without_cuda_only(node: ast.AST, parent, resolve) -> bool:
+    """Does ``node`` run only when CUDA is not in use? It is in the `else` arm of `if
+    torch.cuda.is_available():`, `if x.is_cuda:` or `if use_cuda:` (a name that says cuda or gpu,
+    whose arm moves to CUDA), or in the body of their negation. There every input is on the CPU,
+    so nothing there meets a replica's GPU tensors."""
+    child, cur = node, parent(node)
+    while cur is not None and not isinstance(cur, _SCOPES):
+        if isinstance(cur, (ast.If, ast.IfExp)) and child is not cur.test:
+            test, positive = cur.test, True
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, positive = test.operand, not positive
+            in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+            cuda_arm = cur.body if positive else cur.orelse
+            if in_body != positive and _cuda_test(test, cuda_arm, resolve):
+                return True
+        child, cur = cur, parent(cur)
+    return False
+
+
+def _cuda_test(test: ast.AST, cuda_arm, resolve) -> bool:
+    if isinstance(test, ast.Call) and resolve(test.func) == "torch.cuda.is_available":
+        return True
+    if isinstance(test, ast.Attribute) and test.attr == "is_cuda":
+        return True
+    name = test.attr if isinstance(test, ast.Attribute) else test.id if isinstance(test, ast.Name) else ""
+    if not any(word in name.lower() for word in ("cuda", "gpu")):
+        return False
+    arm = cuda_arm if isinstance(cuda_arm, list) else [cuda_arm]
+    return any(_moves_to_cuda(n) for stmt in arm for n in ast.walk(stmt))
+
+
+def _moves_to_cuda(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda":
+        return True
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
