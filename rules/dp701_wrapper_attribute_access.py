@@ -6,7 +6,9 @@ wrapper when the attribute is the model's own (`model.generate(...)`,
 by a builder (in this file or another scanned one), passed as an argument
 (`train(model)`), kept in `self.model`, or narrowed by `isinstance(model, nn.DataParallel)`.
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
-... `else: model.classifier`) is not the wrapper.
+... `else: model.classifier`) is not the wrapper, and a read under `if hasattr(model,
+"set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path
+(`return self.model.module if n_gpu > 1 else self.model`) gives the bare model.
 
 ## Why is this bad?
 The wrapper is a different object: it has `module`, `forward`, `device_ids` and the
@@ -75,7 +77,7 @@ class WrapperAttributeAccess(Rule):
             if not isinstance(node.ctx, ast.Load):
                 continue  # setting an attribute on the wrapper does not raise
             base = node.value
-            if (_text(base), node.attr) in stored:
+            if (_text(base), node.attr) in stored or _hasattr_guarded(node, facts):
                 continue
             wrap = facts.wrap_for(base)
             if wrap is not None and _misspells_module(node.attr):
@@ -104,6 +106,33 @@ class WrapperAttributeAccess(Rule):
         elif isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
+    """Is `x.attr` read only where `hasattr(x, "attr")` holds (the body of `if hasattr(...)`,
+    alone or in an `and`, or after it in the same `and`)? Then it cannot raise."""
+    text = _text(node.value)
+    if text is None:
+        return False
+
+    def checks(test) -> bool:
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(checks(v) for v in test.values)
+        return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
+            and len(test.args) == 2 and _text(test.args[0]) == text \
+            and isinstance(test.args[1], ast.Constant) and test.args[1].value == node.attr
+
+    child, cur = node, facts.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
+            in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+            if in_body and checks(cur.test):
+                return True
+        if isinstance(cur, ast.BoolOp) and isinstance(cur.op, ast.And) and child in cur.values \
+                and any(checks(v) for v in cur.values[:cur.values.index(child)]):
+            return True
+        child, cur = cur, facts.parent(cur)
+    return False
 
 
 def _misspells_module(attr: str) -> bool:

@@ -7,7 +7,9 @@ checkpoints back into the wrapper and never into the bare model; and loading int
 wrapper (`model.load_state_dict(...)`) a state dict in the bare format (pretrained weights
 from a URL, or a file that this script saves only as `model.module.state_dict()`).
 Saving from the wrapper and resuming into the wrapper is consistent and not reported; so is
-a load whose source this file does not show.
+a load whose source this file does not show, and a save or load through a helper that returns
+the wrapper's `.module` on its wrapped path (`return self.model.module if n_gpu > 1 else
+self.model`): that is the bare model.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way

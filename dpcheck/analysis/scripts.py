@@ -11,7 +11,8 @@ it is evidence that ``module``'s class is a wrapped model (``data_parallel_calls
 
 A name holds a wrapper from an assignment whose value is one (a construction, a `.cuda()`
 chain on one, either arm of a conditional expression, a name holding one, a call of a
-function that returns one: in this file, or imported on condition ``builder:``), until the
+function that returns one: in this file, or imported on condition ``builder:``; a function
+that returns `<x>.module` on any path unwraps, and is no builder), until the
 next assignment to it in the same scope that can follow it (an assignment in a mutually
 exclusive branch does not end it: `if n > 1: m = DP(m) else: m = m.cuda()`). Across
 functions: a parameter holds one in the whole function when a call site in this file passes
@@ -312,7 +313,10 @@ class ScriptFacts:
     def _compute_builders(self) -> dict[str, Source]:
         found: dict[str, Source] = {}
         for key, fn in self._local_functions.items():
-            for ret in self._own_returns(fn):
+            returns = list(self._own_returns(fn))
+            if any(_unwraps(ret.value) for ret in returns):
+                continue  # `return self.model if n_gpu == 1 else self.model.module`: gives the bare model
+            for ret in returns:
                 source = self.wrapper_value(ret.value, ret)
                 if source is not None:
                     found[key] = source
@@ -532,6 +536,14 @@ def _unnot(test: ast.AST) -> tuple[ast.AST, bool]:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test.operand, False
     return test, True
+
+
+def _unwraps(value: ast.AST) -> bool:
+    """Is a returned value `<x>.module` (in either arm of a conditional expression)? A function
+    that returns a wrapper's `.module` on its wrapped path returns the bare model on every path."""
+    if isinstance(value, ast.IfExp):
+        return _unwraps(value.body) or _unwraps(value.orelse)
+    return isinstance(value, ast.Attribute) and value.attr == "module"
 
 
 def _by_name(wraps: list[Wrap]) -> dict[str, list[Wrap]]:
