@@ -14,7 +14,8 @@ then pads the positional chunks with `()` and runs N replicas: the extra ones ca
 positional argument`. It happens on every call with `batch_size=1` loaders on two or more
 GPUs (an error), else on the last batch of a DataLoader without `drop_last=True` when it
 holds fewer samples than there are GPUs (a warning). A loader with `drop_last=True` is not
-flagged.
+flagged, whether the loop iterates it directly or through `enumerate(...)`, `tqdm(...)`,
+`iter(...)`, `list(...)`, `[batch for batch in loader]` or a name bound to one of these.
 
 ## How to fix
 Pass the flag positionally (positional non-tensors are copied per chunk, not per GPU),
@@ -31,8 +32,10 @@ from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
-# Iterating one of these over a loader still yields its batches.
-_LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip"})
+# Iterating one of these over a loader still yields its batches (`list(loader)` keeps them too).
+_LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "list", "tuple"})
+# How many wrappers, comprehensions and names to follow from a loop back to its loader.
+_FOLLOW_STEPS = 6
 
 
 class NonTensorKeywordArguments(Rule):
@@ -146,15 +149,31 @@ def _loader_of(call, ctx, facts):
         cur = facts.parent(cur)
     if cur is None:
         return None
-    source = cur.iter
-    while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _LOOP_WRAPPERS \
-            and source.args:
-        source = source.args[0]
-    if isinstance(source, ast.Name):
-        source = _last_binding(source.id, cur, ctx, facts)
+    source, at = cur.iter, cur
+    for _ in range(_FOLLOW_STEPS):
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _LOOP_WRAPPERS \
+                and source.args:
+            source = source.args[0]
+        elif isinstance(source, (ast.ListComp, ast.GeneratorExp)) and len(source.generators) == 1:
+            source = source.generators[0].iter  # `[batch for batch in loader]`: one item per batch
+        elif isinstance(source, ast.Name):
+            binding = _binding_before(source.id, at, ctx, facts)
+            if binding is None:
+                return None
+            source, at = binding.value, binding
+        else:
+            break
     if isinstance(source, ast.Call) and (ctx.resolve(source.func) or "").endswith("DataLoader"):
         return source
     return None
+
+
+def _binding_before(name, at, ctx, facts):
+    """The assignment whose value ``name`` holds at ``at`` (see ``_last_binding``)."""
+    value = _last_binding(name, at, ctx, facts)
+    if value is None:
+        return None
+    return next((n for n in ctx.nodes(ast.Assign) if n.value is value), None)
 
 
 def _batch_of_one(loader) -> bool:
