@@ -25,6 +25,7 @@ the parallel work in `forward` (dispatch on an argument if needed).
 from __future__ import annotations
 
 import ast
+import functools
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Applicability, Severity
@@ -114,14 +115,7 @@ def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
     text = _text(node.value)
     if text is None:
         return False
-
-    def checks(test) -> bool:
-        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-            return any(checks(v) for v in test.values)
-        return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
-            and len(test.args) == 2 and _text(test.args[0]) == text \
-            and isinstance(test.args[1], ast.Constant) and test.args[1].value == node.attr
-
+    checks = functools.partial(_checks_hasattr, text=text, attr=node.attr)
     child, cur = node, facts.parent(node)
     while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
         if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
@@ -133,6 +127,15 @@ def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
             return True
         child, cur = cur, facts.parent(cur)
     return False
+
+
+def _checks_hasattr(test, text: str, attr: str) -> bool:
+    """Does ``test`` establish `hasattr(text, attr)` (alone or as a conjunct of an `and`)?"""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_checks_hasattr(v, text, attr) for v in test.values)
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
+        and len(test.args) == 2 and _text(test.args[0]) == text \
+        and isinstance(test.args[1], ast.Constant) and test.args[1].value == attr
 
 
 def _misspells_module(attr: str) -> bool:
