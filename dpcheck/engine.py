@@ -160,7 +160,7 @@ def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[
     chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
     # Largest files first: a worker that draws a big file near the end would otherwise keep
     # the run waiting while the others idle. Results go back to their places in ``tasks``.
-    order = sorted(range(len(tasks)), key=lambda i: -_size(tasks[i][0]))
+    order = sorted(range(len(tasks)), key=lambda i: -file_size(tasks[i][0]))
     with _pool(jobs, selections) as pool:
         futures = {pool.submit(_worker_analyze, [tasks[i] for i in order[start:start + chunk]]):
                    order[start:start + chunk] for start in range(0, len(order), chunk)}
@@ -176,7 +176,33 @@ def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[
     return results  # type: ignore[return-value]
 
 
-def _size(path: str) -> int:
+def map_isolated(function: Callable, tasks: Sequence, jobs: int, lost: Callable, size: Callable | None = None) -> list:
+    """``[function(task) for task in tasks]``, computed in worker processes (``function``
+    and each task must pickle). A task whose worker dies, or whose call raises, is run
+    again in a process of its own; if that fails too, ``lost(task)`` is its result: a
+    crash costs only its own task. ``size(task)``: larger tasks start first."""
+    results: list = [None] * len(tasks)
+    done = [False] * len(tasks)
+    order = sorted(range(len(tasks)), key=lambda i: -size(tasks[i])) if size else range(len(tasks))
+    with _pool(jobs, ()) as pool:
+        futures = {i: pool.submit(function, tasks[i]) for i in order}
+        for i, future in futures.items():
+            try:
+                results[i] = future.result()
+                done[i] = True
+            except Exception:  # noqa: BLE001 - BrokenProcessPool, or the call's own failure: retried alone
+                pass
+    for i, task in enumerate(tasks):
+        if not done[i]:
+            try:
+                with _pool(1, ()) as pool:
+                    results[i] = pool.submit(function, task).result()
+            except Exception:  # noqa: BLE001
+                results[i] = lost(task)
+    return results
+
+
+def file_size(path: str) -> int:
     try:
         return os.stat(path).st_size
     except OSError:

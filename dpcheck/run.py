@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -166,7 +166,7 @@ def run_check(options: CheckOptions) -> int:
                 return _fix_only_exit(outcome, options)
     elif settings.output_format in _FORMATS_WITH_EDITS:
         try:
-            findings = _materialise_fixes(findings, codes)
+            findings = _materialise_fixes(findings, codes, options.jobs)
         except Exception as exc:  # noqa: BLE001 - the findings stand, without their edits
             failures.append(f"making fixes concrete failed: {type(exc).__name__}: {exc}")
     if options.confirm:
@@ -358,32 +358,38 @@ def _rule_instances(codes: list[str]) -> dict:
     return {code: table[code]() for code in codes if code in table}
 
 
-def _materialise_fixes(findings: list[Finding], codes: list[str]) -> list[Finding]:
-    """Turn offered fixes into edits, parsing with libcst only the files that have one."""
-    from dpcheck.analysis.notebook import is_notebook
-    from dpcheck.fixes import cst as cstfix
-    from dpcheck.fixes import writer
+def _materialise_fixes(findings: list[Finding], codes: list[str], jobs: int | None) -> list[Finding]:
+    """Turn offered fixes into edits, parsing with libcst only the files that have one;
+    several such files are done in worker processes (a worker that dies costs only its
+    file's edits: its findings are reported without them)."""
+    from dpcheck import engine
+    from dpcheck.fixes import materialise_file, withdraw_offers
 
-    rules = _rule_instances(codes)
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
         by_file.setdefault(f.filename, []).append(f)
+    tasks = [(filename, group, tuple(codes)) for filename, group in by_file.items()
+             if filename != "-" and any(f.fix is not None and not f.fix.edits for f in group)]
+    jobs = min(jobs or engine.default_jobs(), len(tasks))
+    if jobs > 1:
+        done = engine.map_isolated(_materialise_task, tasks, jobs, lambda task: withdraw_offers(task[1]),
+                                   lambda task: engine.file_size(task[0]))
+    else:
+        rules = _rule_instances(codes)
+        done = [materialise_file(filename, group, rules) for filename, group, _ in tasks]
+    made = {task[0]: result for task, result in zip(tasks, done)}
     out: list[Finding] = []
     for filename, group in by_file.items():
-        if not any(f.fix is not None and not f.fix.edits for f in group) or filename == "-":
-            out.extend(group)
-            continue
-        if is_notebook(filename):
-            from dpcheck.fixes import notebook as nbfix
-            out.extend(nbfix.materialise(Path(filename), group, rules))
-            continue
-        try:
-            source = writer.read(Path(filename)).text
-        except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
-            out.extend(replace(f, fix=None) if f.fix is not None and not f.fix.edits else f for f in group)
-            continue
-        out.extend(cstfix.materialise(source, group, rules))
+        out.extend(made.get(filename, group))
     return out
+
+
+def _materialise_task(task: tuple[str, list[Finding], tuple[str, ...]]) -> list[Finding]:
+    """One file's fixes made concrete, in a worker process."""
+    from dpcheck.fixes import materialise_file
+
+    filename, group, codes = task
+    return materialise_file(filename, group, _rule_instances(list(codes)))
 
 
 def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str], run, codes_for):

@@ -86,8 +86,7 @@ def test_statement_metadata_is_the_whole_modules(name):
 def test_statements_resolve_alone_on_ordinary_files():
     """Files without libcst's round-trip quirks never need the whole module's metadata."""
     for source in (SHAPES["decorated"], SHAPES["no_final_newline"], SHAPES["crlf"],
-                   (ROOT / "fixtures" / "dp301").joinpath(sorted(
-                       p.name for p in (ROOT / "fixtures" / "dp301").glob("flagged_*.py"))[0]).read_text()):
+                   min((ROOT / "fixtures" / "dp301").glob("flagged_*.py")).read_text()):
         metadata = _check(source)
         assert not metadata._whole
         assert len(metadata._resolved) == len(metadata.module.body)

@@ -9,7 +9,7 @@ the result parses; the writing itself keeps the file intact (``dpcheck.fixes.wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -39,6 +39,25 @@ class FixOutcome:
     @property
     def fixed_count(self) -> int:
         return sum(len(v) for v in self.fixed.values())
+
+
+def withdraw_offers(group: Sequence[Finding]) -> list[Finding]:
+    """``group`` with every offered fix that has no edits withdrawn (``fix=None``)."""
+    return [replace(f, fix=None) if f.fix is not None and not f.fix.edits else f for f in group]
+
+
+def materialise_file(filename: str, group: Sequence[Finding], rules: Mapping) -> list[Finding]:
+    """One file's findings with their offered fixes turned into edits on the file as it
+    is on disk (or withdrawn when the file cannot be read)."""
+    if is_notebook(filename):
+        from dpcheck.fixes import notebook as nbfix
+
+        return nbfix.materialise(Path(filename), group, rules)
+    try:
+        source = writer.read(Path(filename)).text
+    except (OSError, UnicodeDecodeError, SyntaxError, LookupError):
+        return withdraw_offers(group)
+    return cstfix.materialise(source, group, rules)
 
 
 def fix_files(findings: Sequence[Finding], rules: Mapping, unsafe: bool, write: bool,
