@@ -68,7 +68,7 @@ class PackedSequenceArgument(Rule):
             annotation = arg.annotation
             if annotation is None:
                 continue
-            names = {resolve(n) or "" for n in ast.walk(annotation) if isinstance(n, (ast.Name, ast.Attribute))}
+            names = {resolve(n) or "" for kind in (ast.Name, ast.Attribute) for n in fn.nodes_under(annotation, kind)}
             if any(n.endswith("PackedSequence") for n in names):
                 yield self._finding(arg)
         params = set(parameters_of(fn))

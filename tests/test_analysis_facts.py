@@ -464,3 +464,17 @@ def test_a_files_analysis_leaves_no_reference_cycles():
         gc.garbage.clear()
         if collecting:
             gc.enable()
+
+
+def test_nodes_under_reads_the_walk_and_walks_nodes_built_on_the_fly():
+    tree = parse(EVERY_KIND_OF_FIELD)
+    index = TreeIndex(tree)
+    outer = next(n for n in index.order if isinstance(n, ast.FunctionDef) and n.name == "outer")
+    info = FunctionInfo(outer, None, index)
+    for node in index.subtree(outer):
+        for t in (ast.Name, ast.Attribute, ast.Call):
+            assert info.nodes_under(node, t) == [n for n in preorder(node) if type(n) is t]
+    # A node no walk met (as local_values builds for `x += y`): walked on its own.
+    built = ast.BinOp(ast.Name("a", ast.Load()), ast.Add(), ast.Attribute(ast.Name("b", ast.Load()), "c", ast.Load()))
+    assert sorted(n.id for n in info.nodes_under(built, ast.Name)) == ["a", "b"]
+    assert [n.attr for n in info.nodes_under(built, ast.Attribute)] == ["c"]

@@ -41,19 +41,16 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         value = node.value
         if value is None:
             continue
-        names = [n.id for n in ast.walk(value) if isinstance(n, ast.Name)]
-        sources = [derived[n] for n in names if n in derived]
+        sources = [derived[n.id] for n in fn.nodes_under(value, ast.Name) if n.id in derived]
         if not sources:
             continue
-        batch_major = all(sources) and not any(
-            (isinstance(n, ast.Attribute) and n.attr in _RESHAPERS) for n in ast.walk(value)) \
+        batch_major = all(sources) and not any(n.attr in _RESHAPERS for n in fn.nodes_under(value, ast.Attribute)) \
             and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
             and not _chain_drops_batch_dim(value) and not _sized_apart_from_batch(value)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
-            for t in ast.walk(target):
-                if isinstance(t, ast.Name):
-                    derived[t.id] = batch_major
+            for t in fn.nodes_under(target, ast.Name):
+                derived[t.id] = batch_major
     return derived
 
 

@@ -168,7 +168,7 @@ def _leaves(node, fn, model, depth, seen, anchor):
         if values and len(values) > 1:
             # `x = 0` / `loss = None` then reassigned: the initial constant is not what returns.
             values = [v for v in values if not isinstance(v, ast.Constant)] or values
-            values = _not_rebuilt(node.id, values)
+            values = _not_rebuilt(node.id, values, fn)
         if values:
             for value in values:
                 yield from _leaves(value, fn, model, depth + 1, seen, anchor or node)
@@ -305,15 +305,14 @@ def _output_record(call: ast.Call, model: ModelClass) -> bool:
     return local is None or not _plain_dataclass(model.ctx, local, 0)
 
 
-def _not_rebuilt(name: str, values: list[ast.AST]) -> list[ast.AST]:
+def _not_rebuilt(name: str, values: list[ast.AST], fn: FunctionInfo) -> list[ast.AST]:
     """Drop values that a later binding reads and rebuilds (`x = w; x = x.expand(b, -1)`): they
     reach the return only through it."""
     kept = []
     for value in values:
         line = getattr(value, "lineno", None)
         rebuilt = line is not None and any(
-            getattr(later, "lineno", 0) > line and any(isinstance(n, ast.Name) and n.id == name
-                                                       for n in ast.walk(later))
+            getattr(later, "lineno", 0) > line and any(n.id == name for n in fn.nodes_under(later, ast.Name))
             for later in values)
         if not rebuilt:
             kept.append(value)

@@ -297,6 +297,15 @@ class FunctionInfo(_Indexed):
         found = self._index[0][node_type] = index.nodes_between(node_type, start, end)
         return found
 
+    def nodes_under(self, node: ast.AST, node_type: type) -> list[ast.AST]:
+        """The nodes of ``node_type`` in ``node``'s subtree (itself included), sliced from the
+        walk instead of walking it again; a node the walk never met (one built on the fly, as
+        ``local_values`` builds ``x + y`` for ``x += y``) is walked on its own (then not in preorder)."""
+        index = self._body_span[0]
+        if id(node) in index.position:
+            return index.nodes_within(node, node_type)
+        return [n for n in ast.walk(node) if isinstance(n, node_type)]
+
     def is_self(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Name) and node.id == self.self_name
 
