@@ -51,7 +51,14 @@ class RunResult:
                 continue
             if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
                 continue
-            (suppressed if finding.suppressed else kept).append(replace(finding, requires=()))
+            settled = replace(finding, requires=())
+            class_name = finding.subject.class_name
+            if class_name and finding.severity != "info" and self.index is not None \
+                    and (reason := self.index.unwrapped(class_name)):
+                # "Real if this class were the one wrapped" is advice when the project shows
+                # what it wraps and this class is not part of it.
+                settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
+            (suppressed if finding.suppressed else kept).append(settled)
         return kept, suppressed
 
     def _holds(self, finding: Finding, kept: list[Finding]) -> bool:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SNAPSHOT_NAME = "snapshot.snap"  # not .py: discovery never treats it as source
 UPDATE_COMMAND = "python -m pytest tests/test_fixtures.py --snapshot-update"
-ENGINE_FOLDERS = ("engine", "crossfile")
+ENGINE_FOLDERS = ("engine", "crossfile", "opaque_wrap")
 
 _NAMED_CODES = re.compile(r"#\s*(?:expect|noqa)\s*:\s*(?P<codes>DP\d{3}(?:\s*,\s*DP\d{3})*)")
 _MAX_SOURCE_LINES = 6
@@ -154,9 +154,30 @@ def _render_finding(name: str, text: str, f: Finding) -> Iterable[str]:
                 yield f"    {line}".rstrip()
 
 
+def analyse_samples(folder: Path, codes: Sequence[str]) -> tuple[list[Path], list[Finding]]:
+    """A rule folder's samples, each analysed as its own project: a top-level file alone, a
+    subfolder (a package of files that import each other) as one run. The samples are
+    unrelated, and a project-wide fact (which classes the project's scripts wrap) must not
+    leak from one into another."""
+    samples: dict[Path, list[Path]] = {}
+    for path in fixture_files(folder):
+        top = folder / path.relative_to(folder).parts[0]
+        samples.setdefault(top, []).append(path)
+    files: list[Path] = []
+    findings: list[Finding] = []
+    for group in samples.values():
+        results, _ = engine.analyze_files(group, list(codes), jobs=1)
+        run = engine.settle(results)
+        files += group
+        findings += [f for f in run.findings + run.suppressed if f.code in codes]
+    findings = _materialise(findings, codes)
+    findings.sort(key=lambda f: (_relative(f.filename), f.row, f.col, f.end_row, f.end_col, f.code, f.message))
+    return sorted(files), findings
+
+
 def rule_snapshot(code: str) -> tuple[Path, str, list[Path], list[Finding]]:
     folder = FIXTURES / code.lower()
-    files, findings = analyse(folder, [code])
+    files, findings = analyse_samples(folder, [code])
     title = f"{code}: findings of {code} over fixtures/{folder.name}"
     return snapshot_path(folder), render(title, files, findings), files, findings
 

@@ -4,7 +4,7 @@ import ast
 import json
 import textwrap
 
-from conftest import run_cli
+from conftest import run_cli, run_json
 
 from dpcheck.analysis.classes import collect_classes, module_status
 from dpcheck.analysis.context import FileContext
@@ -358,3 +358,81 @@ def test_a_class_wrapped_with_another_dim_in_another_file_has_that_batch_dim(pro
     assert rows("model = nn.DataParallel(TimeMajor(), dim=0)\n") == [("seq.py", 11)]
     assert rows("model = nn.DataParallel(TimeMajor(), dim=1)\n") == []
     assert rows("model = nn.DataParallel(TimeMajor().cuda(), device_ids=[0, 1], dim=1)\n") == []
+
+
+def _project(tmp_path, files):
+    for name, text in files.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    findings, _ = run_json(tmp_path, "--select", "DP101", "--isolated")
+    return {f["location"]["row"]: f for f in findings}
+
+
+_MODELS = """
+    import torch.nn as nn
+
+    class Wrapped(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = 0
+
+        def forward(self, x):
+            self.steps += 1
+            return x
+
+    class Unused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps = 0
+
+        def forward(self, x):
+            self.steps += 1
+            return x
+"""
+
+
+def test_hazards_of_a_class_the_project_never_wraps_are_advice(tmp_path):
+    # The script's only wrap site is traced to Wrapped: Unused's code never runs on a replica.
+    by_row = _project(tmp_path, {"models.py": _MODELS, "train.py": """
+        import torch.nn as nn
+        from models import Wrapped
+        model = nn.DataParallel(Wrapped())
+    """})
+    assert by_row[10]["severity"] == "error"
+    assert by_row[19]["severity"] == "info" and "no scanned file wraps `Unused`" in by_row[19]["message"]
+
+
+def test_no_advice_demotion_without_wrap_sites_or_with_an_untraced_one(tmp_path):
+    # Only the models (a library, a pre-commit run of one file): nothing says what is wrapped.
+    alone = _project(tmp_path, {"models.py": _MODELS})
+    assert {f["severity"] for f in alone.values()} == {"error"}
+    # A wrap site whose class is chosen at run time may wrap any class.
+    opaque = _project(tmp_path, {"train.py": """
+        import torch.nn as nn
+        from models import Wrapped, build
+        first = nn.DataParallel(Wrapped())
+        second = nn.DataParallel(build())
+    """})
+    assert {f["severity"] for f in opaque.values()} == {"error"}
+    # A wrapped class from outside the scanned files (a library model) may build any class as a layer.
+    library = _project(tmp_path, {"train.py": """
+        import torch.nn as nn
+        from models import Wrapped
+        from torchvision.models import resnet18
+        first = nn.DataParallel(Wrapped())
+        second = nn.DataParallel(resnet18())
+    """})
+    assert {f["severity"] for f in library.values()} == {"error"}
+
+
+def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
+    found = _project(tmp_path, {"models.py": _MODELS + """
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Unused()
+    """, "train.py": """
+        import torch.nn as nn
+        from models import Holder, Wrapped
+        model = nn.DataParallel(Holder()) if True else nn.DataParallel(Wrapped())
+    """})
+    assert {f["severity"] for f in found.values()} == {"error"}

@@ -61,12 +61,15 @@ class FileResult:
     submodules: list[str] = field(default_factory=list)
     # Classes this file wraps with `dim=k` other than 0 -> k's source text: their batch dim.
     wrapped_dims: dict[str, str] = field(default_factory=dict)
+    # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
+    unresolved_wraps: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
-                "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims}
+                "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
+                "unresolved_wraps": self.unresolved_wraps}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -77,7 +80,8 @@ class FileResult:
                    {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]),
                    {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
                    [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
-                   {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()})
+                   {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
+                   [int(n) for n in data["unresolved_wraps"]])
 
 
 def read_bytes(path: Path) -> bytes:

@@ -34,22 +34,27 @@ class ClassIndex:
         self._wrapped_names: set[str] = set()
         self._submodule_names: set[str] = set()
         self._wrapped_dims: dict[str, str] = {}
+        self._unresolved_wraps = 0
+        self._used: frozenset[str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
             self._add(result)
+        # `module.Class` of the classes this run checks (not of loaded modules; the same file
+        # loaded for an import may carry a longer dotted name than the scanned one).
+        self._scanned = frozenset(_tail(q) for q in self.bases)
 
     def _add(self, result: FileResult) -> None:
         self._loaded.add(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
-            tail = ".".join(cls.qualname.rsplit(".", 2)[-2:])
-            self._by_tail.setdefault(tail, []).append(cls.qualname)
+            self._by_tail.setdefault(_tail(cls.qualname), []).append(cls.qualname)
         for name, target in result.aliases.items():
             self.aliases[f"{result.module}.{name}"] = target
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
         self._wrapped_dims.update(result.wrapped_dims)
+        self._unresolved_wraps += len(result.unresolved_wraps)
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -78,8 +83,7 @@ class ClassIndex:
                 continue
             break
         # Scanned from a different root than the imports assume: match `module.Class` uniquely.
-        tail = ".".join(name.rsplit(".", 2)[-2:])
-        candidates = self._by_tail.get(tail, [])
+        candidates = self._by_tail.get(_tail(name), [])
         return candidates[0] if len(candidates) == 1 else None
 
     def is_module(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
@@ -131,6 +135,37 @@ class ClassIndex:
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 
+    def unwrapped(self, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None: the scanned files wrap models, every
+        wrap site was traced to a class, and no class of this simple name is one of them, a layer
+        built in some module, or a base of either (so none of its code runs under DataParallel).
+        Simple names keep this conservative: a same-named class that is used counts as this one."""
+        if self._unresolved_wraps or not self._wrapped_names:
+            return None
+        if self._used is None:
+            wrapped = list(self._wrapped_names)
+            # A wrapped class this run did not scan (a library model, a file left out) may build
+            # any class as a layer: then nothing can be called unwrapped.
+            if not all(_tail(self.lookup(name) or "") in self._scanned for name in wrapped):
+                self._used = frozenset({"*"})
+                return None
+            used: set[str] = set()
+            pending = [*self._wrapped_names, *self._submodule_names]
+            while pending:
+                name = pending.pop()
+                simple = name.rsplit(".", 1)[-1]
+                if simple in used:
+                    continue
+                used.add(simple)
+                target = self.lookup(name)
+                pending.extend(self.bases.get(target, ()) if target else ())
+            self._used = frozenset(used)
+        if class_name in self._used or "*" in self._used:
+            return None
+        names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_names})
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"no scanned file wraps `{class_name}` or builds it as a layer (they wrap {shown})"
+
     def batch_dim_is_zero(self, name: str) -> bool:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
         return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
@@ -151,3 +186,8 @@ class ClassIndex:
 
     def holds(self, finding: Finding) -> bool:
         return all(any(self.condition(name) for name in names) for names in finding.requires)
+
+
+def _tail(qualname: str) -> str:
+    """`module.Class`: what identifies a class across differently rooted dotted names."""
+    return ".".join(qualname.rsplit(".", 2)[-2:])

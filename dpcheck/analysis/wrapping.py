@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from dpcheck.analysis.model_class import ModelClass
 
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
+# Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
+_ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 
 
 def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
@@ -41,20 +43,32 @@ def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
 
 
 def _find_wrapped(ctx: FileContext) -> dict[str, ast.AST | None]:
+    return ctx.fact(_wrap_sites)[0]
+
+
+def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
+    """Lines of this file's wrap sites whose module could not be traced to a class
+    (`DataParallel(build_model(cfg))`): what the project wraps is then not fully known."""
+    return ctx.fact(_wrap_sites)[1]
+
+
+def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int]]:
     found: dict[str, ast.AST | None] = {}
+    unresolved: list[int] = []
     if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
-        return found
+        return found, unresolved
     facts = script_facts(ctx)
-    for call in facts.dp_calls:
+    sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
+    sites += [(call, next((k.value for k in call.keywords if k.arg == "dim"), None))
+              for call in facts.data_parallel_calls]
+    for call, dim in sites:
         inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
-        for name in _classes_of(inner, call, ctx):
-            found.setdefault(name, facts.source_of(call).dim)
-    for call in facts.data_parallel_calls:
-        inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
-        dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
-        for name in _classes_of(inner, call, ctx):
+        classes = _classes_of(inner, call, ctx)
+        for name in classes:
             found.setdefault(name, dim)
-    return found
+        if not classes:
+            unresolved.append(call.lineno)
+    return found, unresolved
 
 
 def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0) -> list[str]:
@@ -68,7 +82,10 @@ def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int 
     if isinstance(node, ast.IfExp):
         return _classes_of(node.body, at, ctx, depth + 1) + _classes_of(node.orelse, at, ctx, depth + 1)
     if isinstance(node, ast.Call):
-        name = ctx.resolve(node.func) or ""
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+            func = func.value  # `BertForQA.from_pretrained(...)` builds a BertForQA
+        name = ctx.resolve(func) or ""
         last = name.rsplit(".", 1)[-1]
         if last[:1].isupper() and not name.startswith("torch."):
             return [name]
@@ -252,6 +269,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     if not any(token in ctx.source.text for token in SCRIPT_TOKENS):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
+    result.unresolved_wraps = unresolved_wrap_sites(ctx)
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
