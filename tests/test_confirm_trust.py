@@ -513,3 +513,69 @@ def test_state_that_forward_sets_up_before_reading_on_every_call_is_not_lost_sta
     assert _scratch_each_call(model, ["conv_state", "calls", "last"], (torch.randn(2, 8),), {},
                               make_backend("emulated", 2)) == {"conv_state"}
     assert type(model) is SetUpPerCall
+
+
+class _Body(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class _FunctionalHarness(torch.nn.Module):
+    """Calls torch's functional data_parallel over every device inside its own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = _Body()
+
+    def forward(self, x):
+        return torch.nn.parallel.data_parallel(self.body, x)
+
+
+class _ModuleHarness(torch.nn.Module):
+    """Builds a DataParallel of its own submodule, as some model code does."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.DataParallel(_Body())
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_data_parallel_called_by_model_code_runs_on_the_emulated_devices():
+    """As on real GPUs (issue 12): on one device (model on cuda:0) the model's own data_parallel /
+    DataParallel replicates over every device and gathers on cuda:0; torch's CUDA primitives
+    (torch._C._scatter, Broadcast) used to fail it on a CPU build."""
+    from dpcheck.harness import emulation as em
+
+    x = torch.randn(6, 4)
+    for harness in (_FunctionalHarness, _ModuleHarness):
+        torch.manual_seed(0)
+        model = harness()
+        expected = model.body(x) if harness is _FunctionalHarness else model.body.module(x)
+        with em.emulated_cuda(2):
+            em.place_module(model, 0)
+            out = model(em.place(x, 0))
+            assert out.device == torch.device("cuda", 0)
+            out.sum().backward()
+        torch.testing.assert_close(out.detach(), expected.detach())
+        assert next(model.parameters()).grad is not None
+
+
+def test_data_parallel_over_a_module_on_another_device_raises_torchs_error():
+    """`module must have its parameters and buffers on device cuda:0 (device_ids[0])`: the check in
+    torch's data_parallel, on the emulated devices, for a module that sits on cuda:1."""
+    import pytest
+    from dpcheck.harness import emulation as em
+
+    model = _FunctionalHarness()
+    with em.emulated_cuda(2):
+        em.place_module(model, 1)
+        with pytest.raises(RuntimeError, match=r"on device cuda:0 \(device_ids\[0\]\).*cuda:1"):
+            model(em.place(torch.randn(6, 4), 1))
+        with pytest.raises(RuntimeError, match=r"All tensors must be on devices\[0\]: 0"):
+            em.replicate(model, [0, 1])

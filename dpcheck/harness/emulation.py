@@ -19,6 +19,9 @@ Two things have to be faithful for the verdicts to match real GPUs:
   a `parallel_apply` that runs replicas in threads (one after another, so shared state
   written by one replica is always seen by the next), propagating grad mode, and re-raises
   with torch's own `ExceptionWrapper`.
+* **DataParallel in the model's own code.** `nn.DataParallel` and `nn.parallel.data_parallel`
+  called inside the model run torch's own code (its device checks included) over these
+  emulated steps.
 """
 
 from __future__ import annotations
@@ -266,7 +269,7 @@ def emulated_cuda(n_devices: int):
     autocast.__init__ = autocast_init
     set_current_device(0)
     try:
-        with VirtualDevices():
+        with _dataparallel_in_model_code(), VirtualDevices():
             yield
     finally:
         for name, value in saved.items():
@@ -316,16 +319,27 @@ def place(obj: Any, device: int) -> Any:
 # --- the DataParallel steps, on emulated devices ------------------------------------------
 
 
-def replicate(network: torch.nn.Module, devices: Sequence[int]) -> list[torch.nn.Module]:
+def replicate(network: torch.nn.Module, devices: Sequence[int], detach: bool = False) -> list[torch.nn.Module]:
     """torch.nn.parallel.replicate's algorithm with CPU copies tagged per device."""
+    if not devices:
+        return []
+    devices = [_device_index(d) for d in devices]
     params = list(network.parameters())
     param_index = {id(p): i for i, p in enumerate(params)}
     buffers = list(network.buffers())
     buffer_index = {id(b): i for i, b in enumerate(buffers)}
+    for tensor in [*params, *buffers]:  # Broadcast's and comm.broadcast_coalesced's checks
+        if tag_of(tensor) < 0:
+            raise AssertionError("Broadcast function not implemented for CPU tensors")
+        if tag_of(tensor) != devices[0]:
+            raise RuntimeError(f"All tensors must be on devices[0]: {devices[0]}")
     param_copies, buffer_copies = [], []
     for j, device in enumerate(devices):
         # Replica 0 keeps the original storage (broadcast returns device 0's input as-is).
-        copies = [p.view_as(p) if j == 0 else p.clone() for p in params]
+        if detach:  # replicate(..., detach=True), as DataParallel does under no_grad
+            copies = [p.detach() if j == 0 else p.detach().clone() for p in params]
+        else:
+            copies = [p.view_as(p) if j == 0 else p.clone() for p in params]
         for c in copies:
             set_tag(c, device)
         param_copies.append(copies)
@@ -423,9 +437,13 @@ def gather(outputs, target_device, dim=0):
         return sg.gather(outputs, target_device, dim)
 
 
-def parallel_apply(modules, inputs, kwargs_tup, devices):
+def parallel_apply(modules, inputs, kwargs_tup=None, devices=None):
     """Replicas in threads, each with its own current device and its own tagging mode."""
     from torch._utils import ExceptionWrapper
+
+    if kwargs_tup is None:
+        kwargs_tup = ({},) * len(modules)
+    devices = list(range(len(modules))) if devices is None else [_device_index(d) for d in devices]
 
     if len(modules) != len(inputs):
         raise AssertionError(f"The number of modules {len(modules)} is not equal to the number of "
@@ -484,6 +502,44 @@ def parallel_apply(modules, inputs, kwargs_tup, devices):
             output.reraise()
         outputs.append(output)
     return outputs
+
+
+def _device_index(device: Any) -> int:
+    """torch._utils._get_device_index(device, optional=True) on the emulated devices."""
+    index = device if isinstance(device, int) else resolve(device)
+    if index is None:
+        raise ValueError(f"Expected a cuda device, but got: {device}")
+    return index
+
+
+def _scatter_kwargs_for_torch(inputs, kwargs, target_gpus, dim=0):
+    return scatter_kwargs(inputs, kwargs, target_gpus, dim)
+
+
+def _gather_for_torch(outputs, target_device, dim=0):
+    return gather(outputs, target_device, dim)
+
+
+@contextlib.contextmanager
+def _dataparallel_in_model_code():
+    """`nn.DataParallel` and `nn.parallel.data_parallel` called by the model's own code run their
+    real checks (parameters and buffers on device_ids[0], inputs scattered from anywhere) with the
+    emulated replicate / scatter / parallel_apply / gather in place of the CUDA primitives torch
+    binds in data_parallel.py. Every emulated device is identical, so `_check_balance` (which reads
+    CUDA device properties) has nothing to warn about."""
+    import importlib
+    dp_module = importlib.import_module("torch.nn.parallel.data_parallel")  # the package's name is the function
+
+    patches = {"replicate": replicate, "parallel_apply": parallel_apply, "scatter_kwargs": _scatter_kwargs_for_torch,
+               "gather": _gather_for_torch, "_check_balance": lambda device_ids: None}
+    saved = {name: getattr(dp_module, name) for name in patches}
+    for name, value in patches.items():
+        setattr(dp_module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(dp_module, name, value)
 
 
 def _current_trace():
