@@ -1,5 +1,6 @@
 """--confirm you can trust (issue 12): the harness does not invent differences, in process."""
 
+import pytest
 import torch
 
 from dpcheck.findings import ObservationKind as K
@@ -569,7 +570,6 @@ def test_data_parallel_called_by_model_code_runs_on_the_emulated_devices():
 def test_data_parallel_over_a_module_on_another_device_raises_torchs_error():
     """`module must have its parameters and buffers on device cuda:0 (device_ids[0])`: the check in
     torch's data_parallel, on the emulated devices, for a module that sits on cuda:1."""
-    import pytest
     from dpcheck.harness import emulation as em
 
     model = _FunctionalHarness()
