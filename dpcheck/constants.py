@@ -28,3 +28,6 @@ DISTRIBUTED_DATAPARALLEL_CLASSES = frozenset({"torch.nn.parallel.DistributedData
 DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 # Modules whose `import *` brings DataParallel into a file.
 DATAPARALLEL_STAR_MODULES = frozenset({"torch.nn", "torch.nn.parallel"})
+
+# Jupyter notebooks are checked cell by cell (dpcheck.analysis.notebook, imported only when one is met).
+NOTEBOOK_SUFFIX = ".ipynb"

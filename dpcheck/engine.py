@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex
 from dpcheck.analysis.names import module_name_for
-from dpcheck.analysis.notebook import analyze_notebook_text, is_notebook
-from dpcheck.constants import INTERNAL_ERROR
+from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
 from dpcheck.rule import Rule
@@ -338,7 +337,9 @@ def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> 
 def check_stdin(text: str, display: str, codes: Sequence[str]) -> FileResult:
     """Check ``text`` as the file ``display`` (stdin, or a file's fixed text)."""
     module = module_name_for(Path(display)) if display != "-" else "stdin"
-    if is_notebook(display):
+    if display.endswith(NOTEBOOK_SUFFIX):
+        from dpcheck.analysis.notebook import analyze_notebook_text  # only runs that meet a notebook pay its import
+
         return analyze_notebook_text(text, display, _instantiate(codes), module)
     return analyze_source(text, display, _instantiate(codes), module,
                           is_package=Path(display).name == "__init__.py")

@@ -166,3 +166,29 @@ def test_notebook_on_stdin(project):
                    cwd=project)
     assert [(f["cell"], f["location"]["row"], f["code"]) for f in json.loads(proc.stdout)] == [
         (3, 9, "DP101"), (3, 11, "DP101"), (3, 12, "DP301")]
+
+
+def test_notebook_support_is_imported_only_when_a_notebook_is_met(tmp_path):
+    # One-file runs (pre-commit) pay for every module they import: a Python file alone must
+    # not load the notebook reader; a notebook, from disk or stdin, must still be analysed by it.
+    import subprocess
+    import sys
+
+    write(tmp_path / "nb.ipynb", notebook(code_cell("import torch\n")))
+    (tmp_path / "plain.py").write_text("import torch\n")
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from dpcheck import engine\n"
+        "from dpcheck.analysis.file import analyze_path\n"
+        "analyze_path(Path(sys.argv[1]) / 'plain.py', 'plain.py', [])\n"
+        "print('dpcheck.analysis.notebook' in sys.modules)\n"
+        "result = analyze_path(Path(sys.argv[1]) / 'nb.ipynb', 'nb.ipynb', [])\n"
+        "print('dpcheck.analysis.notebook' in sys.modules, result.filename)\n"
+        "print(engine.check_stdin('import torch\\n', 'x.ipynb', ()).findings[0].code)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "False"
+    assert lines[1] == "True nb.ipynb"
+    assert lines[2] == "DP001"  # stdin named .ipynb is read as a notebook (plain Python is not JSON)

@@ -24,11 +24,10 @@ from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_statu
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
-from dpcheck.analysis.notebook import analyze_notebook, is_notebook
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import harness_of, summarize_wrapping
-from dpcheck.constants import INTERNAL_ERROR, SYNTAX_ERROR
+from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.rule import Rule, Violation
 
@@ -109,7 +108,9 @@ def read_source(path: Path) -> str:
 
 def analyze_path(path: Path, display: str, rules: Sequence[Rule], module: str | None = None) -> FileResult:
     """Never raises: a file that cannot be read or decoded gets DP001, see ``analyze_source``."""
-    if is_notebook(path):
+    if str(path).endswith(NOTEBOOK_SUFFIX):
+        from dpcheck.analysis.notebook import analyze_notebook  # only runs that meet a notebook pay its import
+
         try:
             return analyze_notebook(path, display, rules, module or module_name_for(path))
         except Exception as exc:  # noqa: BLE001 - one notebook's failure must not end the run

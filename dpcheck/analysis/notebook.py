@@ -20,10 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dpcheck.analysis.source import split_lines
-from dpcheck.constants import SYNTAX_ERROR
+from dpcheck.constants import NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding
-
-NOTEBOOK_SUFFIX = ".ipynb"
 
 # A line IPython rewrites before Python sees it: `%magic`, `!shell`, `?obj`, `obj?`,
 # `x = !cmd`, `x = %magic`.
