@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from functools import lru_cache
 
 from dpcheck.findings import RuleInfo
@@ -34,9 +35,30 @@ def rules_by_code() -> dict[str, type[Rule]]:
     return {r.code: r for r in all_rules()}
 
 
-def rule_infos() -> dict[str, "RuleInfo"]:
+def rule_infos() -> Mapping[str, RuleInfo]:
     """Every rule's metadata by code, as reporters receive it."""
-    return {r.code: r.info() for r in all_rules()}
+    return _RuleInfos(rules_by_code())
+
+
+class _RuleInfos(Mapping):
+    """Code -> RuleInfo, each made when first read: a rule's docs (its dedented module docstring
+    and examples) cost a few milliseconds for all rules, and a run reads only its findings' codes."""
+
+    def __init__(self, rules: dict[str, type[Rule]]) -> None:
+        self._rules = rules
+        self._made: dict[str, RuleInfo] = {}
+
+    def __getitem__(self, code: str) -> RuleInfo:
+        info = self._made.get(code)
+        if info is None:
+            info = self._made[code] = self._rules[code].info()
+        return info
+
+    def __iter__(self):
+        return iter(self._rules)
+
+    def __len__(self) -> int:
+        return len(self._rules)
 
 
 class SelectionError(ValueError):

@@ -109,3 +109,16 @@ def test_statistics_counts_per_code(project):
     assert proc.returncode == 1
     rows = [line.split("\t") for line in proc.stdout.strip().splitlines()]
     assert sorted((r[1], r[0].strip()) for r in rows) == [("DP101", "2"), ("DP301", "2")]
+
+
+def test_rule_infos_are_every_rules_metadata_made_on_first_read():
+    from dpcheck.registry import all_rules, rule_infos
+
+    infos = rule_infos()
+    assert sorted(infos) == sorted(r.code for r in all_rules())
+    assert len(infos) == len(all_rules())
+    dp101 = next(r for r in all_rules() if r.code == "DP101")
+    assert infos["DP101"] == dp101.info()
+    assert infos["DP101"] is infos.get("DP101")  # made once
+    assert infos.get("DP999") is None  # an unknown code: reporters fall back (Report.rule)
+    assert dict(infos) == {r.code: r.info() for r in all_rules()}
