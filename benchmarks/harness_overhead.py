@@ -10,7 +10,8 @@ backward and of one plain DataParallel forward + backward (replicate, scatter,
 parallel_apply, gather, backward) at each batch size the harness runs, in the mode the
 example returns, and the time of the harness comparing them at one batch size (2N) and at
 its default three. Each ratio is the harness's time against the sum of the plain steps it
-runs: one single-device and one DataParallel step per batch size (issue 12's target: at most
+runs: one single-device and one DataParallel step per batch size, plus, when the example returns
+a training-mode model, the eval pass's two steps at 2N in eval mode (issue 12's target: at most
 2x). Everything else the harness does (building the example at each batch size, copies,
 snapshots, the randomness probe, comparing) is its overhead. In-process timings (no child
 process start or torch import, which `--confirm` adds once per file). `--stat min` (the
@@ -59,14 +60,17 @@ def seconds(fn, runs: int, statistic=statistics.median) -> float:
     return statistic(samples)
 
 
-def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str) -> float:
-    """The plain single-device and DataParallel forward + backward at ``batch``, summed."""
+def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str, eval_mode: bool = False) -> float:
+    """The plain single-device and DataParallel forward + backward at ``batch``, summed (``eval_mode``:
+    with the model in eval mode, as the harness's eval pass runs it)."""
     import torch
 
     from dpcheck.harness.runner import _normalise, _reduce
 
     with backend.context():
         model, inputs, kwargs = _normalise(example(batch))
+        if eval_mode:
+            model.eval()
         backend.place_module(model, 0)  # in the mode the example returns, as the harness runs it
         placed, placed_kw = backend.place(inputs, 0), backend.place(kwargs, 0)
 
@@ -100,11 +104,16 @@ def time_model(rel, example, backend, runs: int, statistic) -> None:
     the plain steps at the batch sizes that harness run used."""
     from dpcheck.harness.runner import default_batch_sizes, run_model
 
+    from dpcheck.harness.runner import _normalise
+
     sizes = default_batch_sizes(backend.n)
     plain = {batch: plain_steps(example, backend, batch, runs, statistic, rel) for batch in sizes}
+    # The harness's eval pass (2N, eval mode) follows a training-mode run: its plain steps count too.
+    training = _normalise(example(sizes[0]))[0].training
+    eval_steps = plain_steps(example, backend, 2 * backend.n, runs, statistic, rel, eval_mode=True) if training else 0.0
     one = seconds(lambda: run_model(example, backend, sizes[:1]), max(3, runs // 2), statistic)
     three = seconds(lambda: run_model(example, backend, sizes), max(3, runs // 2), statistic)
-    first, every = plain[sizes[0]], sum(plain.values())
+    first, every = plain[sizes[0]] + eval_steps, sum(plain.values()) + eval_steps
     print(f"{rel:<42} {first * 1e3:>9.2f} ms {one * 1e3:>9.2f} ms {one / first:>6.1f}x "
           f"{every * 1e3:>11.2f} ms {three * 1e3:>10.2f} ms {three / every:>6.1f}x")
 

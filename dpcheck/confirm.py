@@ -156,10 +156,12 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
                              f"({obs.evidence}) is explained by {winner.code} at line {winner.row}")
         else:
             status = _status("not-reproduced", label, "the line ran under DataParallel and the run matched "
-                             f"the single-device run (batches {mine[0].model['report']['batches']}, {_modes(mine)})")
+                             f"the single-device run (batches {mine[0].model['report']['batches']}, {_modes(mine)})"
+                             f"{_notes(mine)}")
         marked.append(replace(finding, confirmation=status))
     marked.extend(_dynamic(rules, observations, attribution.claimed, filename, label))
-    return marked
+    modes = tuple(dict.fromkeys(mode for run in runs for mode in _run_modes(run)))
+    return [replace(f, confirmation=replace(f.confirmation, modes=modes)) if f.confirmation else f for f in marked]
 
 
 class _ModelRun:
@@ -324,10 +326,22 @@ class _Attribution:
         return None
 
 
+def _run_modes(run) -> list[str]:
+    """The modes one model ran in: its example's, then eval when the eval pass followed training."""
+    report = run.model["report"]
+    return list(report.get("modes") or [report.get("mode") or "eval"])
+
+
 def _modes(runs) -> str:
-    """The mode(s) the models ran in, in words ("training mode")."""
-    modes = list(dict.fromkeys(run.model["report"].get("mode") or "eval" for run in runs))
+    """The mode(s) the models ran in, in words ("training mode", "training and eval mode")."""
+    modes = list(dict.fromkeys(mode for run in runs for mode in _run_modes(run)))
     return " and ".join(modes) + " mode"
+
+
+def _notes(runs) -> str:
+    """What the runs could not do that leaves their verdicts standing (an eval pass that failed)."""
+    notes = list(dict.fromkeys(note for run in runs for note in run.model["report"].get("notes") or ()))
+    return "".join(f"; {note}" for note in notes)
 
 
 def _names_subject(finding: Finding, obs: Observation) -> bool:

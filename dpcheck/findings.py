@@ -117,6 +117,8 @@ class Confirmation:
     evidence: str
     batch: int | None = None  # the batch size the evidence was observed at
     devices: int | None = None
+    # The modes the file's models ran in ("training", then "eval" for the eval pass); empty when none ran.
+    modes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         data: dict[str, Any] = {"status": self.status, "backend": self.backend, "evidence": self.evidence}
@@ -124,6 +126,8 @@ class Confirmation:
             data["batch"] = self.batch
         if self.devices is not None:
             data["devices"] = self.devices
+        if self.modes:
+            data["modes"] = list(self.modes)
         return data
 
     @classmethod
@@ -132,7 +136,8 @@ class Confirmation:
             return None
         batch, devices = data.get("batch"), data.get("devices")
         return cls(ConfirmationStatus(str(data["status"])).value, str(data["backend"]), str(data["evidence"]),
-                   None if batch is None else int(batch), None if devices is None else int(devices))
+                   None if batch is None else int(batch), None if devices is None else int(devices),
+                   tuple(str(m) for m in data.get("modes") or ()))
 
 
 @dataclass(frozen=True)
@@ -300,6 +305,9 @@ class Observation:
     model: str | None = None  # the example's label (a class name or dpcheck_example)
     class_name: str | None = None  # the class whose code the observation is about, when known
     details: Mapping[str, Any] = field(default_factory=dict)
+    # The mode ("training" or "eval") of the run that saw it: the example's own mode, or the
+    # eval pass that follows a training run (see dpcheck.harness.runner.run_model).
+    mode: str | None = None
 
     @property
     def raised(self) -> bool:
@@ -319,7 +327,7 @@ class Observation:
             return None if value is None else kind(value)
         return cls(str(data["kind"]), str(data["evidence"]), opt("line", int), opt("attr"), opt("output_path"),
                    opt("argument"), opt("batch", int), opt("model"), opt("class_name"),
-                   dict(data.get("details") or {}))
+                   dict(data.get("details") or {}), opt("mode"))
 
 
 @dataclass(frozen=True)

@@ -347,3 +347,77 @@ def test_the_gpu_comparison_leaves_out_the_dynamic_codes_of_confirm_skip_fixture
                                 finding("fixtures/dp101/flagged_counter_and_stash.py", "DP801")])
     assert dynamic == {"fixtures/dp101/flagged_counter_and_stash.py": {"DP801"}}
     assert static == {(racy, 12, 1, "DP105"): "confirmed"}  # its static verdicts are still compared
+
+
+def test_lines_that_run_only_in_eval_mode_are_confirmed_by_the_eval_pass(fixture_results):
+    # Before the eval pass, `self.eval_calls += 1` under `if not self.training:` never ran: not-run.
+    grouped = by_file(fixture_results)
+    [counter] = grouped["fixtures/dp101/flagged_eval_only_counter.py"]
+    c = counter["confirmation"]
+    assert c["status"] == "confirmed", c
+    assert "`eval_calls`" in c["evidence"] and "(in eval mode)" in c["evidence"], c
+    assert c["modes"] == ["training", "eval"]
+    # A training-mode hazard is confirmed by the training run: its evidence names no mode.
+    steps = next(f for f in grouped["fixtures/dp101/flagged_counter_and_stash.py"] if f["location"]["row"] == 13)
+    assert "(in eval mode)" not in steps["confirmation"]["evidence"]
+    assert steps["confirmation"]["modes"] == ["training", "eval"]
+
+
+def test_text_and_sarif_say_which_modes_ran():
+    path = "fixtures/dp101/flagged_eval_only_counter.py"
+    text = run_cli(path, "--confirm", "--backend", "emulated", "--no-cache").stdout
+    assert "[ran in training and eval mode]" in text, text
+    sarif = json.loads(run_cli(path, "--confirm", "--backend", "emulated", "--no-cache",
+                               "--output-format", "sarif").stdout)
+    [result] = sarif["runs"][0]["results"]
+    assert result["properties"]["confirmation"]["modes"] == ["training", "eval"]
+
+
+def _run(example):
+    from dpcheck.harness.runner import make_backend, run_model
+    return run_model(example, make_backend("emulated", 2), [4])
+
+
+class _EvalOnly(torch.nn.Module):
+    """Counts eval calls (lost on a replica), or raises in eval mode when told to."""
+
+    def __init__(self, eval_raises=False):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.eval_calls = 0
+        self.eval_raises = eval_raises
+
+    def forward(self, x):
+        if not self.training:
+            if self.eval_raises:
+                raise RuntimeError("no eval path")
+            self.eval_calls += 1
+        return self.fc(x)
+
+
+def test_the_eval_pass_runs_after_training_only():
+    training = _run(lambda b: (_EvalOnly(), (torch.randn(b, 4),)))
+    assert training.modes == ["training", "eval"] and training.mode == "training"
+    lost = [o for o in training.observations if o.attr == "eval_calls"]
+    assert [(o.mode, o.batch) for o in lost] == [("eval", 4)] and lost[0].evidence.endswith("(in eval mode)")
+    assert all(o.mode == "training" for o in training.observations if o.attr != "eval_calls")
+    # An example that returns eval() asked for eval only: one pass, its observations not marked.
+    evaluating = _run(lambda b: (_EvalOnly().eval(), (torch.randn(b, 4),)))
+    assert evaluating.modes == ["eval"]
+    [obs] = [o for o in evaluating.observations if o.attr == "eval_calls"]
+    assert obs.mode == "eval" and "(in eval mode)" not in obs.evidence
+
+
+def test_an_eval_pass_that_fails_is_a_note_and_training_verdicts_stand(project):
+    report = _run(lambda b: (_EvalOnly(eval_raises=True), (torch.randn(b, 4),)))
+    assert report.compared == [4] and report.modes == ["training", "eval"]
+    assert not report.reference_failures and not report.errors
+    assert any("eval pass" in n and "no eval path" in n for n in report.notes), report.notes
+    # Through the CLI: the training-mode hazard is still confirmed, and no file-level not-run.
+    (project / "model.py").write_text(RUNNABLE.format(
+        init="self.eval_raises = True", forward="if not self.training: raise RuntimeError('no eval path')"))
+    results = json.loads(run_cli("model.py", "--confirm", "--backend", "emulated", "--no-cache",
+                                 "--output-format", "json", cwd=project).stdout)
+    assert "DP003" not in {f["code"] for f in results}, results
+    steps = [f for f in results if f["code"] == "DP101"]
+    assert steps and steps[0]["confirmation"]["status"] == "confirmed", results

@@ -85,6 +85,11 @@ class RunReport:
     parameters: list[str] = field(default_factory=list)
     scattered_to: list[str] = field(default_factory=list)
     mode: str = ""  # "training" or "eval": the mode the example's model was in, and ran in
+    # Every mode that ran: the example's, then "eval" when the eval pass ran after training.
+    modes: list[str] = field(default_factory=list)
+    # What happened in the eval pass that is no verdict: it could not build or run (the
+    # training verdicts stand).
+    notes: list[str] = field(default_factory=list)
     owner_classes: dict = field(default_factory=dict, repr=False)  # module path -> its classes (in the child)
     stochastic: bool = False  # the outputs are random (values and gradients not compared)
     scratch: dict = field(default_factory=dict, repr=False)  # attribute path -> per-call scratch (probed once)
@@ -92,7 +97,8 @@ class RunReport:
     def as_dict(self) -> dict:
         return {"backend": self.backend, "devices": self.devices, "batches": list(self.batches),
                 "compared": list(self.compared), "classes": list(self.classes), "parameters": list(self.parameters),
-                "scattered_to": list(self.scattered_to), "mode": self.mode,
+                "scattered_to": list(self.scattered_to), "mode": self.mode, "modes": list(self.modes),
+                "notes": list(self.notes),
                 "observations": [o.to_dict() for o in self.observations], "errors": list(self.errors),
                 "reference_failures": [o.to_dict() for o in self.reference_failures]}
 
@@ -103,7 +109,8 @@ class RunReport:
                    [Observation.from_dict(o) for o in data["reference_failures"]],
                    [int(b) for b in data.get("compared", [])], [str(c) for c in data.get("classes", [])],
                    [str(p) for p in data.get("parameters", [])], [str(c) for c in data.get("scattered_to", [])],
-                   str(data.get("mode", "")))
+                   str(data.get("mode", "")), [str(m) for m in data.get("modes", [])],
+                   [str(n) for n in data.get("notes", [])])
 
 
 # --- backends ---------------------------------------------------------------------------
@@ -384,7 +391,37 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
             if o.raised and o.batch != first and o.kind != K.GATHER_FAILED else o
             for o in report.observations]
     _argument_observations(arguments, backend, report)
+    report.observations = [replace(o, mode=o.mode or report.mode) for o in report.observations]
+    report.modes = [report.mode] if report.mode else []
+    if report.mode == "training" and report.compared:
+        _eval_pass(build, backend, model_file, report)
     return report
+
+
+def _eval_pass(build, backend, model_file, report: RunReport) -> None:
+    """One more comparison, in eval mode, at batch 2N, after a training-mode run that compared:
+    code under ``if not self.training:`` runs too. Its observations the training run did not
+    already make join the report, marked "(in eval mode)"; when it cannot build or its
+    single-device run fails, that is a note, and the training verdicts stand. No randomness or
+    loss-weight probes (eval has no dropout; the training run measured the model's randomness)."""
+    batch = 2 * backend.n
+    extra = RunReport(backend.name, backend.n, classes=report.classes, parameters=report.parameters,
+                      scattered_to=report.scattered_to, mode="eval", owner_classes=report.owner_classes,
+                      stochastic=report.stochastic, scratch=report.scratch)
+    extra.batches.append(batch)
+    try:
+        outcome = _run_batch_inner(build, backend, batch, model_file, extra, {}, eval_pass=True)
+    except Exception as exc:  # noqa: BLE001 - the eval pass costs its own result only
+        outcome, extra.errors = None, [*extra.errors, f"batch {batch} could not be compared: {_first_line(exc)}"]
+    report.modes.append("eval")
+    report.notes.extend(f"eval pass: {e}" for e in extra.errors)
+    report.notes.extend(f"eval pass at batch {batch}: the model {o.evidence}" for o in extra.reference_failures)
+    if outcome is None:
+        return
+    seen = {(o.kind, o.line, o.attr, o.output_path) for o in report.observations}
+    report.observations.extend(
+        replace(o, mode="eval", evidence=f"{o.evidence} (in eval mode)") for o in extra.observations
+        if (o.kind, o.line, o.attr, o.output_path) not in seen)
 
 
 def _run_batch(build, backend, batch, model_file, report, arguments) -> bool | None:
@@ -397,7 +434,9 @@ def _run_batch(build, backend, batch, model_file, report, arguments) -> bool | N
         return None
 
 
-def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bool | None:
+def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_pass=False) -> bool | None:
+    """``eval_pass``: both models run in eval mode (see _eval_pass), without the randomness and
+    loss-weight probes."""
     with backend.context(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -405,6 +444,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             with tracing():
                 ref_model, args, kwargs = _normalise(build(batch))
             dp_model = _second_model(ref_model, build, batch, backend)
+            if eval_pass:
+                ref_model.eval()
+                dp_model.eval()
         except Exception as exc:  # the user's constructor or example failed
             report.errors.append(f"building the model at batch {batch} failed: {_first_line(exc)}")
             return None
@@ -446,7 +488,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
         # Randomness is the model's, not the batch size's: probed once, at the first batch, on the
         # single-device model itself when its forward changed no state, else on a third model as
         # built (the DataParallel one has not run yet).
-        if batch == report.batches[0]:
+        if batch == report.batches[0] and not eval_pass:
             probe_model = ref_model if ref_state == before else None
             if probe_model is None:
                 try:
@@ -473,7 +515,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
                 dp_out = backend.dataparallel(dp_model, tuple(dp_args), dict(dp_kwargs), record)
                 loss = _reduce(dp_out, scalars)
                 # Kept to probe the loss's weighting below, when a loss is averaged over uneven chunks.
-                probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None
+                probe = bool(scalars) and len(set(chunks)) > 1 and loss is not None and not eval_pass
                 if loss is not None:
                     loss.backward(retain_graph=probe)
         except Exception as exc:
@@ -515,7 +557,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments) -> bo
             with tracing():
                 _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch,
                                     report, before_grads)
-    elif batch == report.batches[0]:
+    elif batch == report.batches[0] and not eval_pass:
         report.errors.append(f"the outputs are random in {report.mode} mode even with dropout off (two "
                              "single-device runs with different seeds differ): values and gradients were not compared")
     matched = len(report.observations) == found

@@ -108,7 +108,8 @@ def write_full(report: Report, out: TextIO, colour: bool = False) -> None:
             out.write(f"{pad} = fix ({f.fix.applicability}): {f.fix.message}\n")
         if f.confirmation is not None:
             c = f.confirmation
-            out.write(f"{pad} = {c.status} ({c.backend}): {c.evidence}\n")
+            modes = f" [ran in {' and '.join(c.modes)} mode]" if c.modes else ""
+            out.write(f"{pad} = {c.status} ({c.backend}): {c.evidence}{modes}\n")
         out.write("\n")
 
 
