@@ -102,7 +102,9 @@ def test_the_example_is_built_once_per_batch_size():
 
     calls = []
     report = run_model(counted(Counter, calls), make_backend("emulated", 2), default_batch_sizes(2))
-    assert calls == [4, 3, 1]  # was two builds per batch size and a third for the randomness probe
+    # Was two builds per batch size and a third for the randomness probe; the last build is the
+    # eval pass's (training mode first, then eval at 2N, once).
+    assert calls == [4, 3, 1, 4]
     assert report.compared == [4, 3, 1]
     assert {o.attr for o in report.observations if o.kind == K.STATE_LOST_ON_REPLICA} == {"calls"}
 
