@@ -146,7 +146,9 @@ def test_a_model_a_copy_would_share_with_its_original_is_built_again():
 
     calls = []
     report = run_model(counted(HookStash, calls), make_backend("emulated", 2), [4])
-    assert calls == [4, 4, 4]  # the DataParallel model and, as its forward changed state, the probe's
+    # The DataParallel model and, as its forward changed state, the probe's; then the eval pass's
+    # two (no probe there).
+    assert calls == [4, 4, 4, 4, 4]
     # The replicas' hook appends to the DataParallel model's own list (a copy's would append to the
     # single-device model's, and `seen` would look lost with the replica).
     seen = [o for o in report.observations if o.attr == "seen"]
