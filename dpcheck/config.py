@@ -175,13 +175,13 @@ def dpcheck_table(path: Path, data: dict) -> dict | None:
     return table
 
 
-def config_in(folder: Path) -> Path | None:
+def config_in(folder: Path | str) -> Path | None:
     """The configuration file that decides for ``folder`` itself, if any."""
     for name in CONFIG_NAMES:
-        candidate = folder / name
-        if candidate.is_file() and (name != "pyproject.toml"
-                                    or dpcheck_table(candidate, read_toml(candidate)) is not None):
-            return candidate
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate) and (name != "pyproject.toml"
+                                          or dpcheck_table(Path(candidate), read_toml(Path(candidate))) is not None):
+            return Path(candidate)
     return None
 
 
@@ -329,7 +329,9 @@ class Resolver:
         self.cwd = cwd.resolve()
         self.overrides = overrides or {}
         self._by_config: dict[Path | None, Settings] = {}
-        self._by_folder: dict[Path, Settings] = {}
+        # Keyed by a folder's absolute path as a string: a lookup per file and per walked
+        # folder, and most end here without building a Path.
+        self._by_folder: dict[str, Settings] = {}
         self.fixed: Settings | None = None
         if isolated:
             self.fixed = self._settings(None)
@@ -347,13 +349,20 @@ class Resolver:
             self._by_config[config_file] = settings
         return settings
 
-    def for_folder(self, folder: Path) -> Settings:
+    def for_folder(self, folder: Path | str) -> Settings:
         if self.fixed is not None:
             return self.fixed
-        folder = Path(os.path.abspath(folder))
-        walked: list[Path] = []
-        found: Settings | None = None
-        for candidate in [folder, *folder.parents]:
+        return self._for_absolute_folder(os.path.abspath(folder))
+
+    def _for_absolute_folder(self, folder: str) -> Settings:
+        """Settings for ``folder`` (absolute and normalised): the closest folder at or above it
+        with a configuration file decides. Every folder looked at remembers the answer."""
+        found = self._by_folder.get(folder)
+        if found is not None:
+            return found
+        walked: list[str] = []
+        candidate = folder
+        while True:
             found = self._by_folder.get(candidate)
             if found is not None:
                 break
@@ -362,17 +371,23 @@ class Resolver:
             if config is not None:
                 found = self._settings(config.resolve())
                 break
+            parent = os.path.dirname(candidate)
+            if parent == candidate:
+                break
+            candidate = parent
         found = found or self.default
         for candidate in walked:
             self._by_folder[candidate] = found
         return found
 
-    def for_file(self, path: Path) -> Settings:
-        return self.for_folder(Path(os.path.abspath(path)).parent)
+    def for_file(self, path: Path | str) -> Settings:
+        if self.fixed is not None:
+            return self.fixed
+        return self._for_absolute_folder(os.path.dirname(os.path.abspath(path)))
 
     def all_settings(self) -> list[Settings]:
         return list(dict.fromkeys(self._by_config.values()))
 
     @property
-    def excluder_for(self) -> Callable[[Path], Excluder]:
+    def excluder_for(self) -> Callable[[Path | str], Excluder]:
         return lambda folder: self.for_folder(folder).excluder

@@ -107,8 +107,17 @@ class GitIgnore:
             return None
 
     @cached_property
-    def resolved_base(self) -> Path:
-        return _real(self.base)
+    def resolved_base(self) -> str:
+        return os.path.realpath(self.base)
+
+    @cached_property
+    def _base_prefix(self) -> str:
+        base = self.resolved_base
+        return base if base.endswith("/") else base + "/"
+
+    def relative(self, real: str) -> str | None:
+        """``real`` (a real path) relative to this file's folder, or None outside it."""
+        return _relative_text(real, self.resolved_base, self._base_prefix)
 
     def verdict(self, rel: str, is_dir: bool) -> bool | None:
         """True ignored, False re-included, None no rule matched."""
@@ -126,22 +135,33 @@ class GitIgnore:
 class Excluder:
     def __init__(self, root: Path, patterns: list[str]) -> None:
         self.root = root
+        root_text = str(root)
+        self._root_text = root_text
+        self._root_prefix = root_text if root_text.endswith("/") else root_text + "/"
         self.name_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
+        # One regex for every name pattern: the same matches as fnmatchcase over each of
+        # them, in one call per walked entry.
+        self._name_regex = re.compile("|".join(fnmatch.translate(p) for p in self.name_patterns)) \
+            if self.name_patterns else None
         self.path_patterns = [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z")
                               for p in patterns if "/" in p.rstrip("/")]
 
     def excluded(self, path: Path, real: Path | None = None) -> bool:
         """``real``: the real path of ``path`` when the caller knows it already (a folder walk
         joins names onto its folder's real path: no realpath, a system call per component)."""
-        name = path.name
-        if any(fnmatch.fnmatchcase(name, p) for p in self.name_patterns):
+        return self.excluded_text(path.name, str(path), None if real is None else str(real))
+
+    def excluded_text(self, name: str, path: str, real: str | None = None) -> bool:
+        """``excluded`` over plain strings (the walk's hot path): ``path`` as ``str(Path)``
+        writes it, ``name`` its last component, ``real`` its real path if known."""
+        if self._name_regex is not None and self._name_regex.match(name):
             return True
         if not self.path_patterns:
             return False
-        try:
-            rel = (real or _real(path)).relative_to(self.root).as_posix()
-        except ValueError:
-            rel = path.as_posix()
+        rel = _relative_text(real if real is not None else os.path.realpath(path),
+                             self._root_text, self._root_prefix)
+        if rel is None:
+            rel = path
         return any(p.match(rel) for p in self.path_patterns)
 
     def excluded_anywhere(self, path: Path) -> bool:
@@ -155,6 +175,16 @@ class Excluder:
             if self.excluded(parent):
                 return True
         return False
+
+
+def _relative_text(real: str, base: str, base_prefix: str) -> str | None:
+    """``Path(real).relative_to(base).as_posix()`` for normalised absolute paths (as
+    realpath returns them), or None where ``real`` is not inside ``base``."""
+    if real.startswith(base_prefix):
+        return real[len(base_prefix):] or "."
+    if real == base:
+        return "."
+    return None
 
 
 def warn_on_stderr(message: str) -> None:
@@ -186,8 +216,8 @@ def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: b
     passed to ``warn`` and skipped: it never stops the walk, and nothing but a regular
     file is opened."""
     fixed = Excluder(_real(root), exclude)
-    seen: set[Path] = set()
-    visited: set[Path] = set()
+    seen: set[str] = set()  # real paths, as strings
+    visited: set[str] = set()
     for path in paths:
         excluder = excluder_for(path.parent) if excluder_for else fixed
         if path.is_dir():
@@ -202,7 +232,7 @@ def discover(paths: list[Path], root: Path, exclude: list[str], force_exclude: b
             if not _is_regular_file(path):
                 warn(f"{path}: not a regular file (a FIFO, device or broken link); skipped")
                 continue
-            key = _real(path)
+            key = os.path.realpath(path)
             if key not in seen:
                 seen.add(key)
                 yield path
@@ -226,15 +256,15 @@ def _gitignores_above(folder: Path) -> list[GitIgnore]:
 def _ignored_by_parents(path: Path) -> bool:
     resolved = _real(path)
     stack = _gitignores_above(resolved.parent) + [g for g in [GitIgnore.load(resolved.parent)] if g]
-    return _is_ignored(resolved, False, stack)
+    return _is_ignored(str(resolved), False, stack)
 
 
-def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
+def _is_ignored(real: str, is_dir: bool, stack: list[GitIgnore]) -> bool:
+    """``real``: the entry's real path."""
     result = False
     for ignore in stack:
-        try:
-            rel = path.relative_to(ignore.resolved_base).as_posix()
-        except ValueError:
+        rel = ignore.relative(real)
+        if rel is None:
             continue
         verdict = ignore.verdict(rel, is_dir)
         if verdict is not None:
@@ -245,28 +275,39 @@ def _is_ignored(path: Path, is_dir: bool, stack: list[GitIgnore]) -> bool:
 @dataclass
 class _Folder:
     """A folder being walked: its sorted entries still to visit, and the excludes and
-    .gitignore rules in force there."""
+    .gitignore rules in force there. Paths are strings: ``path`` as ``str(Path)`` writes
+    the folder ('' for the working folder), ``resolved`` its real path."""
 
-    resolved: Path
+    path: str
+    resolved: str
     excluder: Excluder
     stack: list[GitIgnore]
     entries: Iterator[os.DirEntry]
 
 
-def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
-          seen: set[Path], visited: set[Path], warn: Callable[[str], None],
-          excluder_for: Callable[[Path], Excluder] | None = None) -> Iterator[Path]:
-    """Depth first in name order, with an explicit stack (no recursion limit on deep trees).
-    Each real folder is entered once: a symlink loop (`sub/loop -> ..`) ends there."""
+def _join(folder: str, name: str) -> str:
+    """``str(Path(folder) / name)`` for a folder written as ``str(Path)`` writes it."""
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith("/") else f"{folder}/{name}"
 
-    def enter(folder: Path, resolved: Path, excluder: Excluder, stack: list[GitIgnore]) -> _Folder | None:
+
+def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitignore: bool,
+          seen: set[str], visited: set[str], warn: Callable[[str], None],
+          excluder_for: Callable[[Path | str], Excluder] | None = None) -> Iterator[Path]:
+    """Depth first in name order, with an explicit stack (no recursion limit on deep trees).
+    Each real folder is entered once: a symlink loop (`sub/loop -> ..`) ends there. Paths
+    are kept as strings (a Path per entry costs more than the rest of the walk); only the
+    files yielded become Paths."""
+
+    def enter(folder: str, resolved: str, excluder: Excluder, stack: list[GitIgnore]) -> _Folder | None:
         if resolved in visited:
             return None
         visited.add(resolved)
         if excluder_for is not None:
             excluder = excluder_for(folder)
         if respect_gitignore:
-            own = GitIgnore.load(folder)
+            own = GitIgnore.load(Path(folder))
             if own:
                 stack = [*stack, own]
         try:
@@ -274,10 +315,11 @@ def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitigno
         except OSError as exc:
             warn(f"{folder}: cannot read folder: {exc.strerror or exc}; skipped")
             return None
-        return _Folder(resolved, excluder, stack, iter(entries))
+        return _Folder(folder, resolved, excluder, stack, iter(entries))
 
     # Resolve each folder once; entries inside it are resolved by joining their names.
-    first = enter(top, _real(top), excluder, stack)
+    top_text = str(top)
+    first = enter(top_text, os.path.realpath(top_text), excluder, stack)
     frames = [first] if first else []
     while frames:
         frame = frames[-1]
@@ -285,25 +327,26 @@ def _walk(top: Path, excluder: Excluder, stack: list[GitIgnore], respect_gitigno
         if entry is None:
             frames.pop()
             continue
-        path = Path(entry.path)
+        name = entry.name
+        path = _join(frame.path, name)
         try:
             is_dir = entry.is_dir()
             is_link = entry.is_symlink()
         except OSError:  # a symlink loop (`a -> b -> a`): neither a folder nor a file
             continue
-        real = frame.resolved / entry.name  # the entry's real path, unless it is a link
-        if frame.excluder.excluded(path, None if is_link else real):
+        real = _join(frame.resolved, name)  # the entry's real path, unless it is a link
+        if frame.excluder.excluded_text(name, path, None if is_link else real):
             continue
         if respect_gitignore and frame.stack and _is_ignored(real, is_dir, frame.stack):
             continue
         if is_dir:
-            inner = enter(path, _real(path) if is_link else real, frame.excluder, frame.stack)
+            inner = enter(path, os.path.realpath(path) if is_link else real, frame.excluder, frame.stack)
             if inner:
                 frames.append(inner)
-        elif entry.name.endswith(PYTHON_SUFFIXES) and _is_file(entry):
+        elif name.endswith(PYTHON_SUFFIXES) and _is_file(entry):
             if real not in seen:
                 seen.add(real)
-                yield path
+                yield Path(path)
 
 
 def _is_file(entry: os.DirEntry) -> bool:

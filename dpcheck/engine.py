@@ -286,24 +286,60 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
     return [r for r in results if r is not None], hits
 
 
-def module_loader(results: Sequence[FileResult], cache=None):
-    """Find and summarise modules that were not scanned, from the scanned files' package roots."""
-    roots: list[Path] = []
-    real_folders: dict[str, str] = {}  # realpath costs a system call per component: once per folder
-    for result in results:
-        if os.path.islink(result.filename):
-            path = Path(os.path.realpath(result.filename))
+class _RealFolders:
+    """``os.path.realpath`` of absolute, normalised folder paths, remembered per folder: a
+    folder's real path is its parent's joined with its name unless it is a link itself, so
+    each folder costs one lstat instead of one per component."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+
+    def __call__(self, folder: str) -> str:
+        known = self._known.get(folder)
+        if known is not None:
+            return known
+        parent, name = os.path.split(folder)
+        if not name or parent == folder:  # the file system's root
+            real = os.path.realpath(folder)
+        elif os.path.islink(folder):
+            real = os.path.realpath(folder)
         else:
-            folder, name = os.path.split(os.path.abspath(result.filename))
-            if folder not in real_folders:
-                real_folders[folder] = os.path.realpath(folder)
-            path = Path(real_folders[folder], name)
-        depth = result.module.count(".") + (1 if path.name == "__init__.py" else 0)
-        root = path.parents[depth] if depth < len(path.parents) else None
-        if root is not None and root not in roots:
-            roots.append(root)
+            real = os.path.join(self(parent), name)
+        self._known[folder] = real
+        return real
+
+
+def module_loader(results: Sequence[FileResult], cache=None):
+    """Find and summarise modules that were not scanned, from the scanned files' package roots.
+
+    The roots are found on the first call only: most runs never need a module they did not scan."""
+    roots: list[Path] | None = None
+
+    def package_roots() -> list[Path]:
+        found: dict[str, None] = {}  # in first-seen order
+        real_folder = _RealFolders()
+        for result in results:
+            if os.path.islink(result.filename):
+                path = os.path.realpath(result.filename)
+            else:
+                folder, name = os.path.split(os.path.abspath(result.filename))
+                path = os.path.join(real_folder(folder), name)
+            depth = result.module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+            root = path
+            for _ in range(depth + 1):
+                parent = os.path.dirname(root)
+                if parent == root:  # above the file system's root: no package root
+                    root = None
+                    break
+                root = parent
+            if root is not None:
+                found.setdefault(root)
+        return [Path(r) for r in found]
 
     def load(module: str) -> FileResult | None:
+        nonlocal roots
+        if roots is None:
+            roots = package_roots()
         parts = module.split(".")
         for root in roots:
             for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):

@@ -14,13 +14,20 @@ from functools import lru_cache
 from pathlib import Path
 
 
-def module_name_for(path: Path) -> str:
+def module_name_for(path: Path | str) -> str:
     """The dotted module name of ``path``, walking up through ``__init__.py`` packages."""
-    path = Path(os.path.abspath(path))
-    package = _package_of(str(path.parent))
-    if path.stem == "__init__":
-        return package or path.stem
-    return f"{package}.{path.stem}" if package else path.stem
+    folder, name = os.path.split(os.path.abspath(path))
+    stem = _stem(name)
+    package = _package_of(folder)
+    if stem == "__init__":
+        return package or stem
+    return f"{package}.{stem}" if package else stem
+
+
+def _stem(name: str) -> str:
+    """``PurePath(name).stem``: the name without its last suffix (a leading dot is no suffix)."""
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
 @lru_cache(maxsize=4096)
