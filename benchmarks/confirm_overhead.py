@@ -9,7 +9,7 @@ imports and runs the model once. For each file: the median wall time of
 `dpcheck --confirm FILE --no-cache --backend emulated --devices 2` (static analysis, the child
 process, torch import, the harness at its three batch sizes, reporting) and of `python -c` a
 plain script that imports the file, builds `dpcheck_example()` and runs one forward + backward
-on the CPU; prints both and the difference. Wall clock on a possibly shared machine: the load
+on the CPU, the two run alternately; prints both and the difference. Wall clock on a possibly shared machine: the load
 (`os.getloadavg`) is printed with the numbers; medians of several runs. tests/real_models files
 are included only where their libraries are installed.
 """
@@ -61,15 +61,23 @@ if isinstance(loss, torch.Tensor):
 """
 
 
-def wall(command: list[str], runs: int) -> float:
-    samples = []
+def wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr[-1500:]}")
+    return elapsed
+
+
+def medians(first: list[str], second: list[str], runs: int) -> tuple[float, float]:
+    """Median wall times of two commands run alternately, so that a load that comes and goes
+    on a shared machine falls on both alike."""
+    samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True)
-        samples.append(time.perf_counter() - start)
-        if proc.returncode not in (0, 1):
-            raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr[-1500:]}")
-    return statistics.median(samples)
+        samples[0].append(wall(first))
+        samples[1].append(wall(second))
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def default_files() -> list[str]:
@@ -87,9 +95,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; median of {args.runs} runs")
     print(f"{'file':58} {'plain s':>8} {'confirm s':>9} {'diff s':>7}")
     for file in args.files or default_files():
-        plain = wall([sys.executable, "-c", PLAIN, str(ROOT / file)], args.runs)
-        confirm = wall([*dpcheck, "--confirm", file, "--no-cache", "--backend", "emulated", "--devices", "2",
-                        "--quiet"], args.runs)
+        plain, confirm = medians([sys.executable, "-c", PLAIN, str(ROOT / file)],
+                                 [*dpcheck, "--confirm", file, "--no-cache", "--backend", "emulated", "--devices", "2",
+                                  "--quiet"], args.runs)
         print(f"{file:58} {plain:8.2f} {confirm:9.2f} {confirm - plain:+7.2f}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
