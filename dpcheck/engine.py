@@ -299,9 +299,7 @@ class _RealFolders:
         if known is not None:
             return known
         parent, name = os.path.split(folder)
-        if not name or parent == folder:  # the file system's root
-            real = os.path.realpath(folder)
-        elif os.path.islink(folder):
+        if not name or parent == folder or os.path.islink(folder):  # the file system's root, or a link
             real = os.path.realpath(folder)
         else:
             real = os.path.join(self(parent), name)
