@@ -210,3 +210,44 @@ def test_the_line_tracer_is_on_only_where_the_models_code_runs(tmp_path):
                                                        "_second_model")}
     # ... while forward's lines are still recorded in both steps.
     assert 7 in seen["model"]["dataparallel_lines"] and 7 in seen["model"]["reference_lines"]
+
+
+def test_snapshots_and_gradient_reads_run_outside_the_emulations_tagging_mode(monkeypatch):
+    from torch.overrides import _get_current_function_mode_stack
+
+    from dpcheck.harness import emulation, runner
+
+    seen = []
+
+    def watch(name):
+        original = getattr(runner, name)
+
+        def watched(*args, **kwargs):
+            seen.append((name, any(isinstance(m, emulation.VirtualDevices) for m in _get_current_function_mode_stack())
+                         or torch._C._is_torch_function_enabled() and bool(_get_current_function_mode_stack())))
+            return original(*args, **kwargs)
+        monkeypatch.setattr(runner, name, watched)
+
+    for name in ("snapshot", "_grads"):
+        watch(name)
+    report = runner.run_model(counted(Counter, []), runner.make_backend("emulated", 2), [4])
+    assert report.compared == [4]
+    # Each tensor op under the mode pays its Python hook; a snapshot's sums need no device tags.
+    assert {name for name, _ in seen} == {"snapshot", "_grads"}
+    assert not any(under_mode for _, under_mode in seen), seen
+
+
+def test_the_emulated_backend_seeds_only_the_cpu_generator():
+    from dpcheck.harness.runner import default_batch_sizes, make_backend, run_model
+
+    backend = make_backend("emulated", 2)
+    queued = len(torch.cuda._queued_calls)
+    report = run_model(counted(Counter, []), backend, default_batch_sizes(2))
+    assert report.compared == [4, 3, 1]
+    # torch.manual_seed under the emulation's "available" CUDA queues a lazy CUDA seed (with a
+    # formatted stack) every call; the emulation's tensors all draw from the CPU generator.
+    assert len(torch.cuda._queued_calls) == queued
+    backend.seed(7)
+    first = torch.rand(3)
+    backend.seed(7)
+    assert torch.equal(torch.rand(3), first)

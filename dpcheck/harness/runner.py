@@ -138,6 +138,10 @@ class Backend:
         """A deep copy of ``obj`` (a model not yet placed, the example's arguments)."""
         return copy.deepcopy(obj)
 
+    def seed(self, value: int) -> None:
+        """Seed every generator the models' tensors draw from."""
+        torch.manual_seed(value)
+
     def untagged(self):
         """A block of the harness's own tensor reads (snapshots) that need no device emulation."""
         return contextlib.nullcontext()
@@ -172,6 +176,12 @@ class EmulatedBackend(Backend):
         from dpcheck.harness import emulation
         with emulation.outside_mode():
             return copy.deepcopy(obj)
+
+    def seed(self, value: int) -> None:
+        # The CPU generator only: every emulated tensor lives on the CPU. torch.manual_seed also
+        # seeds CUDA, XPU and MTIA, which under the emulation's "available" CUDA queues a lazy call
+        # with a formatted stack each time (1-2 ms a seed, several seeds a model).
+        torch.default_generator.manual_seed(value)
 
     def untagged(self):
         # Outside the tagging mode: its Python hook on every tensor op of a snapshot (summing each
@@ -452,7 +462,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
     with backend.context(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            torch.manual_seed(0)
+            backend.seed(0)
             with tracing():
                 ref_model, args, kwargs = _normalise(build(batch))
             dp_model = _second_model(ref_model, build, batch, backend)
@@ -591,7 +601,7 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
             return copied
     state = torch.random.get_rng_state()
     try:
-        torch.manual_seed(0)
+        backend.seed(0)
         with tracing():
             return _normalise(build(batch))[0]
     finally:
@@ -772,7 +782,7 @@ def _stochastic(model, inputs, backend, ref_out, chunks, fresh=True) -> bool:
             backend.place_module(model, 0)
             _neutralise_randomness(model)
             _per_chunk_batchnorm(model, chunks)
-        torch.manual_seed(12345)
+        backend.seed(12345)
         with torch.no_grad():
             again = model(*backend.place(args, 0), **backend.place(kwargs, 0))
     except Exception:
