@@ -250,9 +250,6 @@ def emulated_cuda(n_devices: int):
         "reset_peak_memory_stats": lambda *a, **k: None,
         "empty_cache": lambda: None,
     }
-    saved = {name: getattr(cuda, name) for name in patches}
-    for name, value in patches.items():
-        setattr(cuda, name, value)
     # On a CUDA build without GPUs, modules would take cuDNN paths for tensors that report
     # is_cuda: keep them on the portable kernels, as a CPU-only build does.
     cudnn = torch.backends.cudnn
@@ -269,11 +266,9 @@ def emulated_cuda(n_devices: int):
     autocast.__init__ = autocast_init
     set_current_device(0)
     try:
-        with _dataparallel_in_model_code(), VirtualDevices():
+        with _patched(cuda, patches), _dataparallel_in_model_code(), VirtualDevices():
             yield
     finally:
-        for name, value in saved.items():
-            setattr(cuda, name, value)
         cudnn.is_acceptable, cudnn.enabled = saved_acceptable, saved_enabled
         autocast.__init__ = saved_autocast_init
 
@@ -512,15 +507,19 @@ def _device_index(device: Any) -> int:
     return index
 
 
-def _scatter_kwargs_for_torch(inputs, kwargs, target_gpus, dim=0):
-    return scatter_kwargs(inputs, kwargs, target_gpus, dim)
-
-
-def _gather_for_torch(outputs, target_device, dim=0):
-    return gather(outputs, target_device, dim)
-
-
 @contextlib.contextmanager
+def _patched(target: Any, patches: dict[str, Any]):
+    """``target``'s attributes replaced by ``patches`` while active, the originals put back after."""
+    saved = {name: getattr(target, name) for name in patches}
+    for name, value in patches.items():
+        setattr(target, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(target, name, value)
+
+
 def _dataparallel_in_model_code():
     """`nn.DataParallel` and `nn.parallel.data_parallel` called by the model's own code run their
     real checks (parameters and buffers on device_ids[0], inputs scattered from anywhere) with the
@@ -530,16 +529,9 @@ def _dataparallel_in_model_code():
     import importlib
     dp_module = importlib.import_module("torch.nn.parallel.data_parallel")  # the package's name is the function
 
-    patches = {"replicate": replicate, "parallel_apply": parallel_apply, "scatter_kwargs": _scatter_kwargs_for_torch,
-               "gather": _gather_for_torch, "_check_balance": lambda device_ids: None}
-    saved = {name: getattr(dp_module, name) for name in patches}
-    for name, value in patches.items():
-        setattr(dp_module, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(dp_module, name, value)
+    return _patched(dp_module, {"replicate": replicate, "parallel_apply": parallel_apply,
+                                "scatter_kwargs": scatter_kwargs, "gather": gather,
+                                "_check_balance": lambda device_ids: None})
 
 
 def _current_trace():
