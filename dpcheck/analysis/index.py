@@ -136,35 +136,37 @@ class ClassIndex:
         return name in wrapped or name not in submodules
 
     def unwrapped(self, class_name: str) -> str | None:
-        """Why a class's findings are advice only, or None: the scanned files wrap models, every
-        wrap site was traced to a class, and no class of this simple name is one of them, a layer
-        built in some module, or a base of either (so none of its code runs under DataParallel).
+        """Why a class's findings are advice only, or None: the scanned files show what runs
+        under DataParallel (see _classes_in_use) and no class of this simple name is part of it.
         Simple names keep this conservative: a same-named class that is used counts as this one."""
-        if self._unresolved_wraps or not self._wrapped_names:
-            return None
         if self._used is None:
-            wrapped = list(self._wrapped_names)
-            # A wrapped class this run did not scan (a library model, a file left out) may build
-            # any class as a layer: then nothing can be called unwrapped.
-            if not all(_tail(self.lookup(name) or "") in self._scanned for name in wrapped):
-                self._used = frozenset({"*"})
-                return None
-            used: set[str] = set()
-            pending = [*self._wrapped_names, *self._submodule_names]
-            while pending:
-                name = pending.pop()
-                simple = name.rsplit(".", 1)[-1]
-                if simple in used:
-                    continue
-                used.add(simple)
-                target = self.lookup(name)
-                pending.extend(self.bases.get(target, ()) if target else ())
-            self._used = frozenset(used)
-        if class_name in self._used or "*" in self._used:
+            self._used = self._classes_in_use()
+        if not self._used or class_name in self._used:
             return None
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_names})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         return f"no scanned file wraps `{class_name}` or builds it as a layer (they wrap {shown})"
+
+    def _classes_in_use(self) -> frozenset[str]:
+        """Simple names of the classes wrapped, built as layers, or bases of either; empty when
+        the scanned files do not show what runs under DataParallel: they wrap nothing, a wrap
+        site was not traced to a class, or a wrapped class was not scanned (a library model, a
+        file left out), which may build any class as a layer."""
+        wrapped = list(self._wrapped_names)  # (lookup may summarise unscanned modules, which adds names)
+        if self._unresolved_wraps or not wrapped or not all(
+                _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
+            return frozenset()
+        used: set[str] = set()
+        pending = [*wrapped, *self._submodule_names]
+        while pending:
+            name = pending.pop()
+            simple = name.rsplit(".", 1)[-1]
+            if simple in used:
+                continue
+            used.add(simple)
+            target = self.lookup(name)
+            pending.extend(self.bases.get(target, ()) if target else ())
+        return frozenset(used)
 
     def batch_dim_is_zero(self, name: str) -> bool:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
