@@ -357,6 +357,11 @@ def test_lines_that_run_only_in_eval_mode_are_confirmed_by_the_eval_pass(fixture
     assert c["status"] == "confirmed", c
     assert "`eval_calls`" in c["evidence"] and "(in eval mode)" in c["evidence"], c
     assert c["modes"] == ["training", "eval"]
+    # A 0-dim output returned only in eval mode: its own probe (the output's shape) confirms it.
+    [score] = grouped["fixtures/dp401/flagged_eval_only_score.py"]
+    assert score["code"] == "DP401" and score["confirmation"]["status"] == "confirmed", score
+    assert "0-dim" in score["confirmation"]["evidence"] and "(in eval mode)" in score["confirmation"]["evidence"]
+    assert not grouped.get("fixtures/dp401/safe_eval_only_per_sample_score.py")
     # A training-mode hazard is confirmed by the training run: its evidence names no mode.
     steps = next(f for f in grouped["fixtures/dp101/flagged_counter_and_stash.py"] if f["location"]["row"] == 13)
     assert "(in eval mode)" not in steps["confirmation"]["evidence"]

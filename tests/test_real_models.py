@@ -22,8 +22,11 @@ Backends: the emulation always; real GPUs (`@pytest.mark.gpu`) where there are e
                                                 <file stem>.<backend>.json, the JSON output of
                                                 `dpcheck --confirm` on that file (a GPU run
                                                 brought back to judge on a machine without GPUs)
-torchvision and timm do not import beside the CPU torch CI installs: their cases skip
-there, and run where they import (the GPU machine).
+torchvision's wheels are CUDA builds whose compiled operators do not load beside the CPU torch
+CI installs; tests/support/torchvision_cpu_ops/ then stands in for the one operator its models
+need (`nms`, in PyTorch) so torchvision and timm import and run, in this process and in the
+children (PYTHONPATH). Where the compiled operators load, it changes nothing. A case whose
+library does not import at all skips with the reason.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -45,6 +49,7 @@ MODELS = ROOT / "tests" / "real_models"
 DEVICES = int(os.environ.get("DPCHECK_REAL_MODELS_DEVICES", "2"))
 ONLY_BACKEND = os.environ.get("DPCHECK_REAL_MODELS_BACKEND")
 SAVED_RESULTS = os.environ.get("DPCHECK_REAL_MODELS_RESULTS")
+TORCHVISION_CPU_OPS = ROOT / "tests" / "support" / "torchvision_cpu_ops"
 FILE_NOT_RUN = "DP003"  # the file-level finding of a confirmation that could not compare anything
 
 
@@ -136,9 +141,18 @@ def backends():
 
 
 @functools.cache
+def _stand_in_for_torchvision_ops() -> None:
+    """Install tests/support/torchvision_cpu_ops in this process (the children get it through
+    PYTHONPATH, see `confirm`)."""
+    spec = importlib.util.spec_from_file_location("torchvision_cpu_ops", TORCHVISION_CPU_OPS / "sitecustomize.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+@functools.cache
 def unimportable(module: str) -> str | None:
     """Why `module` cannot be used here (torchvision's wheel fails to load beside another torch
     with a RuntimeError, not an ImportError), or None."""
+    _stand_in_for_torchvision_ops()
     try:
         importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - any failure to import means: skip with the reason
@@ -150,7 +164,8 @@ def unimportable(module: str) -> str | None:
 def confirm(file: str, backend: str) -> tuple[int, str, str]:
     """One `dpcheck --confirm` child process for one model file (run once, even when it fails)."""
     proc = run_cli(MODELS / file, "--config", MODELS / "dpcheck.toml", "--confirm", "--backend", backend,
-                   "--devices", DEVICES, "--timeout", 600, "--output-format", "json", "--no-cache", timeout=900)
+                   "--devices", DEVICES, "--timeout", 600, "--output-format", "json", "--no-cache", timeout=900,
+                   env={"PYTHONPATH": os.pathsep.join(filter(None, [str(TORCHVISION_CPU_OPS), os.environ.get("PYTHONPATH")]))})
     return proc.returncode, proc.stdout, proc.stderr
 
 
