@@ -146,9 +146,9 @@ def test_a_model_a_copy_would_share_with_its_original_is_built_again():
 
     calls = []
     report = run_model(counted(HookStash, calls), make_backend("emulated", 2), [4])
-    # The DataParallel model and, as its forward changed state, the probe's; then the eval pass's
-    # two (no probe there).
-    assert calls == [4, 4, 4, 4, 4]
+    # The single-device and the DataParallel model (built again: a copy would share the hook);
+    # then the eval pass's two. No third for the randomness probe: the step drew no random numbers.
+    assert calls == [4, 4, 4, 4]
     # The replicas' hook appends to the DataParallel model's own list (a copy's would append to the
     # single-device model's, and `seen` would look lost with the replica).
     seen = [o for o in report.observations if o.attr == "seen"]
@@ -251,3 +251,40 @@ def test_the_emulated_backend_seeds_only_the_cpu_generator():
     first = torch.rand(3)
     backend.seed(7)
     assert torch.equal(torch.rand(3), first)
+
+
+class Draws(torch.nn.Module):
+    """Its forward draws from a generator when ``source`` says which (else none)."""
+
+    def __init__(self, source=None):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.source = source
+
+    def forward(self, x):
+        out = self.fc(x)
+        if self.source == "torch":
+            out = out + 0.1 * torch.randn_like(out)
+        elif self.source == "python":
+            import random
+            out = out * (1.0 + random.random())
+        elif self.source == "numpy":
+            import numpy
+            out = out * float(1.0 + numpy.random.rand())
+        return out
+
+
+@pytest.mark.parametrize("source", [None, "torch", "python", "numpy"])
+def test_the_randomness_probe_runs_only_when_the_step_drew_random_numbers(monkeypatch, source):
+    from dpcheck.harness import runner
+
+    if source == "numpy":
+        pytest.importorskip("numpy")
+    probed = []
+    original = runner._stochastic
+    monkeypatch.setattr(runner, "_stochastic", lambda *a, **k: probed.append(1) or original(*a, **k))
+    report = runner.run_model(lambda batch: (Draws(source), (torch.randn(batch, 4),)),
+                              runner.make_backend("emulated", 2), runner.default_batch_sizes(2))
+    assert probed == ([1] if source else [])
+    # Random outputs are found random (values not compared); without draws they are compared.
+    assert report.stochastic is bool(source)

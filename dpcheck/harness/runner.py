@@ -116,6 +116,28 @@ class RunReport:
 # --- backends ---------------------------------------------------------------------------
 
 
+def _host_generator_states() -> list:
+    import random
+    states = [random.getstate()]
+    numpy = sys.modules.get("numpy")  # not imported: the model drew nothing from it
+    if numpy is not None:
+        kind, keys, position, has_gauss, gauss = numpy.random.get_state()
+        states.append((kind, keys.tobytes(), position, has_gauss, gauss))
+    return states
+
+
+def _same_states(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
 class Backend:
     name = "?"
 
@@ -141,6 +163,14 @@ class Backend:
     def seed(self, value: int) -> None:
         """Seed every generator the models' tensors draw from."""
         torch.manual_seed(value)
+
+    def generator_states(self) -> list:
+        """The state of every generator a model's forward may draw from: the ones ``seed`` seeds,
+        Python's ``random`` and NumPy's global one. A random draw moves one of them."""
+        states = [torch.default_generator.get_state()]
+        if torch.cuda.is_available():
+            states.extend(torch.cuda.get_rng_state_all())
+        return [*states, *_host_generator_states()]
 
     def untagged(self):
         """A block of the harness's own tensor reads (snapshots) that need no device emulation."""
@@ -182,6 +212,9 @@ class EmulatedBackend(Backend):
         # seeds CUDA, XPU and MTIA, which under the emulation's "available" CUDA queues a lazy call
         # with a formatted stack each time (1-2 ms a seed, several seeds a model).
         torch.default_generator.manual_seed(value)
+
+    def generator_states(self) -> list:
+        return [torch.default_generator.get_state(), *_host_generator_states()]  # every tensor is on the CPU
 
     def untagged(self):
         # Outside the tagging mode: its Python hook on every tensor op of a snapshot (summing each
@@ -491,6 +524,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
 
         # Reference: everything on device 0, no replication.
         ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
+        probe_randomness = batch == report.batches[0] and not eval_pass
+        generators_before = backend.generator_states() if probe_randomness else None
         try:
             _IN_REFERENCE.set()
             with tracing():
@@ -512,7 +547,11 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         # Randomness is the model's, not the batch size's: probed once, at the first batch, on the
         # single-device model itself when its forward changed no state, else on a third model as
         # built (the DataParallel one has not run yet).
-        if batch == report.batches[0] and not eval_pass:
+        if probe_randomness and _same_states(generators_before, backend.generator_states()):
+            # The step drew nothing from any generator: a run with another seed gives the same
+            # outputs, so the probe below (one more forward) would find nothing.
+            report.stochastic = False
+        elif probe_randomness:
             probe_model = ref_model if ref_state == before else None
             if probe_model is None:
                 try:
@@ -1142,7 +1181,31 @@ def _computed_in(output) -> torch.dtype | None:
     return max(dtypes, key=lambda d: _LOW_PRECISION.get(d, (_ATOL, _RTOL)), default=None)
 
 
+def _all_close_summed(pairs, computed_in) -> bool:
+    """True where every (a, b) pair is certainly `_close(a, b, computed_in, summed=True)`, found
+    with a few fused ops over all the pairs instead of several ops per pair (BERT's parameters:
+    5 ms a comparison one by one): no element of a - b exceeds the pair's absolute tolerance,
+    which is enough. False where that does not show it (mixed tolerances, non-finite values, a
+    difference that only the relative tolerance admits): the caller compares pair by pair."""
+    if not pairs:
+        return True
+    tolerances = {max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
+                  for a, b in pairs}
+    if len(tolerances) != 1 or len({(a.dtype, a.device, b.dtype, b.device) for a, b in pairs}) != 1:
+        return False
+    [(atol, rtol)] = tolerances
+    a, b = [x.detach() for x, _ in pairs], [y.detach() for _, y in pairs]
+    with torch.no_grad():
+        scales = torch.stack(torch._foreach_norm(a, float("inf"))).float()  # each tensor's largest element
+        differences = torch.stack(torch._foreach_norm(torch._foreach_sub(a, b), float("inf"))).float()
+        return bool((differences <= torch.clamp(scales * rtol, min=atol)).all())
+
+
 def _compare_grads(ref, dp, batch, backend, report, computed_in=None):
+    present = [(r, dp[name]) for name, r in ref.items() if r is not None and dp.get(name) is not None]
+    if len(present) == len(ref) == len(dp) and all(r.shape == d.shape for r, d in present) \
+            and _all_close_summed(present, computed_in):
+        return  # the same as below finds, at once
     for name, r in ref.items():
         d = dp.get(name)
         if r is None and d is None:
