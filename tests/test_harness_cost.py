@@ -228,12 +228,13 @@ def test_snapshots_and_gradient_reads_run_outside_the_emulations_tagging_mode(mo
             return original(*args, **kwargs)
         monkeypatch.setattr(runner, name, watched)
 
-    for name in ("snapshot", "_grads"):
+    for name in ("snapshot", "_grads", "_same_states"):
         watch(name)
     report = runner.run_model(counted(Counter, []), runner.make_backend("emulated", 2), [4])
     assert report.compared == [4]
-    # Each tensor op under the mode pays its Python hook; a snapshot's sums need no device tags.
-    assert {name for name, _ in seen} == {"snapshot", "_grads"}
+    # Each tensor op under the mode pays its Python hook; a snapshot's sums and the generator
+    # states' comparison need no device tags.
+    assert {name for name, _ in seen} == {"snapshot", "_grads", "_same_states"}
     assert not any(under_mode for _, under_mode in seen), seen
 
 
@@ -288,3 +289,11 @@ def test_the_randomness_probe_runs_only_when_the_step_drew_random_numbers(monkey
     assert probed == ([1] if source else [])
     # Random outputs are found random (values not compared); without draws they are compared.
     assert report.stochastic is bool(source)
+
+
+@pytest.mark.parametrize("devices", [1, 2, 3, 4, 8])
+def test_the_chunk_sizes_are_those_scatter_cuts_without_a_tensor_op(devices):
+    from dpcheck.harness.runner import _chunk_sizes
+
+    for batch in range(0, 40):
+        assert _chunk_sizes(batch, devices) == [len(c) for c in torch.arange(batch).chunk(devices)], batch

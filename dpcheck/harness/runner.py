@@ -382,6 +382,14 @@ def _reduce(output: Any, scalars: frozenset[int] = frozenset()) -> torch.Tensor 
     return sum(parts) if parts else None
 
 
+def _chunk_sizes(batch: int, n: int) -> list[int]:
+    """The sizes of the chunks scatter cuts a batch of ``batch`` into for ``n`` devices, as
+    ``Tensor.chunk`` cuts them (ceil(batch / n) each, the last smaller; fewer than ``n`` chunks
+    when the batch is small), computed without a tensor op under the emulation's mode."""
+    size = -(-batch // n)
+    return [min(size, batch - start) for start in range(0, batch, size)] if batch > 0 else [0] * n
+
+
 def _scalar_positions(output: Any) -> frozenset[int]:
     from torch.utils._pytree import tree_flatten
     return frozenset(i for i, t in enumerate(tree_flatten(output)[0]) if isinstance(t, torch.Tensor) and t.dim() == 0)
@@ -514,7 +522,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         # The mode the example returned (training by default, as nn.Module starts): what a
         # training step under DataParallel runs, `if self.training:` branches included.
         report.mode = report.mode or ("training" if ref_model.training else "eval")
-        chunks = [len(c) for c in torch.arange(batch).chunk(backend.n)]
+        chunks = _chunk_sizes(batch, backend.n)
         for m in (ref_model, dp_model):
             backend.place_module(m, 0)
             _neutralise_randomness(m)
@@ -525,7 +533,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         # Reference: everything on device 0, no replication.
         ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         probe_randomness = batch == report.batches[0] and not eval_pass
-        generators_before = backend.generator_states() if probe_randomness else None
+        with backend.untagged():
+            generators_before = backend.generator_states() if probe_randomness else None
         try:
             _IN_REFERENCE.set()
             with tracing():
@@ -547,7 +556,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         # Randomness is the model's, not the batch size's: probed once, at the first batch, on the
         # single-device model itself when its forward changed no state, else on a third model as
         # built (the DataParallel one has not run yet).
-        if probe_randomness and _same_states(generators_before, backend.generator_states()):
+        with backend.untagged():
+            drew_nothing = probe_randomness and _same_states(generators_before, backend.generator_states())
+        if drew_nothing:
             # The step drew nothing from any generator: a run with another seed gives the same
             # outputs, so the probe below (one more forward) would find nothing.
             report.stochastic = False
