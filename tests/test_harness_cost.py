@@ -297,3 +297,22 @@ def test_the_chunk_sizes_are_those_scatter_cuts_without_a_tensor_op(devices):
 
     for batch in range(0, 40):
         assert _chunk_sizes(batch, devices) == [len(c) for c in torch.arange(batch).chunk(devices)], batch
+
+
+def test_the_model_copy_gets_its_own_hook_dicts_and_keeps_shared_objects_shared():
+    # The copy seeds deepcopy's memo with a new empty dict for each empty hook dict (cheaper than
+    # deepcopy's reduce/reconstruct): each must still be the copy's own, and sharing kept.
+    from dpcheck.harness.runner import make_backend
+
+    shared_empty: dict = {}
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    model[0].table = model[1].table = shared_empty
+    model[1].weight = model[0].weight
+    copied = make_backend("emulated", 2).copy(model)
+
+    copied[0].register_forward_hook(lambda *_: None)
+    assert not model[0]._forward_hooks and len(copied[0]._forward_hooks) == 1
+    assert copied[0]._forward_pre_hooks is not model[0]._forward_pre_hooks
+    assert copied[0].table is copied[1].table and copied[0].table is not shared_empty
+    assert copied[1].weight is copied[0].weight and copied[0].weight is not model[0].weight
+    assert torch.equal(copied[0].weight, model[0].weight)
