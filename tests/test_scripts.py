@@ -436,3 +436,55 @@ def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
         model = nn.DataParallel(Holder()) if True else nn.DataParallel(Wrapped())
     """})
     assert {f["severity"] for f in found.values()} == {"error"}
+
+
+def test_child_classes_built_in_another_class_or_by_a_builder_a_class_calls():
+    from dpcheck.analysis.outputs import child_classes
+
+    ctx = context("""
+        import torch.nn as nn
+        from lib import Imported
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Head(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Orphan(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Recursive(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.again = Recursive() if False else None
+
+        def build_head():
+            return Head()
+
+        def build_orphan():
+            return Orphan()
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+                self.head = build_head()
+                self.other = Imported(len([1]))
+
+        net = Orphan()
+    """)
+    # Block: built in Net; Head: by a builder Net calls. Orphan: only at module level and by a
+    # builder no class calls; Recursive builds only itself.
+    assert child_classes(ctx) == frozenset({"Block", "Head"})
+
+
+def test_whether_a_file_names_dataparallel_is_one_fact_of_the_file():
+    from dpcheck.analysis.wrapping import mentions_script_token
+
+    assert mentions_script_token(context("import torch\nm = torch.nn.DataParallel(net)\n"))
+    assert mentions_script_token(context("y = torch.nn.parallel.data_parallel(net, x)\n"))
+    assert not mentions_script_token(context("import torch\nclass Net(torch.nn.Module):\n    pass\n"))

@@ -105,8 +105,11 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
     found: set[str] = set()
     built_by: dict[str, set[str]] = {}  # module-level function -> classes it constructs
     called_in_classes: set[str] = set()
+    # Only calls of this file's classes and functions can matter: the others (builtins, imported
+    # layers, most calls) are skipped before their ancestors are climbed.
+    local_names = set(ctx.classes).union(f.name for f in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
     for call in ctx.nodes(ast.Call):
-        if not isinstance(call.func, ast.Name):
+        if not isinstance(call.func, ast.Name) or call.func.id not in local_names:
             continue
         owner = ctx.parent(call)
         function = None
