@@ -10,6 +10,11 @@ can get a single sample. `squeeze()` then removes the batch dimension too: that
 replica's output has one dimension less, and gather fails with `Expected all input
 tensors to have the same number of dimensions`, or the result broadcasts silently.
 
+Not flagged where the squeezed value goes on (through `v = v[mask]` re-bindings) into
+torchvision's `nms`/`batched_nms`, which take 1-D scores and (N, 4) boxes: squeezing a batch
+dim for them means the path runs with one sample only, and a batch of one reaches a single
+replica whole, as it would unwrapped.
+
 ## How to fix
 Name the dimension: `x.squeeze(-1)`, `x.squeeze(dim=1)`.
 """
@@ -62,7 +67,8 @@ class SqueezeWithoutDim(Rule):
                     receiver = call.args[0]
                 else:
                     continue
-                if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn):
+                if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn) \
+                        and not _feeds_one_sample_op(call, fn, resolve):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -108,6 +114,40 @@ def _shape_neutral(call, fn) -> bool:
         node = fn.parent(parent)
         parent = fn.parent(node)
     return False
+
+
+# torchvision ops whose inputs have a fixed rank with no batch dim: (N, 4) boxes, (N,) scores.
+_ONE_SAMPLE_OPS = frozenset({"torchvision.ops.nms", "torchvision.ops.boxes.nms",
+                             "torchvision.ops.batched_nms", "torchvision.ops.boxes.batched_nms"})
+
+
+def _feeds_one_sample_op(call, fn, resolve) -> bool:
+    """`scores = torch.squeeze(cls[:, :, i])` ... `scores = scores[keep]` ... `nms(boxes, scores, t)`:
+    the squeeze drops a batch dim of one so that an op without a batch dim accepts the tensor, so
+    the path works unwrapped only with one sample, which DataParallel runs as one replica's whole
+    chunk: the replica squeezes exactly what the unwrapped model squeezes."""
+    target = fn.parent(call)
+    if not (isinstance(target, ast.Assign) and len(target.targets) == 1 and isinstance(target.targets[0], ast.Name)):
+        return False
+    name = target.targets[0].id
+    for use in fn.nodes(ast.Call):
+        if use.lineno < call.lineno or resolve(use.func) not in _ONE_SAMPLE_OPS:
+            continue
+        if any(isinstance(arg, ast.Name) and arg.id == name for arg in use.args[:2]):
+            return _rebound_by_indexing_only(name, call, use, fn)
+    return False
+
+
+def _rebound_by_indexing_only(name, start, end, fn) -> bool:
+    """Between the squeeze and the op, `name` is re-bound only to an index of itself (`name = name[m]`)."""
+    for assign in fn.nodes(ast.Assign):
+        if not (start.lineno < assign.lineno < end.lineno):
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in assign.targets):
+            value = assign.value
+            if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name):
+                return False
+    return True
 
 
 def _batch_rooted(node, fn) -> bool:
