@@ -68,7 +68,8 @@ class SqueezeWithoutDim(Rule):
                 else:
                     continue
                 if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn) \
-                        and not _feeds_one_sample_op(call, fn, resolve):
+                        and not _feeds_one_sample_op(call, fn, resolve) \
+                        and not _flattened_by_mask(call, fn, resolve):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -148,6 +149,120 @@ def _rebound_by_indexing_only(name, start, end, fn) -> bool:
             if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id == name):
                 return False
     return True
+
+
+_SCALAR_REDUCTIONS = frozenset({"sum", "any", "all", "numel"})
+
+
+def _is_squeeze_all(node, resolve) -> bool:
+    """`x.squeeze()` or `torch.squeeze(x)`: every size-1 dim removed."""
+    if _bare_squeeze(node):
+        return True
+    return isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
+        and resolve(node.func) == "torch.squeeze"
+
+
+def _flattened_by_mask(call, fn, resolve) -> bool:
+    """`scores = torch.squeeze(cls[:, :, k]); keep = scores > t; scores = scores[keep]` and
+    `boxes = torch.squeeze(anchors); boxes = boxes[keep]`: until it is rebound, the squeezed value
+    is only compared into a mask, reduced to a number, or indexed by a mask compared from a value
+    squeezed alike; each such mask only indexes values squeezed alike or is reduced. Boolean
+    indexing flattens every dim the mask covers, and all of them lose a one-sample replica's
+    batch dim together, so whether squeeze dropped it changes no shape."""
+    stmt = fn.parent(call)
+    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    value, block = stmt.targets[0].id, _block_of(stmt, fn)
+    if block is None:
+        return False
+    squeezed = {t.id for node in fn.nodes(ast.Assign) for t in node.targets
+                if isinstance(t, ast.Name) and _is_squeeze_all(node.value, resolve)}
+    masks = _masks_of(squeezed, fn)
+    if not masks:
+        return False
+    for later in block[block.index(stmt) + 1:]:
+        rebinds = _rebinds(later, value)
+        if not rebinds and any(isinstance(n, ast.Name) and n.id == value and isinstance(n.ctx, ast.Store)
+                               for n in ast.walk(later)):
+            return False  # rebound inside a nested statement: which value later loads read is unclear
+        for node in ast.walk(later.value if rebinds else later):
+            if isinstance(node, ast.Name) and node.id == value and isinstance(node.ctx, ast.Load) \
+                    and not (_mask_bound_from(node, fn) in masks or _indexed_by_mask(node, masks, fn)
+                             or _reduced(node, fn)):
+                return False
+        if rebinds:
+            break
+    else:
+        return False  # the squeezed value lives past its block
+    for node in fn.nodes(ast.Name):
+        if node.id in masks and isinstance(node.ctx, ast.Load):
+            parent = fn.parent(node)
+            indexes_squeezed = isinstance(parent, ast.Subscript) and parent.slice is node \
+                and isinstance(parent.value, ast.Name) and parent.value.id in squeezed
+            if not (indexes_squeezed or _reduced(node, fn)):
+                return False
+    return True
+
+
+def _masks_of(squeezed, fn) -> set[str]:
+    """Names bound only to a comparison of a squeezed value with a name or constant (`keep = scores > t`)."""
+    bound: dict[str, bool] = {}
+    for node in fn.nodes(ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                compare = node.value
+                is_mask = isinstance(compare, ast.Compare) and _simple_comparison(compare) and any(
+                    isinstance(side, ast.Name) and side.id in squeezed for side in (compare.left, *compare.comparators))
+                bound[target.id] = bound.get(target.id, True) and is_mask
+    return {name for name, is_mask in bound.items() if is_mask}
+
+
+def _simple_comparison(compare) -> bool:
+    return len(compare.comparators) == 1 and all(
+        isinstance(side, (ast.Name, ast.Constant)) for side in (compare.left, *compare.comparators))
+
+
+def _block_of(stmt, fn) -> list | None:
+    """The statement list that holds ``stmt``."""
+    parent = fn.parent(stmt) or fn.node
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block:
+            return block
+    return None
+
+
+def _rebinds(stmt, name) -> bool:
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+        and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name
+
+
+def _mask_bound_from(node, fn) -> str | None:
+    """`keep = (scores > t)`: the name a comparison of ``node`` with a constant is bound to."""
+    compare = fn.parent(node)
+    if not (isinstance(compare, ast.Compare) and _simple_comparison(compare)):
+        return None
+    assign = fn.parent(compare)
+    if isinstance(assign, ast.Assign) and assign.value is compare and len(assign.targets) == 1 \
+            and isinstance(assign.targets[0], ast.Name):
+        return assign.targets[0].id
+    return None
+
+
+def _indexed_by_mask(node, masks, fn) -> bool:
+    """`scores[keep]` with a mask compared from a value squeezed alike."""
+    parent = fn.parent(node)
+    return isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.slice, ast.Name) \
+        and parent.slice.id in masks
+
+
+def _reduced(node, fn) -> bool:
+    """`keep.sum()`, `scores.any()`: reduced to one number, whatever the shape."""
+    parent = fn.parent(node)
+    return isinstance(parent, ast.Attribute) and parent.attr in _SCALAR_REDUCTIONS \
+        and isinstance(fn.parent(parent), ast.Call) and fn.parent(parent).func is parent \
+        and not fn.parent(parent).args and not fn.parent(parent).keywords
 
 
 def _batch_rooted(node, fn) -> bool:
