@@ -27,6 +27,16 @@ class FileContext(_Indexed):
     tree_index: TreeIndex | None = None
     _facts: dict = field(default_factory=dict, repr=False, compare=False)
     _resolved: dict = field(default_factory=dict, repr=False, compare=False)
+    _functions: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def function(self, node: ast.AST, owner: ClassInfo | None) -> FunctionInfo:
+        """The one ``FunctionInfo`` of a function node of this file: every model class that
+        inherits an in-file base's method shares its indexes and facts (they depend on the
+        function alone), instead of each subclass computing them again."""
+        info = self._functions.get(id(node))
+        if info is None or info.node is not node:
+            info = self._functions[id(node)] = FunctionInfo(node, owner, self.tree_index)
+        return info
 
     def resolve(self, node: ast.AST) -> str | None:
         # Every rule resolves the calls of forward-reachable code again: remembered per node.

@@ -58,7 +58,6 @@ class ModelClass:
         # analysis attaches them to that rule's findings for this class, then clears them.
         self.conditions: set[str] = set()
         self.mro = self._linearize(info)
-        self._functions: dict[int, FunctionInfo] = {}
 
     @property
     def name(self) -> str:
@@ -86,10 +85,7 @@ class ModelClass:
         return order
 
     def function(self, node: FunctionNode, owner: ClassInfo | None) -> FunctionInfo:
-        info = self._functions.get(id(node))
-        if info is None:
-            info = self._functions[id(node)] = FunctionInfo(node, owner, self.ctx.tree_index)
-        return info
+        return self.ctx.function(node, owner)
 
     def find_method(self, name: str, after: ClassInfo | None = None) -> FunctionInfo | None:
         mro = self.mro

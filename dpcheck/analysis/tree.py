@@ -7,7 +7,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.torch_api import FunctionNode
@@ -90,19 +90,35 @@ def _walk_recursively(tree: ast.AST):
         add_up(parent)
         add_size(1)
         cls = node.__class__
-        if cls in by_type:
+        try:
             by_type[cls].append(node)
-        else:
+        except KeyError:
             by_type[cls] = [node]
         fields = fields_of.get(cls)
         for name in _fields(cls) if fields is None else fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
-                for child in value:
-                    if isinstance(child, node_type):
-                        visit(child, here)
+                children = value
             elif isinstance(value, node_type):
-                visit(value, here)
+                children = (value,)
+            else:
+                continue
+            for child in children:
+                if not isinstance(child, node_type):
+                    continue
+                kind = child.__class__
+                if fields_of.get(kind, True):  # it may hold nodes (or its class is new): visit it
+                    visit(child, here)
+                else:
+                    # A leaf (Name, Constant: two nodes in five) is recorded here: a call per node
+                    # is most of the walk's cost.
+                    add(child)
+                    add_up(here)
+                    add_size(1)
+                    try:
+                        by_type[kind].append(child)
+                    except KeyError:
+                        by_type[kind] = [child]
         size[here] = len(order) - here
 
     try:
@@ -238,12 +254,18 @@ class _Indexed:
         """Forget the memoised facts (once the file's analysis is done: see ``analyze_source``)."""
         self._facts.clear()
 
-    def nodes(self, *types: type) -> Iterator[ast.AST]:
-        """All nodes of the given types, in source order per type."""
+    def nodes(self, *types: type) -> Sequence[ast.AST]:
+        """All nodes of the given types, in source order per type (to read, never to change:
+        one type's nodes are the index's own list, not a copy)."""
         by_type = self._index[0]
+        if len(types) == 1:  # most asks: no generator to resume once per node
+            found = by_type.get(types[0])
+            return self._nodes_not_indexed(types[0]) if found is None else found
+        found_all: list[ast.AST] = []
         for t in types:
             found = by_type.get(t)
-            yield from self._nodes_not_indexed(t) if found is None else found
+            found_all += self._nodes_not_indexed(t) if found is None else found
+        return found_all
 
     def _nodes_not_indexed(self, node_type: type) -> list[ast.AST]:
         """The nodes of a type ``_index`` has no entry for (none, unless a subclass indexes lazily)."""
