@@ -41,6 +41,11 @@ _ATOL, _RTOL = 1e-4, 1e-3
 _LOW_PRECISION = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
 
 
+def _tolerance(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None) -> tuple[float, float]:
+    """(atol, rtol) of the least precise of the two tensors' dtypes and ``computed_in``."""
+    return max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = None, summed: bool = False) -> bool:
     """Equal within the tolerance of the least precise of the two dtypes and ``computed_in``
     (the dtype the forward computed in: float32 gradients of an autocast bfloat16 forward carry
@@ -58,7 +63,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = N
     values per channel on the one-sample chunk), float64 by 1e-13: rounding, not DataParallel. A
     hazard that changes gradients (a chunk weighted wrongly, state lost) changes them by far more
     than 1e-3 of their scale."""
-    atol, rtol = max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
+    atol, rtol = _tolerance(a, b, computed_in)
     a, b = a.detach().cpu().float(), b.detach().cpu().float()
     if summed and a.numel():
         scale = float(a.abs().nan_to_num(posinf=0.0, neginf=0.0).max())
@@ -1214,8 +1219,7 @@ def _all_close_summed(pairs, computed_in) -> bool:
     difference that only the relative tolerance admits): the caller compares pair by pair."""
     if not pairs:
         return True
-    tolerances = {max(_LOW_PRECISION.get(dtype, (_ATOL, _RTOL)) for dtype in (a.dtype, b.dtype, computed_in))
-                  for a, b in pairs}
+    tolerances = {_tolerance(a, b, computed_in) for a, b in pairs}
     if len(tolerances) != 1 or len({(a.dtype, a.device, b.dtype, b.device) for a, b in pairs}) != 1:
         return False
     [(atol, rtol)] = tolerances
