@@ -129,6 +129,10 @@ def main() -> int:
     parser.add_argument("models", nargs="*", help="FILE or FILE:FUNCTION (default: the fixture models)")
     args = parser.parse_args()
 
+    # The OpenMP settings of the processes --confirm runs models in (one file at a time), before
+    # torch loads OpenMP, which reads them once.
+    from dpcheck.harness.processes import child_environment
+    os.environ.update(child_environment(1))
     import torch
 
     from dpcheck.harness.runner import default_batch_sizes, make_backend
@@ -139,7 +143,8 @@ def main() -> int:
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     sizes = default_batch_sizes(backend.n)
     print(f"backend {backend.name}, {backend.n} devices, torch {torch.__version__}, batch sizes {sizes}, "
-          f"{args.stat} of {args.runs} runs ({args.clock} clock), load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+          f"{args.stat} of {args.runs} runs ({args.clock} clock), {torch.get_num_threads()} CPU threads per op "
+          f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}), load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'model':<42} {'plain at ' + str(sizes[0]):>12} {'harness':>12} {'ratio':>7} "
           f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7}")
     for rel, example in [found for spec_text in (args.models or MODELS) for found in load(spec_text)]:

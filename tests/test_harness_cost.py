@@ -102,11 +102,43 @@ def test_the_example_is_built_once_per_batch_size():
 
     calls = []
     report = run_model(counted(Counter, calls), make_backend("emulated", 2), default_batch_sizes(2))
-    # Was two builds per batch size and a third for the randomness probe; the last build is the
-    # eval pass's (training mode first, then eval at 2N, once).
-    assert calls == [4, 3, 1, 4]
+    # Was two builds per batch size and a third for the randomness probe, then one more for the
+    # eval pass at 2N: that pass now runs a copy of the first batch's example made before it ran.
+    assert calls == [4, 3, 1]
     assert report.compared == [4, 3, 1]
+    assert report.modes == ["training", "eval"]
     assert {o.attr for o in report.observations if o.kind == K.STATE_LOST_ON_REPLICA} == {"calls"}
+
+
+class RunsOnce(torch.nn.Module):
+    """Fails in eval mode on a model that has already run: the eval pass must get one that has not."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        if not self.training and self.steps.item() > 0:
+            raise RuntimeError("this model ran before the eval pass")
+        self.steps += 1
+        return self.fc(x)
+
+
+def test_the_eval_pass_runs_the_example_as_built_not_as_the_training_run_left_it():
+    from dpcheck.harness.runner import default_batch_sizes, make_backend, run_model
+
+    calls = []
+
+    def build(batch):
+        calls.append(batch)
+        return RunsOnce(), (torch.randn(batch, 4),)
+
+    report = run_model(build, make_backend("emulated", 2), default_batch_sizes(2))
+    assert calls == [4, 3, 1]
+    assert report.modes == ["training", "eval"]
+    assert not report.notes, report.notes  # an eval pass on a model that had run would fail: a note
+    assert not report.observations, [o.evidence for o in report.observations]
 
 
 def test_the_copy_has_the_parameters_buffers_and_random_state_of_a_second_build():
@@ -147,7 +179,8 @@ def test_a_model_a_copy_would_share_with_its_original_is_built_again():
     calls = []
     report = run_model(counted(HookStash, calls), make_backend("emulated", 2), [4])
     # The single-device and the DataParallel model (built again: a copy would share the hook);
-    # then the eval pass's two. No third for the randomness probe: the step drew no random numbers.
+    # then the eval pass's two (no copy kept for it either). No third for the randomness probe: the
+    # step drew no random numbers.
     assert calls == [4, 4, 4, 4]
     # The replicas' hook appends to the DataParallel model's own list (a copy's would append to the
     # single-device model's, and `seen` would look lost with the replica).
@@ -316,3 +349,25 @@ def test_the_model_copy_gets_its_own_hook_dicts_and_keeps_shared_objects_shared(
     assert copied[0].table is copied[1].table and copied[0].table is not shared_empty
     assert copied[1].weight is copied[0].weight and copied[0].weight is not model[0].weight
     assert torch.equal(copied[0].weight, model[0].weight)
+
+
+def test_ops_on_cpu_tensors_alone_skip_the_emulations_device_bookkeeping(monkeypatch):
+    from dpcheck.harness import emulation
+
+    checked = []
+    for name in ("_devices_of", "set_tag"):
+        original = getattr(emulation, name)
+        monkeypatch.setattr(emulation, name, lambda *a, _o=original, _n=name, **k: (checked.append(_n), _o(*a, **k))[1])
+    with emulation.emulated_cuda(2):
+        layer = torch.nn.Linear(4, 4)  # what building an example mostly runs: CPU factories and init
+        cpu = layer(torch.randn(3, 4)) * 2
+        assert not checked, checked
+        assert cpu.device == torch.device("cpu")
+        # A virtual device anywhere in the arguments, or asked for, still takes the full path.
+        on_one = torch.ones(3, 4, device="cuda:1") * 2
+        assert on_one.device == torch.device("cuda", 1)
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.cat([on_one, torch.ones(3, 4).cuda(0)])
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.stack([[cpu][0], on_one])
+        assert checked

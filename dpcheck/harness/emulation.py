@@ -127,10 +127,14 @@ class VirtualDevices(TorchFunctionMode):
             return out
 
         target = None
-        if "device" in kwargs:
+        if kwargs.get("device") is not None:
             target = resolve(kwargs["device"])
             if target is not None:
                 kwargs["device"] = "cpu"
+        elif _untagged(args) and _untagged(kwargs.values()):
+            # Only CPU tensors and no device asked for (most ops while an example is built): the
+            # result is a CPU tensor, which untagged tensors are; nothing to check or tag.
+            return func(*args, **kwargs)
         if func not in _MIXING_ALLOWED and getattr(func, "__name__", "") not in _MIXING_ALLOWED_NAMES:
             devices = _devices_of(args, kwargs)
             if len(devices) > 1:
@@ -207,6 +211,19 @@ def _collect(obj, depth: int, found: list) -> None:
                 found.append(item)
             elif isinstance(item, (tuple, list, dict)):
                 _collect(item, depth + 1, found)
+
+
+def _untagged(items, depth: int = 0) -> bool:
+    """No tensor in ``items`` (nested tuples, lists and dicts, as :func:`_collect` walks them)
+    carries a virtual device: all are CPU tensors."""
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            if getattr(item, TAG, -1) >= 0:
+                return False
+        elif isinstance(item, (tuple, list, dict)) and depth < 8:
+            if not _untagged(item.values() if isinstance(item, dict) else item, depth + 1):
+                return False
+    return True
 
 
 def _any_tag(args, kwargs) -> int:

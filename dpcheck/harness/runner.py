@@ -1,9 +1,10 @@
 """Run one model on one device and under DataParallel on N devices, and compare.
 
-For each batch size: build the model twice from the same seed, run the reference on
-one device (forward, backward of a reduction of the output, a snapshot of module
-state), run the DataParallel steps (replicate, scatter, parallel_apply in threads,
-gather, backward) on the other copy, and turn every difference into an observation:
+For each batch size: build the model from a fixed seed and copy it (a second build where
+a copy would share state with it), run the reference on one device (forward, backward of
+a reduction of the output, a snapshot of module state), run the DataParallel steps
+(replicate, scatter, parallel_apply in threads, gather, backward) on the copy, and turn
+every difference into an observation:
 what differed (an :class:`~dpcheck.findings.ObservationKind`), the evidence in words, and
 where (the model-file line, the attribute, the output leaf, the argument) as data. Which
 rule an observation confirms is the rules' business (``Rule.confirms``), not the harness's.
@@ -458,9 +459,10 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     report = RunReport(backend.name, backend.n)
     raised: dict[int, bool] = {}
     arguments: dict[int, tuple] = {}  # batch size -> the example's (args, kwargs) at that size
+    unrun: dict[int, tuple] = {}  # batch size -> a copy of the example not run yet, for the eval pass
     for batch in batch_sizes:
         before = len(report.observations)
-        ok = _run_batch(build, backend, batch, model_file, report, arguments)
+        ok = _run_batch(build, backend, batch, model_file, report, arguments, unrun)
         if ok is not None:
             report.compared.append(batch)
         raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
@@ -476,23 +478,29 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     report.observations = [replace(o, mode=o.mode or report.mode) for o in report.observations]
     report.modes = [report.mode] if report.mode else []
     if report.mode == "training" and report.compared:
-        _eval_pass(build, backend, model_file, report)
+        _eval_pass(build, backend, model_file, report, unrun.get(_eval_batch(backend)))
     return report
 
 
-def _eval_pass(build, backend, model_file, report: RunReport) -> None:
+def _eval_batch(backend: Backend) -> int:
+    return 2 * backend.n
+
+
+def _eval_pass(build, backend, model_file, report: RunReport, unrun: tuple | None = None) -> None:
     """One more comparison, in eval mode, at batch 2N, after a training-mode run that compared:
     code under ``if not self.training:`` runs too. Its observations the training run did not
     already make join the report, marked "(in eval mode)"; when it cannot build or its
     single-device run fails, that is a note, and the training verdicts stand. No randomness or
-    loss-weight probes (eval has no dropout; the training run measured the model's randomness)."""
-    batch = 2 * backend.n
+    loss-weight probes (eval has no dropout; the training run measured the model's randomness).
+    ``unrun``: the example at that batch as the training run built it, copied before it ran (then
+    it is not built again)."""
+    batch = _eval_batch(backend)
     extra = RunReport(backend.name, backend.n, classes=report.classes, parameters=report.parameters,
                       scattered_to=report.scattered_to, mode="eval", owner_classes=report.owner_classes,
                       stochastic=report.stochastic, scratch=report.scratch)
     extra.batches.append(batch)
     try:
-        outcome = _run_batch_inner(build, backend, batch, model_file, extra, {}, eval_pass=True)
+        outcome = _run_batch_inner(build, backend, batch, model_file, extra, {}, eval_pass=True, built=unrun)
     except Exception as exc:  # noqa: BLE001 - the eval pass costs its own result only
         outcome, extra.errors = None, [*extra.errors, f"batch {batch} could not be compared: {_first_line(exc)}"]
     report.modes.append("eval")
@@ -506,25 +514,37 @@ def _eval_pass(build, backend, model_file, report: RunReport) -> None:
         if (o.kind, o.line, o.attr, o.output_path) not in seen)
 
 
-def _run_batch(build, backend, batch, model_file, report, arguments) -> bool | None:
+def _run_batch(build, backend, batch, model_file, report, arguments, unrun) -> bool | None:
     """Returns True if the DataParallel run matched, False if it failed or differed, None if not comparable."""
     report.batches.append(batch)
     try:
-        return _run_batch_inner(build, backend, batch, model_file, report, arguments)
+        return _run_batch_inner(build, backend, batch, model_file, report, arguments, unrun=unrun)
     except Exception as exc:  # anything the steps below did not expect: this batch is not comparable
         report.errors.append(f"batch {batch} could not be compared: {_first_line(exc)}")
         return None
 
 
-def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_pass=False) -> bool | None:
+def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_pass=False, built=None,
+                     unrun=None) -> bool | None:
     """``eval_pass``: both models run in eval mode (see _eval_pass), without the randomness and
-    loss-weight probes."""
+    loss-weight probes. ``built``: (model, args, kwargs, random state) to run instead of building
+    the example. ``unrun``: where to keep a copy of a training-mode example at the eval pass's
+    batch before it runs, for that pass."""
     with backend.context(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            backend.seed(0)
-            with tracing():
-                ref_model, args, kwargs = _normalise(build(batch))
+            if built is None:
+                backend.seed(0)
+                with tracing():
+                    ref_model, args, kwargs = _normalise(build(batch))
+            else:
+                ref_model, args, kwargs, random_state = built
+                torch.random.set_rng_state(random_state)  # as the build left it
+            if unrun is not None and batch == _eval_batch(backend) and ref_model.training:
+                kept = _faithful_copy(ref_model, backend)
+                with contextlib.suppress(Exception):  # arguments deepcopy cannot copy: the pass builds again
+                    if kept is not None:
+                        unrun[batch] = (kept, *backend.copy((args, kwargs)), torch.random.get_rng_state())
             dp_model = _second_model(ref_model, build, batch, backend)
             if eval_pass:
                 ref_model.eval()
@@ -664,10 +684,9 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
     """Another model exactly as ``build(batch)`` gave ``model`` (not run yet): a deep copy, made
     outside the emulation's mode, where that copy shares nothing with ``model`` (else a second
     build from the same seed, with the random number generator left as the first build left it)."""
-    with contextlib.suppress(Exception):  # an attribute deepcopy cannot copy: build again
-        copied = backend.copy(model)
-        if not _refers_to(copied, model):
-            return copied
+    copied = _faithful_copy(model, backend)
+    if copied is not None:
+        return copied
     state = torch.random.get_rng_state()
     try:
         backend.seed(0)
@@ -675,6 +694,16 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
             return _normalise(build(batch))[0]
     finally:
         torch.random.set_rng_state(state)
+
+
+def _faithful_copy(model: torch.nn.Module, backend: Backend) -> torch.nn.Module | None:
+    """A deep copy of ``model`` (made outside the emulation's mode) that shares nothing with it,
+    or None where deepcopy fails or the copy would still reach the original."""
+    with contextlib.suppress(Exception):  # an attribute deepcopy cannot copy
+        copied = backend.copy(model)
+        if not _refers_to(copied, model):
+            return copied
+    return None
 
 
 def _refers_to(copied: torch.nn.Module, original: torch.nn.Module) -> bool:
