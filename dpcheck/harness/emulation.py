@@ -220,9 +220,9 @@ def _untagged(items, depth: int = 0) -> bool:
         if isinstance(item, torch.Tensor):
             if getattr(item, TAG, -1) >= 0:
                 return False
-        elif isinstance(item, (tuple, list, dict)) and depth < 8:
-            if not _untagged(item.values() if isinstance(item, dict) else item, depth + 1):
-                return False
+        elif isinstance(item, (tuple, list, dict)) and depth < 8 and not _untagged(
+                item.values() if isinstance(item, dict) else item, depth + 1):
+            return False
     return True
 
 
