@@ -1,138 +1,270 @@
-"""The `dpcheck` command line (click), following ruff's conventions.
+"""The `dpcheck` command line (the standard library's argparse), following ruff's conventions.
 
 `dpcheck [PATHS]...` checks files (the `check` subcommand is implied); `dpcheck rule
 CODE` prints a rule's documentation. Exit codes: 0 clean, 1 findings, 2 usage error
 or internal failure.
+
+The first argument picks the command: `check` or `rule` name one, `-h`/`--help` and
+`--version` are the program's own, anything else is `check`'s (so `dpcheck --select DP1
+model.py` is `dpcheck check --select DP1 model.py`). A path that is spelt like a command
+is checked with `dpcheck check rule`, `dpcheck ./rule` or `dpcheck -- rule`.
+
+argparse, not click: a one-file run is mostly interpreter start and imports, and click
+with what it imports cost more than all of dpcheck's own modules.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
-
-import click
 
 from dpcheck import __version__
 from dpcheck.constants import BACKENDS, EXIT_ERROR, FAIL_LEVELS, OUTPUT_FORMATS
 
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [part.strip().upper() for value in values for part in value.split(",") if part.strip()]
-
-
-class _DefaultToCheck(click.Group):
-    """`dpcheck PATHS` means `dpcheck check PATHS`, like ruff's old top-level form."""
-
-    def parse_args(self, ctx, args):
-        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
-            args = ["check", *args]
-        return super().parse_args(ctx, args)
+PROG = "dpcheck"
+DESCRIPTION = "Find torch.nn.DataParallel hazards in PyTorch model source."
+CHECK_HELP = ("Check PATHS (default: the current folder; `-` or --stdin-filename alone: stdin) for "
+              "DataParallel hazards.")
+RULE_HELP = "Print the documentation of rule CODE, or list every rule with --all."
+COMMANDS = {"check": CHECK_HELP, "rule": RULE_HELP}
+# Ctrl-C and a reader that closed the pipe end the run with 1, as they did under click.
+EXIT_ABORTED = 1
 
 
-@click.group(cls=_DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="dpcheck", message="%(prog)s %(version)s")
-def main() -> None:
-    """Find torch.nn.DataParallel hazards in PyTorch model source."""
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr and exit 2, as in ruff (not argparse's usage block)."""
+
+    def error(self, message: str):
+        sys.stderr.write(f"error: {message} (see `{self.prog} --help`)\n")
+        sys.exit(EXIT_ERROR)
 
 
-@main.command("check")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--select", multiple=True, help="Rule codes or prefixes to enable (a code, a prefix such as DP1, or ALL).")
-@click.option("--extend-select", multiple=True, help="Codes or prefixes to enable on top of the selection.")
-@click.option("--ignore", multiple=True, help="Codes or prefixes to disable.")
-@click.option("--extend-ignore", multiple=True, help="Codes or prefixes to disable on top of `ignore`.")
-@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES",
-              help="Disable codes for matching files, e.g. 'tests/*.py:DP1' (repeatable; replaces the config's).")
-@click.option("--extend-per-file-ignores", multiple=True, metavar="GLOB:CODES",
-              help="Like --per-file-ignores, added to the configuration's.")
-@click.option("--exclude", multiple=True, help="Patterns to exclude (replaces the defaults).")
-@click.option("--extend-exclude", multiple=True, help="Patterns to exclude on top of the defaults.")
-@click.option("--force-exclude/--no-force-exclude", default=None,
-              help="Apply excludes to paths passed explicitly (as pre-commit does).")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=None, help="Honour .gitignore files.")
-@click.option("--output-format", type=click.Choice(OUTPUT_FORMATS),
-              default=None, help="How to print findings (default: full).")
-@click.option("-o", "--output-file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to this file instead of stdout.")
-@click.option("--color", "color", type=click.Choice(["auto", "always", "never"]), default="auto",
-              help="Colour full/concise output (auto: on a terminal unless NO_COLOR is set).")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Use this pyproject.toml or dpcheck.toml for every file instead of each file's closest one.")
-@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first PATH, then exit.")
-@click.option("--show-files", is_flag=True, help="Print the files that would be checked, then exit.")
-@click.option("--stdin-filename", help="Read the code from stdin and report it as this path "
-                                       "(its closest configuration applies).")
-@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
-@click.option("--fail-level", type=click.Choice(FAIL_LEVELS), default=None,
-              help="The least severe finding that gives exit 1 (default: warning; info never fails).")
-@click.option("--statistics", is_flag=True, help="Print a count per rule instead of the findings.")
-@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes (default: all cores).")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Cache folder (default .dpcheck_cache).")
-@click.option("--fix", is_flag=True, help="Apply safe fixes (add --unsafe-fixes for the others).")
-@click.option("--unsafe-fixes", is_flag=True, help="Also apply, and count as fixable, fixes that may change behaviour.")
-@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff and write nothing (exit 1 if any).")
-@click.option("--fix-only", is_flag=True, help="Apply fixes and report nothing that remains.")
-@click.option("--show-fixes", is_flag=True, help="List the fixes applied, per file.")
-@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a fix was applied, even if nothing remains.")
-@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
-@click.option("--confirm", is_flag=True, help="Import each model and run it under a DataParallel harness.")
-@click.option("--backend", type=click.Choice(BACKENDS), default=None,
-              help="Harness backend for --confirm (default auto: cuda with >=2 GPUs, else emulated).")
-@click.option("--devices", type=click.IntRange(min=2), default=None, help="Devices for --confirm (default: all, at least 2).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds per file for --confirm (default 60).")
-def check(paths, select, extend_select, ignore, extend_ignore, per_file_ignores, extend_per_file_ignores,
-          exclude, extend_exclude, force_exclude, respect_gitignore, output_format, output_file, color,
-          config_path, isolated, show_settings, show_files, stdin_filename, exit_zero,
-          fail_level, statistics, quiet, jobs, no_cache, cache_dir, fix, unsafe_fixes, diff, fix_only, show_fixes,
-          exit_non_zero_on_fix, add_noqa, confirm, backend, devices, timeout):
-    """Check PATHS (default: the current folder; `-` or --stdin-filename alone: stdin) for
-    DataParallel hazards."""
+def _parser(prog: str, description: str) -> _Parser:
+    # allow_abbrev=False: `--fix` must never be read as an abbreviation of `--fix-only`'s
+    # kin, and a typo must be an error rather than some other option.
+    return _Parser(prog=prog, description=description, allow_abbrev=False)
+
+
+# Value checks. argparse reports an ArgumentTypeError as "argument -j/--jobs: <message>".
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid integer") from None
+
+
+def _at_least(low: int):
+    def check(text: str) -> int:
+        value = _integer(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is not in the range x>={low}")
+        return value
+    return check
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid float") from None
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{value} is not in the range x>0")
+    return value
+
+
+def _existing_file(text: str) -> Path:
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"file {text!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+    return path
+
+
+def _not_a_directory(text: str) -> Path:
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"file {text!r} is a directory")
+    return path
+
+
+def _not_a_file(text: str) -> Path:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {text!r} is a file")
+    return path
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [part.strip().upper() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def check_parser() -> _Parser:
+    p = _parser(f"{PROG} check", CHECK_HELP)
+    add, flag = p.add_argument, lambda *names, help: p.add_argument(*names, action="store_true", help=help)
+    add("paths", nargs="*", type=Path, metavar="PATHS",
+        help="Files and folders to check (default: the current folder; `-`: stdin).")
+    add("--select", action="append", metavar="CODES",
+        help="Rule codes or prefixes to enable (a code, a prefix such as DP1, or ALL).")
+    add("--extend-select", action="append", metavar="CODES", help="Codes or prefixes to enable on top of the selection.")
+    add("--ignore", action="append", metavar="CODES", help="Codes or prefixes to disable.")
+    add("--extend-ignore", action="append", metavar="CODES", help="Codes or prefixes to disable on top of `ignore`.")
+    add("--per-file-ignores", action="append", metavar="GLOB:CODES",
+        help="Disable codes for matching files, e.g. 'tests/*.py:DP1' (repeatable; replaces the config's).")
+    add("--extend-per-file-ignores", action="append", metavar="GLOB:CODES",
+        help="Like --per-file-ignores, added to the configuration's.")
+    add("--exclude", action="append", metavar="PATTERN", help="Patterns to exclude (replaces the defaults).")
+    add("--extend-exclude", action="append", metavar="PATTERN", help="Patterns to exclude on top of the defaults.")
+    # `--x/--no-x` pairs: True, False, or None when neither is given (the configuration decides).
+    add("--force-exclude", action=argparse.BooleanOptionalAction,
+        help="Apply excludes to paths passed explicitly (as pre-commit does).")
+    add("--respect-gitignore", action=argparse.BooleanOptionalAction, help="Honour .gitignore files.")
+    add("--output-format", choices=OUTPUT_FORMATS, help="How to print findings (default: full).")
+    add("-o", "--output-file", type=_not_a_directory, metavar="FILE",
+        help="Write the report to this file instead of stdout.")
+    add("--color", choices=("auto", "always", "never"), default="auto",
+        help="Colour full/concise output (auto: on a terminal unless NO_COLOR is set).")
+    add("--config", dest="config_path", type=_existing_file, metavar="FILE",
+        help="Use this pyproject.toml or dpcheck.toml for every file instead of each file's closest one.")
+    flag("--isolated", help="Ignore every configuration file.")
+    flag("--show-settings", help="Print the settings that apply to the first PATH, then exit.")
+    flag("--show-files", help="Print the files that would be checked, then exit.")
+    add("--stdin-filename", metavar="PATH",
+        help="Read the code from stdin and report it as this path (its closest configuration applies).")
+    flag("--exit-zero", help="Exit 0 even when there are findings.")
+    add("--fail-level", choices=FAIL_LEVELS,
+        help="The least severe finding that gives exit 1 (default: warning; info never fails).")
+    flag("--statistics", help="Print a count per rule instead of the findings.")
+    flag("-q", "--quiet", help="Print findings only, no summary.")
+    add("-j", "--jobs", type=_at_least(1), metavar="N", help="Worker processes (default: all cores).")
+    flag("--no-cache", help="Neither read nor write the result cache.")
+    add("--cache-dir", type=_not_a_file, metavar="DIR", help="Cache folder (default .dpcheck_cache).")
+    flag("--fix", help="Apply safe fixes (add --unsafe-fixes for the others).")
+    flag("--unsafe-fixes", help="Also apply, and count as fixable, fixes that may change behaviour.")
+    flag("--diff", help="Print the fixes as a unified diff and write nothing (exit 1 if any).")
+    flag("--fix-only", help="Apply fixes and report nothing that remains.")
+    flag("--show-fixes", help="List the fixes applied, per file.")
+    flag("--exit-non-zero-on-fix", help="Exit 1 when a fix was applied, even if nothing remains.")
+    flag("--add-noqa", help="Add `# noqa: CODE` to every line with a finding.")
+    flag("--confirm", help="Import each model and run it under a DataParallel harness.")
+    add("--backend", choices=BACKENDS,
+        help="Harness backend for --confirm (default auto: cuda with >=2 GPUs, else emulated).")
+    add("--devices", type=_at_least(2), metavar="N", help="Devices for --confirm (default: all, at least 2).")
+    add("--timeout", type=_positive_seconds, metavar="SECONDS", help="Seconds per file for --confirm (default 60).")
+    return p
+
+
+def rule_parser() -> _Parser:
+    p = _parser(f"{PROG} rule", RULE_HELP)
+    p.add_argument("code", nargs="?", metavar="CODE", help="A rule code, e.g. DP101.")
+    p.add_argument("--all", dest="show_all", action="store_true", help="List every rule.")
+    p.add_argument("--output-format", choices=("text", "json"), default="text", help="(default: text)")
+    return p
+
+
+def top_help() -> str:
+    width = max(map(len, COMMANDS))
+    commands = "\n".join(f"  {name:<{width}}  {text}" for name, text in COMMANDS.items())
+    return (f"usage: {PROG} [-h] [--version] [check] [OPTIONS] [PATHS ...]\n"
+            f"       {PROG} rule [-h] [--all] [--output-format {{text,json}}] [CODE]\n\n"
+            f"{DESCRIPTION}\n\ncommands:\n{commands}\n  (no command: check)\n\n"
+            f"options:\n  -h, --help  show this help message and exit\n  --version   show the version and exit\n\n"
+            f"`{PROG} COMMAND --help` lists a command's options.\n")
+
+
+def _parse(parser: _Parser, argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Options and positionals in any order (`dpcheck a.py --no-cache b.py`), and the
+    arguments after `--`, which are positionals whatever they look like (a path that
+    starts with `-`). Python 3.11's intermixed parsing mishandles `--`, so that tail is
+    split off here and returned for the command to add to its positionals."""
+    if "--" not in argv:
+        return parser.parse_intermixed_args(argv), []
+    cut = argv.index("--")
+    return parser.parse_intermixed_args(argv[:cut]), argv[cut + 1:]
+
+
+def check(argv: list[str]) -> int:
+    args, more_paths = _parse(check_parser(), argv)
+    args.paths += map(Path, more_paths)
     from dpcheck.run import CheckOptions, run_check
 
     options = CheckOptions(
-        paths=list(paths), select=_split(select) if select else None, extend_select=_split(extend_select),
-        ignore=_split(ignore), extend_ignore=_split(extend_ignore), per_file_ignores=list(per_file_ignores),
-        extend_per_file_ignores=list(extend_per_file_ignores),
-        exclude=list(exclude) or None, extend_exclude=list(extend_exclude),
-        force_exclude=force_exclude, respect_gitignore=respect_gitignore, output_format=output_format,
-        output_file=output_file, color=color, config_path=config_path, isolated=isolated,
-        show_settings=show_settings, show_files=show_files, stdin_filename=stdin_filename, exit_zero=exit_zero,
-        fail_level=fail_level, statistics=statistics, quiet=quiet, jobs=jobs, no_cache=no_cache, cache_dir=cache_dir,
-        fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, fix_only=fix_only, show_fixes=show_fixes,
-        exit_non_zero_on_fix=exit_non_zero_on_fix, add_noqa=add_noqa, confirm=confirm, backend=backend, devices=devices,
-        timeout=timeout)
-    sys.exit(run_check(options))
+        paths=args.paths, select=_split(args.select) if args.select else None, extend_select=_split(args.extend_select),
+        ignore=_split(args.ignore), extend_ignore=_split(args.extend_ignore),
+        per_file_ignores=args.per_file_ignores or [], extend_per_file_ignores=args.extend_per_file_ignores or [],
+        exclude=args.exclude or None, extend_exclude=args.extend_exclude or [],
+        force_exclude=args.force_exclude, respect_gitignore=args.respect_gitignore, output_format=args.output_format,
+        output_file=args.output_file, color=args.color, config_path=args.config_path, isolated=args.isolated,
+        show_settings=args.show_settings, show_files=args.show_files, stdin_filename=args.stdin_filename,
+        exit_zero=args.exit_zero, fail_level=args.fail_level, statistics=args.statistics, quiet=args.quiet,
+        jobs=args.jobs, no_cache=args.no_cache, cache_dir=args.cache_dir, fix=args.fix, unsafe_fixes=args.unsafe_fixes,
+        diff=args.diff, fix_only=args.fix_only, show_fixes=args.show_fixes,
+        exit_non_zero_on_fix=args.exit_non_zero_on_fix, add_noqa=args.add_noqa, confirm=args.confirm,
+        backend=args.backend, devices=args.devices, timeout=args.timeout)
+    return run_check(options)
 
 
-@main.command("rule")
-@click.argument("code", required=False)
-@click.option("--all", "show_all", is_flag=True, help="List every rule.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text")
-def rule(code, show_all, output_format):
-    """Print the documentation of rule CODE, or list every rule with --all."""
+def rule(argv: list[str]) -> int:
+    parser = rule_parser()
+    args, more = _parse(parser, argv)
+    if more and args.code is None:
+        args.code, more = more[0], more[1:]
+    if more:
+        parser.error(f"unrecognized arguments: {' '.join(more)}")
+    if args.show_all == bool(args.code):
+        parser.error("give either a rule code or --all")
     from dpcheck.registry import all_rules, rules_by_code
+    from dpcheck.run import echo
 
-    if show_all == bool(code):
-        raise click.UsageError("give either a rule code or --all")
-    rules = list(all_rules()) if show_all else [rules_by_code().get(code.upper())]
+    rules = list(all_rules()) if args.show_all else [rules_by_code().get(args.code.upper())]
     if rules == [None]:
-        click.echo(f"error: unknown rule `{code}` (see `dpcheck rule --all`)", err=True)
-        sys.exit(EXIT_ERROR)
-    if output_format == "json":
+        echo(f"error: unknown rule `{args.code}` (see `dpcheck rule --all`)", err=True)
+        return EXIT_ERROR
+    if args.output_format == "json":
+        import json
+
         data = [{"code": r.code, "name": r.name, "severity": r.severity.value, "summary": r.summary,
                  "explanation": r.explanation(), "fix": r.fix_hint, "kind": r.kind,
                  "default_enabled": r.default_enabled, "url": r.url(),
                  "bad_example": r.bad_example, "good_example": r.good_example} for r in rules]
-        import json
-
-        click.echo(json.dumps(data if show_all else data[0], indent=2))
-    elif show_all:
+        echo(json.dumps(data if args.show_all else data[0], indent=2))
+    elif args.show_all:
         for r in rules:
             flag = "" if r.default_enabled else " (off by default)"
-            click.echo(f"{r.code}  {r.name:<40} {r.severity.value:<8} {r.summary}{flag}")
+            echo(f"{r.code}  {r.name:<40} {r.severity.value:<8} {r.summary}{flag}")
     else:
-        click.echo(rules[0].markdown())
+        echo(rules[0].markdown())
+    return 0
+
+
+def dispatch(argv: list[str]) -> int:
+    first = argv[0] if argv else None
+    if first in ("-h", "--help"):
+        sys.stdout.write(top_help())
+        return 0
+    if first == "--version":
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        return 0
+    if first == "rule":
+        return rule(argv[1:])
+    return check(argv[1:] if first == "check" else argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: exits with the command's status."""
+    try:
+        status = dispatch(sys.argv[1:] if argv is None else list(argv))
+    except (EOFError, KeyboardInterrupt):
+        # As under click before: a blank line, "Aborted!" and exit 1.
+        sys.stderr.write("\nAborted!\n")
+        status = EXIT_ABORTED
+    except BrokenPipeError:
+        # The reader left (`dpcheck rule --all | head`): point stdout at /dev/null so the
+        # flush at exit does not fail again, and exit 1 as click did.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = EXIT_ABORTED
+    sys.exit(status)

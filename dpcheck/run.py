@@ -1,4 +1,4 @@
-"""What `dpcheck check` does, separate from click so it is plain to call and test."""
+"""What `dpcheck check` does, separate from the command line's parsing so it is plain to call and test."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
-
-import click
 
 from dpcheck.config import ConfigError, Resolver, Settings, parse_per_file_ignores
 from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
@@ -59,8 +57,17 @@ class CheckOptions:
     timeout: float | None = None
 
 
+def echo(message: str, err: bool = False) -> None:
+    """One line to stdout (or stderr), flushed at once so it keeps its place among the
+    streams' other writes."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is not None:  # pythonw has no console streams
+        stream.write(f"{message}\n")
+        stream.flush()
+
+
 def _error(message: str) -> int:
-    click.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     return EXIT_ERROR
 
 
@@ -113,7 +120,7 @@ def run_check(options: CheckOptions) -> int:
     paths = [p for p in options.paths if str(p) != "-"] or ([] if reading_stdin else [Path(".")])
     missing = [p for p in paths if not p.exists()]
     for p in missing:
-        click.echo(f"error: {p}: No such file or directory", err=True)
+        echo(f"error: {p}: No such file or directory", err=True)
     if missing:
         return EXIT_ERROR
     if options.show_settings:
@@ -129,7 +136,7 @@ def run_check(options: CheckOptions) -> int:
     try:
         if options.show_files:
             for path in _discover(resolver, paths):
-                click.echo(str(path))
+                echo(str(path))
             return EXIT_CLEAN
         stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if reading_stdin else None
         results, files, settings_of, caches = _analyze(options, resolver, paths, stdin_text)
@@ -190,7 +197,7 @@ def run_check(options: CheckOptions) -> int:
             raise
         return _error(f"{options.output_file}: cannot write: {exc.strerror or exc}")
     for message in failures:
-        click.echo(f"error: internal error (please report it): {message}", err=True)
+        echo(f"error: internal error (please report it): {message}", err=True)
 
     if failures or run.internal_error or any(f.code == INTERNAL_ERROR for f in findings):
         return EXIT_ERROR
@@ -252,8 +259,8 @@ def _show_settings(resolver: Resolver, paths: list[Path], stdin_filename: str | 
         settings = resolver.for_folder(target) if target.is_dir() else resolver.for_file(target)
     except ConfigError as exc:
         return _error(str(exc))
-    click.echo(f"Resolved settings for: {os.path.abspath(target)}")
-    click.echo(settings.describe())
+    echo(f"Resolved settings for: {os.path.abspath(target)}")
+    echo(settings.describe())
     return EXIT_CLEAN
 
 
@@ -399,7 +406,7 @@ def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str
     outcome = fix_files(findings, _rule_instances(codes), options.unsafe_fixes, not options.diff,
                         _reanalyser(run, codes_for))
     for filename, reason in sorted(outcome.problems.items()):
-        click.echo(f"warning: {filename}: not fixed: {reason}", err=True)
+        echo(f"warning: {filename}: not fixed: {reason}", err=True)
     if options.diff:
         for filename in sorted(outcome.diffs):
             sys.stdout.write(outcome.diffs[filename])
@@ -408,7 +415,7 @@ def _apply_fixes(findings: list[Finding], options: CheckOptions, codes: list[str
     count = outcome.fixed_count
     if count:
         verb = "Would fix" if options.diff else "Fixed"
-        click.echo(f"{verb} {count} finding{'s' if count != 1 else ''}.", err=True)
+        echo(f"{verb} {count} finding{'s' if count != 1 else ''}.", err=True)
     return outcome
 
 
@@ -447,7 +454,7 @@ def _fix_stdin(text: str | None, findings: list[Finding], options: CheckOptions,
 
         if fixed != text:
             sys.stdout.write(unified_diff(text, fixed, name))
-            click.echo(f"Would fix {len(applied)} finding{'s' if len(applied) != 1 else ''}.", err=True)
+            echo(f"Would fix {len(applied)} finding{'s' if len(applied) != 1 else ''}.", err=True)
         return EXIT_FINDINGS if fixed != text and not options.exit_zero else EXIT_CLEAN
     _emit(fixed)
     fail_level = Severity(settings.fail_level)
@@ -492,8 +499,8 @@ def _add_noqa(findings: list[Finding]) -> int:
 
     added, problems = add_noqa(findings)
     for filename, reason in sorted(problems.items()):
-        click.echo(f"warning: {filename}: no noqa added: {reason}", err=True)
-    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+        echo(f"warning: {filename}: no noqa added: {reason}", err=True)
+    echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
     return EXIT_CLEAN
 
 
