@@ -216,7 +216,8 @@ class Finding:
 class ObservationKind(str, enum.Enum):
     """The mechanisms the harness watches for, rule-agnostic: what differed between the
     single-device run and the DataParallel run, never which rule explains it (rules declare
-    that themselves, see :attr:`dpcheck.rule.Rule.confirms`)."""
+    that themselves, see :attr:`dpcheck.rule.Rule.confirms`). Each is the ``kind`` of a
+    :class:`dpcheck.observation.Observation`, a type only ``--confirm`` creates."""
 
     # Module state after one forward (``attr`` names the attribute).
     STATE_LOST_ON_REPLICA = "state-lost-on-replica"  # a replica wrote it; the original never saw the write
@@ -284,50 +285,6 @@ ARGUMENT_KINDS = frozenset({
     ObservationKind.ARGUMENT_NOT_BATCH_SPLIT, ObservationKind.ARGUMENT_ZERO_DIM,
     ObservationKind.ARGUMENT_LIST_SPLIT_PER_ELEMENT, ObservationKind.ARGUMENT_PACKED_SEQUENCE_SPLIT,
     ObservationKind.ARGUMENT_NOT_SPLIT})
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One thing the harness saw differ between the single-device and DataParallel runs.
-
-    ``kind`` names the mechanism (see :class:`ObservationKind`); the other fields say
-    where and about what, as data, so that rules match observations to their findings
-    without reading the evidence text.
-    """
-
-    kind: str
-    evidence: str
-    line: int | None = None  # a line of the model file, when the observation has one
-    attr: str | None = None  # state observations: the attribute's own name (details["path"]: its full path)
-    output_path: str | None = None
-    argument: str | None = None
-    batch: int | None = None
-    model: str | None = None  # the example's label (a class name or dpcheck_example)
-    class_name: str | None = None  # the class whose code the observation is about, when known
-    details: Mapping[str, Any] = field(default_factory=dict)
-    # The mode ("training" or "eval") of the run that saw it: the example's own mode, or the
-    # eval pass that follows a training run (see dpcheck.harness.runner.run_model).
-    mode: str | None = None
-
-    @property
-    def raised(self) -> bool:
-        """The observation is an exception (its type is ``details["exception"]``)."""
-        return bool(self.details.get("exception"))
-
-    def to_dict(self) -> dict:
-        data = {k: v for k, v in self.__dict__.items() if v is not None and k != "details"}
-        if self.details:
-            data["details"] = dict(self.details)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "Observation":
-        def opt(key: str, kind=str):
-            value = data.get(key)
-            return None if value is None else kind(value)
-        return cls(str(data["kind"]), str(data["evidence"]), opt("line", int), opt("attr"), opt("output_path"),
-                   opt("argument"), opt("batch", int), opt("model"), opt("class_name"),
-                   dict(data.get("details") or {}), opt("mode"))
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import ast
 import sys
-import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
-from dpcheck.findings import Applicability, Finding, Fix, Observation, RuleInfo, Severity, Subject
+from dpcheck.findings import Applicability, Finding, Fix, RuleInfo, Severity, Subject
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
     from dpcheck.analysis.model_class import ModelClass
     from dpcheck.fixes.cst import FixEditor
+    from dpcheck.observation import Observation
 
 # `not_confirmable` of the rules that check training scripts: the harness runs models, not scripts.
 TRAINING_SCRIPT = "training-script rules are not exercised by the harness"
@@ -121,7 +121,7 @@ class Rule:
     def explanation(cls) -> str:
         """The full documentation: the defining module's docstring."""
         doc = sys.modules[cls.__module__].__doc__ or ""
-        return textwrap.dedent(doc).strip()
+        return _dedent(doc)
 
     @classmethod
     def url(cls) -> str:
@@ -141,10 +141,17 @@ class Rule:
                  + ("" if cls.default_enabled else " (off by default; enable with `--extend-select`)"),
                  "", cls.summary, "", cls.explanation()]
         if cls.bad_example:
-            parts += ["", "## Example", "", "```python", textwrap.dedent(cls.bad_example).strip(), "```"]
+            parts += ["", "## Example", "", "```python", _dedent(cls.bad_example), "```"]
         if cls.good_example:
             parts += ["", "## Use instead", "", "```python",
-                      textwrap.dedent(cls.good_example).strip(), "```"]
+                      _dedent(cls.good_example), "```"]
         parts += ["", f"Fix: {cls.fix_hint}"]
         return "\n".join(parts)
 
+
+def _dedent(text: str) -> str:
+    # textwrap is imported here, not with the module: only a run that reports a finding
+    # (or prints a rule's page) needs the docs, and a clean file's run should not pay for it.
+    import textwrap
+
+    return textwrap.dedent(text).strip()

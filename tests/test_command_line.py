@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HAZARD, ROOT, run_cli
+from conftest import CLEAN, HAZARD, ROOT, run_cli
 
 from dpcheck import __version__, cli
 from dpcheck.run import CheckOptions, echo
@@ -202,11 +202,37 @@ def test_packaging_console_script_and_pre_commit_entry(parsed):
     assert options.force_exclude is True and options.paths == [Path("pkg/model.py"), Path("other.py")]
 
 
-def test_a_one_file_check_imports_no_cli_framework_or_fixer(project):
-    (project / "m.py").write_text(HAZARD)
-    probe = ("import sys, runpy\nsys.argv = ['dpcheck', 'm.py', '--no-cache', '-q']\n"
+def _modules_after_a_run(folder, *argv):
+    """The modules a whole `dpcheck` run in ``folder`` imported."""
+    probe = ("import sys, runpy\nsys.argv = ['dpcheck', *sys.argv[1:]]\n"
              "try:\n    runpy.run_module('dpcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('click', 'libcst', 'torch') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert proc.stdout.splitlines()[-1] == "[]", proc.stdout + proc.stderr
+             "print(' '.join(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=folder, capture_output=True, text=True,
+                          timeout=300, check=False)
+    return set(proc.stdout.splitlines()[-1].split()), proc
+
+
+def test_a_one_file_run_imports_only_what_it_needs(project):
+    """The one-file run is mostly imports: what only --fix, --confirm, help text, rule docs or a
+    dpcheck configuration need is imported only then."""
+    (project / "bad.py").write_text(HAZARD)
+    (project / "clean.py").write_text(CLEAN)
+    (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 100\n')  # configures another tool only
+    never = {"click", "libcst", "torch", "shutil", "dpcheck.observation", "dpcheck.harness", "traceback"}
+    modules, proc = _modules_after_a_run(project, "bad.py", "--no-cache", "-q")
+    assert proc.returncode == 0 and not modules & never, sorted(modules & never)
+    assert "dpcheck.run" in modules  # the probe saw a real run
+    clean, _ = _modules_after_a_run(project, "clean.py", "--no-cache")
+    assert not clean & (never | {"textwrap", "tomllib"}), sorted(clean & (never | {"textwrap", "tomllib"}))
+
+
+def test_a_pyproject_toml_is_parsed_when_it_may_configure_dpcheck(project):
+    (project / "bad.py").write_text(HAZARD)
+    for text in ('[tool . dpcheck]\nselect = ["DP3"]\n', '[tool]\ndpcheck = {select = ["DP3"]}\n',
+                 '[tool."dpcheck"]\nselect = ["DP3"]\n'):
+        (project / "pyproject.toml").write_text(text)
+        proc = run_cli("bad.py", "--no-cache", "--output-format", "concise", cwd=project)
+        assert "DP301" in proc.stdout and "DP101" not in proc.stdout, (text, proc.stdout, proc.stderr)
+    (project / "pyproject.toml").write_text('[tool.dpcheck]\nselect = ["DP3"\n')  # broken, and ours: an error
+    proc = run_cli("bad.py", "--no-cache", cwd=project)
+    assert proc.returncode == 2 and "cannot parse" in proc.stderr

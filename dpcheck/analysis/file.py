@@ -14,7 +14,6 @@ import errno
 import gc
 import os
 import stat
-import traceback
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -137,6 +136,8 @@ def _file_error(display: str, module: str, code: str, message: str, line_text: s
 
 
 def _describe(exc: BaseException) -> str:
+    import traceback  # only when a rule failed: not on every run
+
     where = traceback.extract_tb(exc.__traceback__)
     place = f" ({Path(where[-1].filename).name}:{where[-1].lineno})" if where else ""
     return f"{type(exc).__name__}: {str(exc)[:300]}{place}"
