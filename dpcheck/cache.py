@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -100,6 +99,10 @@ class Cache:
     def save(self) -> None:
         if not self.dirty:
             return
+        # Imported here: tempfile brings shutil, random and the compression modules (8 ms),
+        # and a run whose every file was a cache hit writes nothing.
+        import tempfile
+
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             gitignore = self.file.parent / ".gitignore"

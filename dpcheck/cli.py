@@ -177,7 +177,7 @@ def check_parser() -> _Parser:
 
 def rule_parser() -> _Parser:
     p = _parser(f"{PROG} rule", RULE_HELP)
-    p.add_argument("code", nargs="?", metavar="CODE", help="A rule code, e.g. DP101.")
+    p.add_argument("code", nargs="?", metavar="CODE", help="A rule code (`dpcheck rule --all` lists them).")
     p.add_argument("--all", dest="show_all", action="store_true", help="List every rule.")
     p.add_argument("--output-format", choices=("text", "json"), default="text",
                    help="Markdown-like text or JSON (default: text).")

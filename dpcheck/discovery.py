@@ -67,6 +67,8 @@ def _glob_to_regex(pattern: str) -> str:
 
 @dataclass(frozen=True)
 class IgnoreRule:
+    """One pattern line of a .gitignore file, compiled."""
+
     regex: re.Pattern
     negated: bool
     dir_only: bool

@@ -30,6 +30,8 @@ _PARALLEL_MIN_FILES = 16
 
 @dataclass
 class RunResult:
+    """The findings of a whole run, with what settling them across files needs."""
+
     findings: list[Finding] = field(default_factory=list)
     suppressed: list[Finding] = field(default_factory=list)  # by noqa: kept for --confirm only
     files: int = 0

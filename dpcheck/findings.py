@@ -75,6 +75,8 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
+    """A rewrite that resolves a finding: its edits, and whether applying it keeps behaviour."""
+
     message: str
     edits: tuple[Edit, ...]
     applicability: str = Applicability.UNSAFE.value
@@ -165,6 +167,8 @@ class Subject:
 
 @dataclass(frozen=True)
 class Finding:
+    """One hazard at one place of one file (rows and columns 1-based), with its fix and confirmation."""
+
     code: str
     message: str
     severity: str

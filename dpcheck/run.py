@@ -18,6 +18,8 @@ COLOURABLE_FORMATS = ("full", "concise")
 
 @dataclass
 class CheckOptions:
+    """What `dpcheck check` was asked to do: its command line, before any configuration file."""
+
     paths: list[Path] = field(default_factory=list)
     select: list[str] | None = None
     extend_select: list[str] = field(default_factory=list)

@@ -224,6 +224,10 @@ def test_a_one_file_run_imports_only_what_it_needs(project):
     assert "dpcheck.run" in modules  # the probe saw a real run
     clean, _ = _modules_after_a_run(project, "clean.py", "--no-cache")
     assert not clean & (never | {"textwrap", "tomllib"}), sorted(clean & (never | {"textwrap", "tomllib"}))
+    first, _ = _modules_after_a_run(project, "bad.py", "-q")  # fills the cache: writing it needs tempfile
+    cached, proc = _modules_after_a_run(project, "bad.py", "-q")
+    assert "tempfile" in first and "dpcheck.cache" in cached and proc.returncode == 0
+    assert not cached & (never | {"tempfile"}), sorted(cached & (never | {"tempfile"}))
 
 
 def test_a_pyproject_toml_is_parsed_when_it_may_configure_dpcheck(project):
@@ -236,3 +240,22 @@ def test_a_pyproject_toml_is_parsed_when_it_may_configure_dpcheck(project):
     (project / "pyproject.toml").write_text('[tool.dpcheck]\nselect = ["DP3"\n')  # broken, and ours: an error
     proc = run_cli("bad.py", "--no-cache", cwd=project)
     assert proc.returncode == 2 and "cannot parse" in proc.stderr
+
+
+def test_static_path_dataclasses_have_docstrings():
+    """Python 3.11 builds a docstring for a dataclass without one from inspect.signature,
+    a cost paid on every run for each such class the static path creates."""
+    import dataclasses as dc
+    import importlib
+
+    checked = 0
+    for name in ("dpcheck.run", "dpcheck.engine", "dpcheck.discovery", "dpcheck.config", "dpcheck.findings",
+                 "dpcheck.rule", "dpcheck.analysis.file", "dpcheck.analysis.classes", "dpcheck.analysis.scripts",
+                 "dpcheck.analysis.source", "dpcheck.analysis.tree", "dpcheck.analysis.context",
+                 "dpcheck.analysis.model_class", "dpcheck.analysis.wrapping"):
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, type) and dc.is_dataclass(value) and value.__module__ == name:
+                checked += 1
+                assert not value.__doc__.startswith(value.__name__ + "("), f"{name}.{value.__name__}"
+    assert checked >= 15

@@ -17,6 +17,8 @@ from dpcheck.analysis.torch_api import (
 
 @dataclass
 class ClassInfo:
+    """A class statement of the file: its resolved bases, methods and properties."""
+
     node: ast.ClassDef
     qualname: str
     bases: tuple[str, ...]  # resolved dotted names

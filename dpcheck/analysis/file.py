@@ -38,12 +38,16 @@ RELEVANT_TOKENS = ("torch", "nn.", "Module", "forward", "DataParallel")
 
 @dataclass
 class ClassSummary:
+    """A class of the file as other files see it: its qualified name and resolved bases."""
+
     qualname: str
     bases: tuple[str, ...]
 
 
 @dataclass
 class FileResult:
+    """What the analysis of one file tells the run: its findings and its cross-file summary."""
+
     filename: str
     module: str
     findings: list[Finding] = field(default_factory=list)

@@ -61,6 +61,9 @@ class Source:
 
 @dataclass
 class Wrap:
+    """A name that holds a DataParallel wrapper, from its assignment (or parameter) to the
+    next reassignment that can follow it."""
+
     name: str  # "model" or "self.model"
     source: Source
     scope: ast.AST  # function, class (for self.* attributes) or module

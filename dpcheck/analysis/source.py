@@ -68,6 +68,8 @@ def _comments(lines: list[str]) -> dict[int, list[tuple[int, str]]]:
 
 @dataclass
 class SourceFile:
+    """A file's text as reported: its display path and its physical lines."""
+
     path: str  # as shown in reports
     text: str
     lines: list[str] = field(init=False)
