@@ -127,7 +127,8 @@ def check_parser() -> _Parser:
         help="Files and folders to check (default: the current folder; `-`: stdin).")
     add("--select", action="append", metavar="CODES",
         help="Rule codes or prefixes to enable (a code, a prefix such as DP1, or ALL).")
-    add("--extend-select", action="append", metavar="CODES", help="Codes or prefixes to enable on top of the selection.")
+    add("--extend-select", action="append", metavar="CODES",
+        help="Codes or prefixes to enable on top of the selection.")
     add("--ignore", action="append", metavar="CODES", help="Codes or prefixes to disable.")
     add("--extend-ignore", action="append", metavar="CODES", help="Codes or prefixes to disable on top of `ignore`.")
     add("--per-file-ignores", action="append", metavar="GLOB:CODES",

@@ -22,10 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from dpcheck.confirmation import Confirmation, Observation
 from dpcheck.constants import CONFIRM_NOT_RUN
-from dpcheck.findings import ARGUMENT_KINDS, SYMPTOM_KINDS, Confirmation, Finding
+from dpcheck.findings import ARGUMENT_KINDS, SYMPTOM_KINDS, Finding
 from dpcheck.harness.processes import Launcher
-from dpcheck.observation import Observation
 
 
 def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options,

@@ -15,7 +15,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from dpcheck.confirmation import Confirmation
 
 
 class Severity(str, enum.Enum):
@@ -104,44 +107,6 @@ class Fix:
                    tuple((str(k), str(v)) for k, v in dict(data.get("data") or {}).items()))
 
 
-class ConfirmationStatus(str, enum.Enum):
-    CONFIRMED = "confirmed"
-    NOT_REPRODUCED = "not-reproduced"
-    NOT_RUN = "not-run"
-
-
-@dataclass(frozen=True)
-class Confirmation:
-    """What ``--confirm`` concluded about one finding, and the run that supports it."""
-
-    status: str
-    backend: str
-    evidence: str
-    batch: int | None = None  # the batch size the evidence was observed at
-    devices: int | None = None
-    # The modes the file's models ran in ("training", then "eval" for the eval pass); empty when none ran.
-    modes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        data: dict[str, Any] = {"status": self.status, "backend": self.backend, "evidence": self.evidence}
-        if self.batch is not None:
-            data["batch"] = self.batch
-        if self.devices is not None:
-            data["devices"] = self.devices
-        if self.modes:
-            data["modes"] = list(self.modes)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping | None) -> "Confirmation | None":
-        if data is None:
-            return None
-        batch, devices = data.get("batch"), data.get("devices")
-        return cls(ConfirmationStatus(str(data["status"])).value, str(data["backend"]), str(data["evidence"]),
-                   None if batch is None else int(batch), None if devices is None else int(devices),
-                   tuple(str(m) for m in data.get("modes") or ()))
-
-
 @dataclass(frozen=True)
 class Subject:
     """What a finding is about, as data: the harness matches observations against this,
@@ -213,15 +178,25 @@ class Finding:
                    str(data["filename"]), row, col, end_row, end_col, str(data["line_text"]),
                    Fix.from_dict(data["fix"]), None if noqa is None else int(noqa),
                    tuple(frozenset(str(n) for n in _list(r)) for r in _list(data["requires"])),
-                   Confirmation.from_dict(data["confirmation"]), bool(data["suppressed"]),
+                   _confirmation(data["confirmation"]), bool(data["suppressed"]),
                    Subject.from_dict(data.get("subject")), None if cell is None else int(cell))
+
+
+def _confirmation(data: Mapping | None) -> Confirmation | None:
+    """A finding's confirmation read back; its type is imported only when there is one
+    (after a --confirm run), so a static run never creates it."""
+    if data is None:
+        return None
+    from dpcheck.confirmation import Confirmation
+
+    return Confirmation.from_dict(data)
 
 
 class ObservationKind(str, enum.Enum):
     """The mechanisms the harness watches for, rule-agnostic: what differed between the
     single-device run and the DataParallel run, never which rule explains it (rules declare
     that themselves, see :attr:`dpcheck.rule.Rule.confirms`). Each is the ``kind`` of a
-    :class:`dpcheck.observation.Observation`, a type only ``--confirm`` creates."""
+    :class:`dpcheck.confirmation.Observation`, a type only ``--confirm`` creates."""
 
     # Module state after one forward (``attr`` names the attribute).
     STATE_LOST_ON_REPLICA = "state-lost-on-replica"  # a replica wrote it; the original never saw the write

@@ -17,8 +17,8 @@ from dpcheck.findings import Applicability, Finding, Fix, RuleInfo, Severity, Su
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
     from dpcheck.analysis.model_class import ModelClass
+    from dpcheck.confirmation import Observation
     from dpcheck.fixes.cst import FixEditor
-    from dpcheck.observation import Observation
 
 # `not_confirmable` of the rules that check training scripts: the harness runs models, not scripts.
 TRAINING_SCRIPT = "training-script rules are not exercised by the harness"

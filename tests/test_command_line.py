@@ -218,7 +218,7 @@ def test_a_one_file_run_imports_only_what_it_needs(project):
     (project / "bad.py").write_text(HAZARD)
     (project / "clean.py").write_text(CLEAN)
     (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 100\n')  # configures another tool only
-    never = {"click", "libcst", "torch", "shutil", "dpcheck.observation", "dpcheck.harness", "traceback"}
+    never = {"click", "libcst", "torch", "shutil", "dpcheck.confirmation", "dpcheck.harness", "traceback"}
     modules, proc = _modules_after_a_run(project, "bad.py", "--no-cache", "-q")
     assert proc.returncode == 0 and not modules & never, sorted(modules & never)
     assert "dpcheck.run" in modules  # the probe saw a real run

@@ -9,9 +9,9 @@ import pytest
 from conftest import ROOT
 
 from dpcheck.confirm import attribute, not_compared
+from dpcheck.confirmation import Observation
 from dpcheck.engine import check_stdin
 from dpcheck.findings import EVIDENCE_ONLY_KINDS, Finding, ObservationKind, Subject
-from dpcheck.observation import Observation
 from dpcheck.registry import all_rules, rules_by_code
 
 CODE = re.compile(r"DP\d{3}")

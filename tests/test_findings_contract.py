@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from dpcheck.findings import Applicability, Confirmation, ConfirmationStatus, Edit, Finding, Fix, Severity, Subject
-from dpcheck.observation import Observation
+from dpcheck.confirmation import Confirmation, ConfirmationStatus, Observation
+from dpcheck.findings import Applicability, Edit, Finding, Fix, Severity, Subject
 
 EDIT = Edit("self.register_buffer('steps', torch.zeros(()))", 9, 8, 9, 23)
 MULTILINE_EDIT = Edit("x = 'é'\n", 3, 0, 5, 0)

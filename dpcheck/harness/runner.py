@@ -31,8 +31,8 @@ import torch
 
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from dpcheck.confirmation import Observation
 from dpcheck.findings import ObservationKind as K
-from dpcheck.observation import Observation
 
 # Attributes every nn.Module has: not model state.
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) | {"_former_parameters", "_is_replica"}
