@@ -9,8 +9,8 @@ The first argument picks the command: `check` or `rule` name one, `-h`/`--help` 
 model.py` is `dpcheck check --select DP1 model.py`). A path that is spelt like a command
 is checked with `dpcheck check rule`, `dpcheck ./rule` or `dpcheck -- rule`.
 
-argparse, not click: a one-file run is mostly interpreter start and imports, and click
-with what it imports cost more than all of dpcheck's own modules.
+argparse, not click: a one-file run is mostly interpreter start and imports, and click,
+with what it imports, was the largest single block of them.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def _help_formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def _parser(prog: str, description: str) -> _Parser:
-    # allow_abbrev=False: `--fix` must never be read as an abbreviation of `--fix-only`'s
-    # kin, and a typo must be an error rather than some other option.
+    # allow_abbrev=False: as under click (and in ruff), `--unsafe` is a typo and an error,
+    # not an abbreviation of `--unsafe-fixes`.
     return _Parser(prog=prog, description=description, allow_abbrev=False, formatter_class=_help_formatter)
 
 
