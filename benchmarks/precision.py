@@ -4,6 +4,7 @@
     python benchmarks/precision.py                 # every corpus that is available
     python benchmarks/precision.py --corpus projects --markdown
     python benchmarks/precision.py --list-unjudged
+    python benchmarks/precision.py --save-json before/   # each corpus's findings, to diff runs
 
 The project corpus (benchmarks/corpus/projects, listed in benchmarks/corpus/manifest.tsv) is
 unmodified files from public repositories that use nn.DataParallel. The zoos are the wheels
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="restrict to this corpus (projects, timm, ...); repeatable")
     ap.add_argument("--markdown", action="store_true", help="print tables as markdown")
-    ap.add_argument("--list-unjudged", action="store_true", help="list error findings with no verdict")
+    ap.add_argument("--list-unjudged", action="store_true", help="list error and warning findings with no verdict")
+    ap.add_argument("--save-json", type=Path, metavar="DIR", help="write each corpus's findings to DIR/<corpus>.json")
     args = ap.parse_args(argv)
 
     verdicts = {(v["corpus"], v["file"], int(v["line"]), v["code"]): v for v in read_tsv(VERDICTS)}
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     # per (severity, code): a Counter of verdicts
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     unjudged: list[str] = []
+    unjudged_warnings: list[str] = []
     engine: Counter = Counter()
     per_corpus_rows = []
     real_errors: Counter = Counter()
@@ -139,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"# {name}: not available (run benchmarks/zoos.py {name})", file=sys.stderr)
             continue
         findings = run_corpus(name, root)
+        if args.save_json:
+            args.save_json.mkdir(parents=True, exist_ok=True)
+            rows = sorted((f["file"], f["line"], f["code"], f["severity"], f["message"]) for f in findings)
+            (args.save_json / f"{name}.json").write_text(json.dumps(rows, indent=0) + "\n")
         reported[name] = {(f["file"], f["line"], f["code"]) for f in findings}
         files = sum(1 for _ in root.rglob("*.py"))
         c = Counter()
@@ -155,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                 c[f"{sev}-real"] += is_real(sev, v["verdict"])
                 if sev == "error" and v["verdict"] == "real":
                     real_errors[name] += 1
-            elif sev == "error":
-                unjudged.append(f"{name}\t{f['file']}\t{f['line']}\t{code}\t{f['message']}")
+            elif sev in ("error", "warning"):
+                row = f"{name}\t{f['file']}\t{f['line']}\t{code}\t{f['message']}"
+                (unjudged if sev == "error" else unjudged_warnings).append(row)
         per_corpus_rows.append([name, str(files), str(c["error"]), str(c["error-judged"]),
                                 pct(c["error-real"], c["error-judged"]), str(c["warning"]),
                                 str(c["warning-judged"]), pct(c["warning-real"], c["warning-judged"]),
@@ -179,10 +187,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## {label}, borderline counted as not real\n")
         print(table(rows, ["code", "judged", *VERDICT_KINDS, "precision"], args.markdown))
 
-    print(f"\nUnjudged error findings: {len(unjudged)}")
+    print(f"\nUnjudged error findings: {len(unjudged)}; unjudged warnings: {len(unjudged_warnings)}")
     if args.list_unjudged:
-        for line in unjudged:
+        for line in unjudged + unjudged_warnings:
             print("  " + line)
+    # A verdict that no finding matches any more: either the finding was fixed away (a false one:
+    # good) or a real one was lost (a regression), or its line moved with a zoo version.
+    gone = [v for (corpus, file, line, code), v in sorted(verdicts.items())
+            if corpus in reported and (file, line, code) not in reported[corpus]]
+    gone_real = [v for v in gone if v["verdict"] in ("real", "latent", "cost")]
+    print(f"Judged findings no longer reported: {len(gone)} ({len(gone_real)} judged real, latent or cost)")
+    for v in gone:
+        print(f"  {v['corpus']}\t{v['file']}\t{v['line']}\t{v['code']}\t{v['verdict']}")
     if engine:
         print("Engine findings (not judged): " + ", ".join(f"{n} {c}: {k}" for (n, c), k in sorted(engine.items())))
 
