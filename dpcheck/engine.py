@@ -55,9 +55,9 @@ class RunResult:
             settled = replace(finding, requires=())
             class_name = finding.subject.class_name
             if class_name and finding.severity != "info" and self.index is not None \
-                    and (reason := self.index.unwrapped(class_name)):
+                    and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)):
                 # "Real if this class were the one wrapped" is advice when the project shows
-                # what it wraps and this class is not part of it.
+                # what it wraps and this class is not part of it, or nothing uses the class.
                 settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
             (suppressed if finding.suppressed else kept).append(settled)
         return kept, suppressed

@@ -19,8 +19,8 @@ The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
 same device, but found at least two devices, cuda:0 and cpu!`. Code tested on a CPU
 machine passes.
 
-A CPU tensor returned from forward of a class that its file leaves out of `__all__` and never
-builds (an offline utility) is a warning: it breaks only if someone wraps that class.
+In a class that its file leaves out of `__all__` and that no scanned file uses (an offline
+utility), this is advice only (info), as every rule's findings there are.
 
 ## How to fix
 Pass the input's device: `torch.arange(n, device=x.device)`, or use
@@ -68,7 +68,6 @@ class TensorCreatedWithoutDevice(Rule):
 
     def check_class(self, model):
         from dpcheck.analysis.outputs import gathered_class, returned_leaves
-        from dpcheck.analysis.wrapping import outside_public_api
 
         resolve = model.ctx.resolve
         returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model, cross_file=False) else set()
@@ -82,14 +81,8 @@ class TensorCreatedWithoutDevice(Rule):
                         or without_cuda_only(call, fn.parent, resolve):
                     continue
                 if id(call) in returned:
-                    message = f"`{ast.unparse(call.func)}(...)` without device= is returned from forward: a CPU " \
-                              "tensor, which DataParallel's gather rejects"
-                    if outside_public_api(model):
-                        yield self.violation(call, f"{message} (only if `{model.name}` is wrapped: it is not in the "
-                                             "file's `__all__` and nothing in the file builds it)",
-                                             severity=Severity.WARNING)
-                    else:
-                        yield self.violation(call, message)
+                    yield self.violation(call, f"`{ast.unparse(call.func)}(...)` without device= is returned from "
+                                               "forward: a CPU tensor, which DataParallel's gather rejects")
                     continue
                 if not _meets_model_tensor(call, fn, model):
                     continue

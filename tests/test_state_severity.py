@@ -81,7 +81,7 @@ def test_dp104_hook_counter_is_not_last_writer_wins():
 
 def test_dp303_602_202_latent_cases_are_warnings():
     got = severities("fixtures/dp303/flagged_unexported_utility.py", select="DP303")
-    assert got == {("DP303", "means = torch.zeros([2, 4])"): "warning", ("DP303", "counts = torch.zeros(3)"): "error"}
+    assert got == {("DP303", "means = torch.zeros([2, 4])"): "info", ("DP303", "counts = torch.zeros(3)"): "error"}
     findings, _ = run_json("fixtures/dp602/flagged_syncbn_behind_flag.py", "fixtures/dp602/flagged_syncbn_under_dp.py",
                            "--select", "DP602")
     by_file = {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
@@ -96,3 +96,81 @@ def test_dp106_bound_method_that_reads_nothing_of_the_module_is_info():
     assert got[("DP106", "self.clamp = self._clamp")] == "info"
     assert got[("DP106", "self.act = functools.partial(self._scaled, scale=2.0)")] == "error"
     assert severities("fixtures/dp106/safe_stateless_callables.py") == {}
+
+
+UNEXPORTED = """import functools
+import torch
+import torch.nn as nn
+
+__all__ = ["Model"]
+
+
+class Positions(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rows = nn.Embedding(50, 4)
+
+    @functools.lru_cache(maxsize=1)
+    def forward(self, n, device):
+        return self.rows(torch.arange(n, device=device))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(x)
+"""
+
+
+def test_findings_in_a_class_outside_all_that_nothing_uses_are_advice_only():
+    got, _ = run_json("fixtures/dp107/flagged_unused_unexported_layer.py", "--select", "DP107")
+    assert [f["severity"] for f in got] == ["info"]
+    assert "advice only: `LearnedPositions` is left out of its file's `__all__`" in got[0]["message"]
+    got, _ = run_json("fixtures/dp107/flagged_unexported_layer_in_use.py", "--select", "DP107")
+    assert [(f["severity"], "advice only" in f["message"]) for f in got] == [("warning", False)]
+
+
+def _dp107_severity(project, files):
+    pkg = project / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(UNEXPORTED)
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    got, _ = run_json(str(project), "--select", "DP107", "--isolated")
+    return [f["severity"] for f in got if f["filename"].endswith("layers.py")]
+
+
+def test_a_class_outside_all_alone_in_its_project_is_advice(project):
+    assert _dp107_severity(project, {}) == ["info"]
+
+
+def test_a_class_outside_all_built_by_another_file_is_not_advice(project):
+    built = "import torch.nn as nn\nfrom .layers import Positions\n\n\nclass Net(nn.Module):\n" \
+            "    def __init__(self):\n        super().__init__()\n        self.pos = Positions()\n"
+    assert _dp107_severity(project, {"net.py": built}) == ["warning"]
+
+
+def test_a_class_outside_all_imported_by_another_file_is_not_advice(project):
+    factory = "from .layers import Positions\n\n\ndef positions():\n    return Positions()\n"
+    assert _dp107_severity(project, {"factory.py": factory}) == ["warning"]
+
+
+def test_a_class_outside_all_subclassed_elsewhere_is_not_advice(project):
+    sub = "import pkg.layers\n\n\nclass Longer(pkg.layers.Positions):\n    pass\n"
+    assert _dp107_severity(project, {"sub.py": sub}) == ["warning"]
+
+
+def test_a_class_outside_all_named_in_a_string_or_decorated_is_not_advice(project):
+    (project / "pkg").mkdir()
+    (project / "pkg" / "layers.py").write_text(UNEXPORTED + '\nLAYERS = {"rope": "Positions"}\n')
+    got, _ = run_json(str(project), "--select", "DP107", "--isolated")
+    assert [f["severity"] for f in got] == ["warning"]
+    decorated = UNEXPORTED.replace("class Positions", "@register\nclass Positions").replace(
+        "__all__", "register = lambda cls: cls\n__all__")
+    (project / "pkg" / "layers.py").write_text(decorated)
+    got, _ = run_json(str(project), "--select", "DP107", "--isolated")
+    assert [f["severity"] for f in got] == ["warning"]

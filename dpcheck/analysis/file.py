@@ -65,13 +65,15 @@ class FileResult:
     wrapped_dims: dict[str, str] = field(default_factory=dict)
     # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
     unresolved_wraps: list[int] = field(default_factory=list)
+    # Classes its `__all__` leaves out and the file itself never uses (wrapping.outside_public_api).
+    unused: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
                 "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
-                "unresolved_wraps": self.unresolved_wraps}
+                "unresolved_wraps": self.unresolved_wraps, "unused": self.unused}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -83,7 +85,7 @@ class FileResult:
                    {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
                    [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
-                   [int(n) for n in data["unresolved_wraps"]])
+                   [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]])
 
 
 def read_bytes(path: Path) -> bytes:

@@ -35,6 +35,9 @@ class ClassIndex:
         self._submodule_names: set[str] = set()
         self._wrapped_dims: dict[str, str] = {}
         self._unresolved_wraps = 0
+        self._unused: set[str] = set()
+        self._offline: frozenset[str] | None = None
+        self._imported: set[str] = set()  # `module.Class` tails of every import target
         self._used: frozenset[str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
@@ -50,11 +53,13 @@ class ClassIndex:
             self._by_tail.setdefault(_tail(cls.qualname), []).append(cls.qualname)
         for name, target in result.aliases.items():
             self.aliases[f"{result.module}.{name}"] = target
+            self._imported.add(_tail(target))
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
         self._wrapped_dims.update(result.wrapped_dims)
         self._unresolved_wraps += len(result.unresolved_wraps)
+        self._unused.update(result.unused)
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -146,6 +151,32 @@ class ClassIndex:
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_names})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         return f"no scanned file wraps `{class_name}` or builds it as a layer (they wrap {shown})"
+
+    def offline(self, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None: every scanned class of this simple name
+        is left out of its file's `__all__` and unused there (an offline utility, a leftover), and
+        no scanned file imports, wraps, builds or subclasses it. Nothing runs its code."""
+        if self._offline is None:
+            self._offline = self._offline_names()
+        if class_name not in self._offline:
+            return None
+        return f"`{class_name}` is left out of its file's `__all__` and no scanned file uses it"
+
+    def _offline_names(self) -> frozenset[str]:
+        if not self._unused:
+            return frozenset()
+        candidates = {q.rsplit(".", 1)[-1] for q in self._unused}
+        same: dict[str, list[str]] = {}
+        for qualname in list(self.bases):
+            simple = qualname.rsplit(".", 1)[-1]
+            if simple in candidates:
+                same.setdefault(simple, []).append(qualname)
+        used = set(self._imported)  # `module.Class` tails
+        used.update(_tail(self.lookup(n) or n) for n in [*self._wrapped_names, *self._submodule_names])
+        base_names = {base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases}
+        return frozenset(simple for simple, qualnames in same.items()
+                         if simple not in base_names and all(q in self._unused and _tail(q) not in used
+                                                             for q in qualnames))
 
     def _classes_in_use(self) -> frozenset[str]:
         """Simple names of the classes wrapped, built as layers, or bases of either; empty when

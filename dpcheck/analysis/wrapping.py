@@ -238,19 +238,39 @@ def harness_condition(model: ModelClass) -> str | None:
     return harness.condition if harness else None
 
 
-def outside_public_api(model: ModelClass) -> bool:
-    """Is this class left out of its file's declared public API (a literal `__all__` that does not
-    name it) and referenced nowhere else in the file? Such a class (an offline utility, a leftover)
-    is not what users of the file wrap."""
-    ctx = model.ctx
+def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
+    """The offline utilities and leftovers of a file, which users of the file do not wrap: names of this file's top-level, undecorated classes that a literal `__all__` leaves out and
+    that no code outside the class's own body names, except as the class tested by
+    `isinstance`/`issubclass` (a weight-init switch over layer types builds nothing), and no string
+    names."""
     declared = None
     for stmt in ctx.tree.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
                 and isinstance(stmt.value, (ast.List, ast.Tuple)):
             declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant)}
-    if declared is None or model.name in declared:
-        return False
-    return not any(n.id == model.name for n in ctx.nodes(ast.Name))
+    if declared is None:
+        return frozenset()
+    # A decorated class may be registered by its decorator (timm's register_notrace_module).
+    candidates = {stmt.name: stmt for stmt in ctx.tree.body
+                  if isinstance(stmt, ast.ClassDef) and stmt.name not in declared and not stmt.decorator_list}
+    if not candidates:
+        return frozenset()
+    type_tests = set()
+    for call in ctx.nodes(ast.Call):
+        if isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2:
+            type_tests.update(id(n) for n in ast.walk(call.args[1]) if isinstance(n, ast.Name))
+    # A name inside the class's own body (`super(Net, self)`, a type annotation) builds nothing.
+    index = ctx.tree_index
+    spans = {name: (index.position[id(node)], index.position[id(node)] + index.size[index.position[id(node)]])
+             for name, node in candidates.items()}
+    used = set()
+    for node in ctx.nodes(ast.Name):
+        span = spans.get(node.id)
+        if span is not None and id(node) not in type_tests and not span[0] <= index.position[id(node)] < span[1]:
+            used.add(node.id)
+    # Named in a string (a registry or a lazy-import table looks classes up by name): used.
+    used.update(node.value for node in ctx.nodes(ast.Constant) if isinstance(node.value, str) and node.value in spans)
+    return frozenset(candidates.keys() - used)
 
 
 def wrapped_batch_dim(model: ModelClass) -> ast.AST | None:
@@ -274,8 +294,9 @@ def _is_zero(node: ast.AST) -> bool:
 
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
-    """Fill ``result.builders``, ``.wrapped`` and ``.submodules`` for the project index."""
+    """Fill ``result.builders``, ``.wrapped``, ``.submodules`` and ``.unused`` for the project index."""
     result.submodules = sorted(submodule_classes(ctx))
+    result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
     if not mentions_script_token(ctx):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
