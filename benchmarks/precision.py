@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="restrict to this corpus (projects, timm, ...); repeatable")
     ap.add_argument("--markdown", action="store_true", help="print tables as markdown")
-    ap.add_argument("--list-unjudged", action="store_true", help="list error and warning findings with no verdict")
+    ap.add_argument("--list-unjudged", action="store_true", help="list error and warning findings with no verdict, and every verdict no finding matches")
     ap.add_argument("--save-json", type=Path, metavar="DIR", help="write each corpus's findings to DIR/<corpus>.json")
     args = ap.parse_args(argv)
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             if corpus in reported and (file, line, code) not in reported[corpus]]
     gone_real = [v for v in gone if v["verdict"] in ("real", "latent", "cost")]
     print(f"Judged findings no longer reported: {len(gone)} ({len(gone_real)} judged real, latent or cost)")
-    for v in gone:
+    for v in gone if args.list_unjudged else gone_real:
         print(f"  {v['corpus']}\t{v['file']}\t{v['line']}\t{v['code']}\t{v['verdict']}")
     if engine:
         print("Engine findings (not judged): " + ", ".join(f"{n} {c}: {k}" for (n, c), k in sorted(engine.items())))
