@@ -13,9 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex
 from dpcheck.analysis.names import module_name_for
+from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
@@ -133,6 +135,17 @@ def _worker_analyze(tasks: list[tuple[str, str, int]]) -> list[FileResult]:
     return out
 
 
+def _worker_summarize(request: tuple[str, str]) -> tuple[str, str, FileResult]:
+    """(module, path, class summary) of a module that was not scanned: see ``ModuleSummaries``."""
+    module, path = request
+    return module, path, summarize_module(Path(path), module)
+
+
+def summarize_module(path: Path, module: str) -> FileResult:
+    """What the class index needs of a module it was not asked to check: no rules run."""
+    return analyze_path(path, str(path), [], module)
+
+
 def _analyze_one(path: Path, display: str, rules: Sequence[Rule]) -> FileResult:
     """``analyze_path`` never raises by design; this is the last line for anything it missed."""
     try:
@@ -160,24 +173,58 @@ def _pool(jobs: int, selections: tuple[tuple[str, ...], ...]) -> ProcessPoolExec
 
 
 def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[str, ...], ...],
-                     jobs: int) -> list[FileResult]:
+                     jobs: int, summaries: ModuleSummaries | None = None) -> list[FileResult]:
     """Analyse ``tasks`` in worker processes. A worker that dies (a crash in C code, the
     out-of-memory killer) breaks the pool: the files it left unfinished are analysed again,
-    each in a process of its own, so only the file that kills its process is lost."""
+    each in a process of its own, so only the file that kills its process is lost.
+
+    ``summaries``, if given, is shown each result as it comes back and may ask for modules
+    outside the scanned files to be summarised in the same pool (see ``ModuleSummaries``)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     results: list[FileResult | None] = [None] * len(tasks)
     chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
     # Largest files first: a worker that draws a big file near the end would otherwise keep
     # the run waiting while the others idle. Results go back to their places in ``tasks``.
     order = sorted(range(len(tasks)), key=lambda i: -file_size(tasks[i][0]))
+    chunks = [order[start:start + chunk] for start in range(0, len(order), chunk)]
+    chunks.reverse()  # popped from the end: largest first
+    # Only a few chunks wait in the pool's queue at a time, so a module summary asked for
+    # while files run is computed next, not after every file.
+    window = jobs * 2
     with _pool(jobs, selections) as pool:
-        futures = {pool.submit(_worker_analyze, [tasks[i] for i in order[start:start + chunk]]):
-                   order[start:start + chunk] for start in range(0, len(order), chunk)}
-        for future, places in futures.items():
+        running: dict = {}  # future -> (places in ``tasks``, or None for a module summary)
+
+        def submit(function, argument, places) -> bool:
             try:
-                for place, result in zip(places, future.result()):
-                    results[place] = result
-            except Exception:  # noqa: BLE001 - BrokenProcessPool or a result that failed to pickle
-                pass
+                running[pool.submit(function, argument)] = places
+                return True
+            except Exception:  # noqa: BLE001 - a broken pool takes no more work: it is finished below
+                chunks.clear()
+                return False
+
+        while chunks and len(running) < window:
+            places = chunks.pop()
+            submit(_worker_analyze, [tasks[i] for i in places], places)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                places = running.pop(future)
+                try:
+                    value = future.result()
+                except Exception:  # noqa: BLE001 - BrokenProcessPool or a result that failed to pickle
+                    continue
+                if places is None:
+                    wanted = summaries.summarised(value) if summaries is not None else []
+                else:
+                    for place, result in zip(places, value):
+                        results[place] = result
+                    wanted = summaries.analysed(value) if summaries is not None else []
+                for request in wanted:
+                    submit(_worker_summarize, request, None)
+                while chunks and sum(p is not None for p in running.values()) < window:
+                    places = chunks.pop()
+                    submit(_worker_analyze, [tasks[i] for i in places], places)
     for i, task in enumerate(tasks):
         if results[i] is None:
             results[i] = _analyze_alone(task, selections)
@@ -248,10 +295,12 @@ def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None 
 
 
 def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: Sequence[Selection],
-                     jobs: int | None = None) -> tuple[list[FileResult], int]:
+                     jobs: int | None = None, summaries: ModuleSummaries | None = None
+                     ) -> tuple[list[FileResult], int]:
     """Analyse ``paths[i]`` with ``selections[choice[i]]`` (through its cache); returns the
     results in input order and the number of cache hits. One process pool serves every
-    selection: a task carries the index of its selection."""
+    selection: a task carries the index of its selection. When a pool runs, it also makes
+    the module summaries ``summaries`` guesses the class index will need."""
     results: list[FileResult | None] = [None] * len(paths)
     todo: list[int] = []
     hits = 0
@@ -269,7 +318,7 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
     jobs = jobs or default_jobs()
     tasks = [(str(paths[i]), str(paths[i]), choice[i]) for i in todo]
     if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
-        fresh = _analyze_in_pool(tasks, tuple(s.codes for s in selections), jobs)
+        fresh = _analyze_in_pool(tasks, tuple(s.codes for s in selections), jobs, summaries)
     else:
         rules: dict[int, list[Rule]] = {}
         fresh = []
@@ -309,8 +358,36 @@ class _RealFolders:
         return real
 
 
-def module_loader(results: Sequence[FileResult], cache=None):
-    """Find and summarise modules that were not scanned, from the scanned files' package roots.
+def package_root(result: FileResult, real_folder: _RealFolders) -> str | None:
+    """The folder a file's dotted module name starts from (its real path), or None."""
+    if os.path.islink(result.filename):
+        path = os.path.realpath(result.filename)
+    else:
+        folder, name = os.path.split(os.path.abspath(result.filename))
+        path = os.path.join(real_folder(folder), name)
+    depth = result.module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+    root = path
+    for _ in range(depth + 1):
+        parent = os.path.dirname(root)
+        if parent == root:  # above the file system's root: no package root
+            return None
+        root = parent
+    return root
+
+
+def module_file(roots: Sequence[Path], module: str) -> Path | None:
+    """The file that defines the dotted ``module`` under the first of ``roots`` that has one."""
+    parts = module.split(".")
+    for root in roots:
+        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSummaries | None = None):
+    """Find and summarise modules that were not scanned, from the scanned files' package roots
+    (a summary the pool already made, in ``summaries``, is taken instead of made again).
 
     The roots are found on the first call only: most runs never need a module they did not scan."""
     roots: list[Path] | None = None
@@ -319,19 +396,7 @@ def module_loader(results: Sequence[FileResult], cache=None):
         found: dict[str, None] = {}  # in first-seen order
         real_folder = _RealFolders()
         for result in results:
-            if os.path.islink(result.filename):
-                path = os.path.realpath(result.filename)
-            else:
-                folder, name = os.path.split(os.path.abspath(result.filename))
-                path = os.path.join(real_folder(folder), name)
-            depth = result.module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
-            root = path
-            for _ in range(depth + 1):
-                parent = os.path.dirname(root)
-                if parent == root:  # above the file system's root: no package root
-                    root = None
-                    break
-                root = parent
+            root = package_root(result, real_folder)
             if root is not None:
                 found.setdefault(root)
         return [Path(r) for r in found]
@@ -340,26 +405,166 @@ def module_loader(results: Sequence[FileResult], cache=None):
         nonlocal roots
         if roots is None:
             roots = package_roots()
-        parts = module.split(".")
-        for root in roots:
-            for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-                if candidate.is_file():
-                    # Only the class summary is needed: no rules, and cached like any file.
-                    cached = cache.get(candidate, summary_only=True) if cache is not None else None
-                    if cached is not None:
-                        return cached
-                    result = analyze_path(candidate, str(candidate), [], module)
-                    if cache is not None and not result.internal_error:
-                        cache.put(candidate, result, summary_only=True)
-                    return result
-        return None
+        candidate = module_file(roots, module)
+        if candidate is None:
+            return None
+        # Only the class summary is needed: no rules, and cached like any file.
+        cached = cache.get(candidate, summary_only=True) if cache is not None else None
+        if cached is not None:
+            return cached
+        result = summaries.take(module, str(candidate)) if summaries is not None else None
+        if result is None:
+            result = summarize_module(candidate, module)
+        if cache is not None and not result.internal_error:
+            cache.put(candidate, result, summary_only=True)
+        return result
 
     return load
 
 
-def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None) -> RunResult:
+class ModuleSummaries:
+    """Class summaries of modules outside the scanned files, made in the process pool while
+    files are still being analysed. The class index asks for such modules once every file
+    is in (a base class in `transformers.modeling_utils` when `models/` is scanned), and
+    summarising them then, one after another, keeps a core idle at the end of the run.
+
+    Which modules it will ask for is guessed from the results as they come back: the
+    names findings require (``Finding.requires``: a class whose module-ness is in question,
+    a DataParallel subclass), followed through the summaries made so far (a re-export, a
+    class's first base that is not torch's own) the way ``ClassIndex.is_module`` follows
+    them. A guess costs only pool time: ``module_loader`` takes a summary only for the
+    module and file it resolves itself, and a module not guessed is summarised then, as
+    before. Used from the parent process only (no locking)."""
+
+    def __init__(self, scanned: Sequence[str], cache=None) -> None:
+        self._scanned = scanned  # the paths of the files being analysed
+        self._scanned_real: set[str] | None = None  # their real paths, made on the first guess
+        self._cache = cache
+        self._real_folder = _RealFolders()
+        self._roots: dict[str, None] = {}  # package roots of the results seen, first seen first
+        self._results: list[FileResult] = []
+        self._rooted = 0  # how many of ``_results`` gave their root
+        self._bases: dict[str, tuple[str, ...]] = {}  # class qualname -> bases, of every result seen
+        self._aliases: dict[str, str] = {}
+        self._modules: dict[str, str | None] = {}  # module guessed -> its file (None: none, or scanned)
+        self._waiting: dict[str, list[str]] = {}  # module being summarised -> names to follow in it
+        self._seen: set[str] = set()
+        self._ready: dict[str, tuple[str, FileResult]] = {}  # module -> (its file, its summary)
+
+    def analysed(self, results: Sequence[FileResult]) -> list[tuple[str, str]]:
+        """Take scanned files' results; returns the (module, file) summaries to make now."""
+        requests: list[tuple[str, str]] = []
+        for result in results:
+            self._learn(result)
+        for result in results:
+            for finding in result.findings:
+                for names in finding.requires:
+                    for name in names:
+                        kind, _, rest = name.partition(":")
+                        if not rest:
+                            self._follow(name, requests)
+                        elif kind in ("unknown", "dp") and ":" not in rest:
+                            self._follow(rest, requests)
+        return requests
+
+    def summarised(self, value: tuple[str, str, FileResult]) -> list[tuple[str, str]]:
+        """Take a summary made in the pool; returns the further summaries it leads to."""
+        module, path, result = value
+        self._ready[module] = (path, result)
+        self._learn(result)
+        requests: list[tuple[str, str]] = []
+        for name in self._waiting.pop(module, ()):
+            self._seen.discard(name)
+            self._follow(name, requests)
+        return requests
+
+    def take(self, module: str, path: str) -> FileResult | None:
+        """The summary of ``module`` made from the file ``path``, if the pool made that one."""
+        ready = self._ready.get(module)
+        return ready[1] if ready is not None and ready[0] == path else None
+
+    def _learn(self, result: FileResult) -> None:
+        self._results.append(result)
+        for summary in result.classes:
+            self._bases.setdefault(summary.qualname, summary.bases)
+        for name, target in result.aliases.items():
+            self._aliases.setdefault(f"{result.module}.{name}", target)
+
+    def _follow(self, name: str, requests: list[tuple[str, str]]) -> None:
+        """Guess what the index does to decide whether ``name`` is a module, as far as the
+        results seen so far tell; a module it would summarise is added to ``requests``."""
+        for _ in range(8):
+            if name in self._seen or name in MODULE_BASES or is_torch_nn_class(name):
+                return
+            self._seen.add(name)
+            if name.startswith(UNKNOWN_BASE):
+                name = name[len(UNKNOWN_BASE):]
+            elif name in self._bases:
+                # is_module tries a class's bases in order and stops at the first that is a
+                # module: one of torch's settles it; another is followed.
+                bases = self._bases[name]
+                if not bases:
+                    return
+                name = bases[0]
+            elif name in self._aliases:
+                name = self._aliases[name]
+            else:
+                self._request(name, requests)
+                return
+
+    def _request(self, name: str, requests: list[tuple[str, str]]) -> None:
+        """``name`` is defined nowhere seen yet: summarise the module the index would load for it
+        (``ClassIndex._load_for``: the name's module, else the name itself as a module)."""
+        module = name.rpartition(".")[0]
+        for candidate in (module, name):
+            if not candidate:
+                continue
+            if candidate in self._modules:
+                if candidate in self._waiting:
+                    self._waiting[candidate].append(name)
+                if self._modules[candidate] is not None:
+                    return
+                continue
+            path = self._file_of(candidate)
+            self._modules[candidate] = path
+            if path is None:
+                continue
+            cached = self._cache.get(Path(path), summary_only=True) if self._cache is not None else None
+            if cached is not None:  # module_loader will read it from the cache: only follow it
+                self._learn(cached)
+                self._seen.discard(name)
+                self._follow(name, requests)
+                return
+            self._waiting[candidate] = [name]
+            requests.append((candidate, path))
+            return
+
+    def _file_of(self, module: str) -> str | None:
+        """The file module_loader would summarise for ``module`` (with the roots seen so far),
+        or None when there is none or it is one of the scanned files."""
+        for result in self._results[self._rooted:]:
+            root = package_root(result, self._real_folder)
+            if root is not None:
+                self._roots.setdefault(root)
+        self._rooted = len(self._results)
+        found = module_file([Path(r) for r in self._roots], module)
+        if found is None:
+            return None
+        if self._scanned_real is None:
+            self._scanned_real = {self._real(p) for p in self._scanned}
+        return None if self._real(str(found)) in self._scanned_real else str(found)
+
+    def _real(self, path: str) -> str:
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        folder, name = os.path.split(os.path.abspath(path))
+        return os.path.join(self._real_folder(folder), name)
+
+
+def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
+           summaries: ModuleSummaries | None = None) -> RunResult:
     """Keep the findings whose cross-file conditions hold; apply per-file ignores."""
-    index = ClassIndex(results, module_loader(results, cache))
+    index = ClassIndex(results, module_loader(results, cache, summaries))
     run = RunResult(files=len(results), index=index, per_file_ignores=per_file_ignores)
     for result in results:
         run.internal_error |= result.internal_error

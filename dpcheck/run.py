@@ -141,7 +141,7 @@ def run_check(options: CheckOptions) -> int:
                 echo(str(path))
             return EXIT_CLEAN
         stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if reading_stdin else None
-        results, files, settings_of, caches = _analyze(options, resolver, paths, stdin_text)
+        results, files, settings_of, caches, summaries = _analyze(options, resolver, paths, stdin_text)
     except ConfigError as exc:
         return _error(str(exc))
     # Each stage after analysis is guarded: a dpcheck bug there is reported on stderr and
@@ -149,7 +149,7 @@ def run_check(options: CheckOptions) -> int:
     failures: list[str] = []
     from dpcheck import engine
     run = engine.settle(results, lambda name: settings_of[name].ignored_for(Path(name)),
-                        next(iter(caches), None))
+                        next(iter(caches), None), summaries)
     for cache in caches:
         cache.save()
     findings = [f for f in run.findings if f.code in settings_of[f.filename].codes]
@@ -300,16 +300,17 @@ def _cuda_problem(devices: int | None) -> str | None:
 
 
 def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin_text: str | None):
-    """(file results, the files checked, each result's settings by filename, the caches used):
-    from stdin (``stdin_text``) or from disk. Each file runs the rules its own settings select."""
+    """(file results, the files checked, each result's settings by filename, the caches used,
+    the module summaries made alongside, see ``engine.ModuleSummaries``): from stdin
+    (``stdin_text``) or from disk. Each file runs the rules its own settings select."""
     from dpcheck import engine
 
     if stdin_text is not None:
         display = _stdin_name(options)
         settings = resolver.for_file(Path(display)) if options.stdin_filename else resolver.default
         if settings.force_exclude and options.stdin_filename and _excluded(Path(display), resolver):
-            return [], [], {}, []
-        return [engine.check_stdin(stdin_text, display, settings.codes)], [], {display: settings}, []
+            return [], [], {}, [], None
+        return [engine.check_stdin(stdin_text, display, settings.codes)], [], {display: settings}, [], None
 
     files = _discover(resolver, paths)
     settings_of = {str(f): resolver.for_file(f) for f in files}
@@ -331,8 +332,10 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
             index[key] = len(selections)
             selections.append(engine.Selection(settings.codes, cache))
         choice.append(index[key])
-    results, _hits = engine.analyze_selected(files, choice, selections, options.jobs)
-    return results, files, settings_of, list(caches.values())
+    # The cache settle will read module summaries from (see run_check): the first one.
+    summaries = engine.ModuleSummaries([str(f) for f in files], next(iter(caches.values()), None))
+    results, _hits = engine.analyze_selected(files, choice, selections, options.jobs, summaries)
+    return results, files, settings_of, list(caches.values()), summaries
 
 
 def _confirm(findings: list[Finding], files: list[Path], settings: Settings, settings_of: dict[str, Settings],

@@ -227,6 +227,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
 def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
     source, display, classes = ctx.source, ctx.source.path, ctx.classes
     summarize_wrapping(ctx, result)
+    if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
+        return
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
     # A class that parallelises its own submodule runs its own code on replicas only where a
