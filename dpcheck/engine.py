@@ -289,9 +289,9 @@ class Selection:
 
 
 def analyze_files(paths: Sequence[Path], codes: Sequence[str], jobs: int | None = None,
-                  cache=None) -> tuple[list[FileResult], int]:
+                  cache=None, summaries: ModuleSummaries | None = None) -> tuple[list[FileResult], int]:
     """Analyse every file with the same rules; see ``analyze_selected``."""
-    return analyze_selected(paths, [0] * len(paths), [Selection(tuple(codes), cache)], jobs)
+    return analyze_selected(paths, [0] * len(paths), [Selection(tuple(codes), cache)], jobs, summaries)
 
 
 def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: Sequence[Selection],
@@ -357,14 +357,17 @@ class _RealFolders:
         self._known[folder] = real
         return real
 
+    def file(self, path: str) -> str:
+        """``os.path.realpath`` of a file's path, through its folder's."""
+        if os.path.islink(path):
+            return os.path.realpath(path)
+        folder, name = os.path.split(os.path.abspath(path))
+        return os.path.join(self(folder), name)
+
 
 def package_root(result: FileResult, real_folder: _RealFolders) -> str | None:
     """The folder a file's dotted module name starts from (its real path), or None."""
-    if os.path.islink(result.filename):
-        path = os.path.realpath(result.filename)
-    else:
-        folder, name = os.path.split(os.path.abspath(result.filename))
-        path = os.path.join(real_folder(folder), name)
+    path = real_folder.file(result.filename)
     depth = result.module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
     root = path
     for _ in range(depth + 1):
@@ -442,7 +445,7 @@ class ModuleSummaries:
         self._cache = cache
         self._real_folder = _RealFolders()
         self._roots: dict[str, None] = {}  # package roots of the results seen, first seen first
-        self._results: list[FileResult] = []
+        self._results: list[FileResult] = []  # of the scanned files, as module_loader's roots come from them
         self._rooted = 0  # how many of ``_results`` gave their root
         self._bases: dict[str, tuple[str, ...]] = {}  # class qualname -> bases, of every result seen
         self._aliases: dict[str, str] = {}
@@ -454,6 +457,7 @@ class ModuleSummaries:
     def analysed(self, results: Sequence[FileResult]) -> list[tuple[str, str]]:
         """Take scanned files' results; returns the (module, file) summaries to make now."""
         requests: list[tuple[str, str]] = []
+        self._results.extend(results)
         for result in results:
             self._learn(result)
         for result in results:
@@ -484,7 +488,6 @@ class ModuleSummaries:
         return ready[1] if ready is not None and ready[0] == path else None
 
     def _learn(self, result: FileResult) -> None:
-        self._results.append(result)
         for summary in result.classes:
             self._bases.setdefault(summary.qualname, summary.bases)
         for name, target in result.aliases.items():
@@ -551,14 +554,8 @@ class ModuleSummaries:
         if found is None:
             return None
         if self._scanned_real is None:
-            self._scanned_real = {self._real(p) for p in self._scanned}
-        return None if self._real(str(found)) in self._scanned_real else str(found)
-
-    def _real(self, path: str) -> str:
-        if os.path.islink(path):
-            return os.path.realpath(path)
-        folder, name = os.path.split(os.path.abspath(path))
-        return os.path.join(self._real_folder(folder), name)
+            self._scanned_real = {self._real_folder.file(p) for p in self._scanned}
+        return None if self._real_folder.file(str(found)) in self._scanned_real else str(found)
 
 
 def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
