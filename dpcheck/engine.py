@@ -433,22 +433,23 @@ class ModuleSummaries:
 
     Which modules it will ask for is guessed from the results as they come back: the
     names findings require (``Finding.requires``: a class whose module-ness is in question,
-    a DataParallel subclass), followed through the summaries made so far (a re-export, a
-    class's first base that is not torch's own) the way ``ClassIndex.is_module`` follows
-    them. A guess costs only pool time: ``module_loader`` takes a summary only for the
-    module and file it resolves itself, and a module not guessed is summarised then, as
-    before. Used from the parent process only (no locking)."""
+    a DataParallel subclass), followed through the results and summaries seen so far (a
+    re-export, a class's first base that is not torch's own) the way ``ClassIndex.is_module``
+    follows them. A guess costs only pool time: ``module_loader`` takes a summary only for
+    the module and file it resolves itself, and a module not guessed is summarised then, as
+    before. Runs in the parent process while the workers are busy, so it is kept cheap:
+    results are indexed by module only, and the file system is asked only for a guess."""
 
     def __init__(self, scanned: Sequence[str], cache=None) -> None:
         self._scanned = scanned  # the paths of the files being analysed
         self._scanned_real: set[str] | None = None  # their real paths, made on the first guess
         self._cache = cache
         self._real_folder = _RealFolders()
-        self._roots: dict[str, None] = {}  # package roots of the results seen, first seen first
-        self._results: list[FileResult] = []  # of the scanned files, as module_loader's roots come from them
+        self._results: list[FileResult] = []  # of the scanned files, whose roots module_loader searches
+        self._roots: dict[str, None] = {}  # their package roots, first seen first
         self._rooted = 0  # how many of ``_results`` gave their root
-        self._bases: dict[str, tuple[str, ...]] = {}  # class qualname -> bases, of every result seen
-        self._aliases: dict[str, str] = {}
+        self._root_of: dict[tuple[str, int], str | None] = {}  # (folder, dots in module) -> root
+        self._by_module: dict[str, FileResult] = {}  # module -> result or summary seen
         self._modules: dict[str, str | None] = {}  # module guessed -> its file (None: none, or scanned)
         self._waiting: dict[str, list[str]] = {}  # module being summarised -> names to follow in it
         self._seen: set[str] = set()
@@ -459,7 +460,7 @@ class ModuleSummaries:
         requests: list[tuple[str, str]] = []
         self._results.extend(results)
         for result in results:
-            self._learn(result)
+            self._by_module.setdefault(result.module, result)
         for result in results:
             for finding in result.findings:
                 for names in finding.requires:
@@ -475,7 +476,7 @@ class ModuleSummaries:
         """Take a summary made in the pool; returns the further summaries it leads to."""
         module, path, result = value
         self._ready[module] = (path, result)
-        self._learn(result)
+        self._by_module.setdefault(module, result)
         requests: list[tuple[str, str]] = []
         for name in self._waiting.pop(module, ()):
             self._seen.discard(name)
@@ -487,12 +488,6 @@ class ModuleSummaries:
         ready = self._ready.get(module)
         return ready[1] if ready is not None and ready[0] == path else None
 
-    def _learn(self, result: FileResult) -> None:
-        for summary in result.classes:
-            self._bases.setdefault(summary.qualname, summary.bases)
-        for name, target in result.aliases.items():
-            self._aliases.setdefault(f"{result.module}.{name}", target)
-
     def _follow(self, name: str, requests: list[tuple[str, str]]) -> None:
         """Guess what the index does to decide whether ``name`` is a module, as far as the
         results seen so far tell; a module it would summarise is added to ``requests``."""
@@ -502,17 +497,22 @@ class ModuleSummaries:
             self._seen.add(name)
             if name.startswith(UNKNOWN_BASE):
                 name = name[len(UNKNOWN_BASE):]
-            elif name in self._bases:
+                continue
+            module, _, simple = name.rpartition(".")
+            result = self._by_module.get(module)
+            if result is None:
+                self._request(name, requests)
+                return
+            bases = next((c.bases for c in result.classes if c.qualname == name), None)
+            if bases is not None:
                 # is_module tries a class's bases in order and stops at the first that is a
                 # module: one of torch's settles it; another is followed.
-                bases = self._bases[name]
                 if not bases:
                     return
                 name = bases[0]
-            elif name in self._aliases:
-                name = self._aliases[name]
+            elif simple in result.aliases:
+                name = result.aliases[simple]
             else:
-                self._request(name, requests)
                 return
 
     def _request(self, name: str, requests: list[tuple[str, str]]) -> None:
@@ -534,7 +534,7 @@ class ModuleSummaries:
                 continue
             cached = self._cache.get(Path(path), summary_only=True) if self._cache is not None else None
             if cached is not None:  # module_loader will read it from the cache: only follow it
-                self._learn(cached)
+                self._by_module.setdefault(candidate, cached)
                 self._seen.discard(name)
                 self._follow(name, requests)
                 return
@@ -546,7 +546,12 @@ class ModuleSummaries:
         """The file module_loader would summarise for ``module`` (with the roots seen so far),
         or None when there is none or it is one of the scanned files."""
         for result in self._results[self._rooted:]:
-            root = package_root(result, self._real_folder)
+            # Files of one folder share a root: one package_root per folder and depth.
+            key = (os.path.dirname(result.filename), result.module.count(".")
+                   + (os.path.basename(result.filename) == "__init__.py"))
+            if key not in self._root_of:
+                self._root_of[key] = package_root(result, self._real_folder)
+            root = self._root_of[key]
             if root is not None:
                 self._roots.setdefault(root)
         self._rooted = len(self._results)
@@ -554,8 +559,15 @@ class ModuleSummaries:
         if found is None:
             return None
         if self._scanned_real is None:
-            self._scanned_real = {self._real_folder.file(p) for p in self._scanned}
-        return None if self._real_folder.file(str(found)) in self._scanned_real else str(found)
+            # Real folders only (a link to one scanned file is not seen: a wasted guess at worst).
+            real_folders: dict[str, str] = {}
+            self._scanned_real = set()
+            for path in self._scanned:
+                folder, file_name = os.path.split(path)
+                if folder not in real_folders:
+                    real_folders[folder] = self._real_folder(os.path.abspath(folder))
+                self._scanned_real.add(os.path.join(real_folders[folder], file_name))
+        return None if str(found) in self._scanned_real else str(found)
 
 
 def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
