@@ -65,7 +65,7 @@ class FileResult:
     wrapped_dims: dict[str, str] = field(default_factory=dict)
     # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
     unresolved_wraps: list[int] = field(default_factory=list)
-    # Classes its `__all__` leaves out and the file itself never uses (wrapping.outside_public_api).
+    # Classes its `__all__` leaves out and the file itself never uses (wrapping._unused_outside_api).
     unused: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:

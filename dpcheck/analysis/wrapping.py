@@ -239,10 +239,10 @@ def harness_condition(model: ModelClass) -> str | None:
 
 
 def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
-    """The offline utilities and leftovers of a file, which users of the file do not wrap: names of this file's top-level, undecorated classes that a literal `__all__` leaves out and
-    that no code outside the class's own body names, except as the class tested by
-    `isinstance`/`issubclass` (a weight-init switch over layer types builds nothing), and no string
-    names."""
+    """The offline utilities and leftovers of a file, which users of the file do not wrap: names
+    of this file's top-level, undecorated classes that a literal `__all__` leaves out, that no
+    code outside the class's own body names except as the class tested by `isinstance`/
+    `issubclass` (a weight-init switch over layer types builds nothing), and that no string names."""
     declared = None
     for stmt in ctx.tree.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
