@@ -371,3 +371,30 @@ def test_ops_on_cpu_tensors_alone_skip_the_emulations_device_bookkeeping(monkeyp
         with pytest.raises(RuntimeError, match="same device"):
             torch.stack([[cpu][0], on_one])
         assert checked
+
+
+def test_device0_memory_is_measured_once_at_the_first_and_largest_batch():
+    from dpcheck.findings import ObservationKind as K
+    from dpcheck.harness.runner import EmulatedBackend, default_batch_sizes, run_model
+
+    class Measuring(EmulatedBackend):
+        """Reports an imbalance every time it is asked, and counts how often that is."""
+
+        def __init__(self, n):
+            super().__init__(n)
+            self.resets = self.reads = 0
+
+        def reset_memory(self):
+            self.resets += 1
+
+        def memory_imbalance(self):
+            self.reads += 1
+            return "peak memory growth during the DataParallel step: cuda:0 +900 MiB, cuda:1 +1 MiB"
+
+    backend = Measuring(2)
+    sizes = default_batch_sizes(2)
+    assert sizes[0] == max(sizes)
+    report = run_model(counted(Counter, []), backend, sizes)
+    assert report.modes == ["training", "eval"]  # the eval pass ran and did not measure again
+    assert (backend.resets, backend.reads) == (1, 1)
+    assert [o.batch for o in report.observations if o.kind == K.MEMORY_IMBALANCE] == [sizes[0]]
