@@ -210,6 +210,8 @@ def _kind(model, fn, name: str, value, node) -> str:
         return "latch"
     if under_lazy_guard(fn, node):
         return "scratch" if _constant_default(fn, node) else "lazy"
+    if _setter_called_under_lazy_guard(model, fn):
+        return "lazy"
     if behind_non_default_option(model, fn, node):
         return "option"
     use = "accumulates" if isinstance(node, ast.AugAssign) else old_value_use(model, fn, name, value)
@@ -331,3 +333,15 @@ def _memoises_condition(fn, node) -> bool:
     return all(isinstance(s, (ast.Return, ast.Pass)) or (
         isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, bool))
         for s in parent.body) and any(isinstance(s, ast.Return) for s in parent.body)
+
+
+def _setter_called_under_lazy_guard(model, fn) -> bool:
+    """A helper that forward calls only under `if self.x is None:` (reformer's
+    `_set_num_buckets(sequence_length)`): its writes build a missing value lazily, as if they
+    stood under the guard themselves, so each DataParallel call rebuilds it on the replica."""
+    if fn is model.forward:
+        return False
+    sites = [(caller, call) for caller in model.in_forward if caller is not fn
+             for call in caller.nodes(ast.Call)
+             if isinstance(call.func, ast.Attribute) and call.func.attr == fn.name and caller.is_self(call.func.value)]
+    return bool(sites) and all(under_lazy_guard(caller, call) for caller, call in sites)

@@ -72,7 +72,7 @@ class PlainTensorAttribute(Rule):
                     parent = fn.parent(node)
                     if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as"):
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
-                    elif _fallback_when_no_target(fn, node):
+                    elif _fallback_when_no_target(fn, node) or _rebound_moved_before(fn, node, name):
                         moved.add(name)
                     else:
                         used.add(name)
@@ -152,4 +152,18 @@ def _fallback_when_no_target(fn, node) -> bool:
             if child is none_branch and any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(other)):
                 return True
         child, cur = cur, fn.parent(cur)
+    return False
+
+
+def _rebound_moved_before(fn, node, name: str) -> bool:
+    """`self.mean = self.mean.type_as(x)` as a statement of the function's own body, before this
+    read (SwinIR's forward): the read sees the replica's copy moved to the input's device."""
+    for stmt in fn.node.body:
+        if stmt.lineno >= node.lineno:
+            return False
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and fn.self_attr(stmt.targets[0]) == name \
+                and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+                and stmt.value.func.attr in ("to", "cuda", "type_as") \
+                and fn.self_attr(stmt.value.func.value) == name:
+            return True
     return False
