@@ -47,7 +47,9 @@ class NestedDataParallel(Rule):
             if inner is None:
                 continue
             source = facts.wrapper_value(inner)
-            if source is not None:
+            # `self.net = self.net.cuda()` in another method carries this very wrapper back to its
+            # own argument (`self.net = DataParallel(self.net)`): a wrapper never wraps itself.
+            if source is not None and source.call is not call:
                 requires = tuple(frozenset({c}) for c in sorted(source.requires | facts.source_of(call).requires))
                 yield self.violation(call, "This DataParallel wraps a model that is already wrapped in "
                                      "DataParallel: every step replicates twice, and state dict keys get "

@@ -446,6 +446,9 @@ class ScriptFacts:
         return None
 
     def _wrapper_test(self, test: ast.AST, text: str) -> bool:
+        flag = _target_text(test) if isinstance(test, ast.Attribute) else None
+        if flag is not None and flag.startswith("self.") and text.startswith("self."):
+            return self._flag_set_with_wrap(flag, text)
         if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and len(test.args) == 2
                 and _target_text(test.args[0]) == text):
             return False
@@ -455,6 +458,32 @@ class ScriptFacts:
             return any(self._dp_name(self.ctx.resolve(k) or "") or "DataParallel" in (self.ctx.resolve(k) or "")
                        for k in kinds)
         return test.func.id == "hasattr" and isinstance(kind, ast.Constant) and kind.value == "module"
+
+    def _flag_set_with_wrap(self, flag: str, text: str) -> bool:
+        """Is `self.<flag> = True` a statement beside a DataParallel construction assigned to `text`
+        (DrQA's `parallelize()`: `self.parallel = True; self.network = DataParallel(self.network)`)?
+        Then `if self.<flag>:` tests whether `text` holds the wrapper, as `isinstance` would. Read
+        from the syntax alone: this runs while the wraps are still being collected."""
+        return (flag, text) in self._flags_set_with_wraps
+
+    @cached_property
+    def _flags_set_with_wraps(self) -> frozenset[tuple[str, str]]:
+        found = set()
+        for node in self.ctx.nodes(ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.value, ast.Call) or self.dp_class(node.value) is None:
+                continue
+            text = _target_text(node.targets[0])
+            parent = self.parents.get(id(node))
+            if text is None or not text.startswith("self."):
+                continue
+            for block in ("body", "orelse", "finalbody"):
+                stmts = getattr(parent, block, None)
+                if isinstance(stmts, list) and node in stmts:
+                    found.update((flag, text) for stmt in stmts if isinstance(stmt, ast.Assign)
+                                 and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Constant)
+                                 and stmt.value.value is True
+                                 for flag in [_target_text(stmt.targets[0])] if flag is not None)
+        return frozenset(found)
 
     # --- branches ----------------------------------------------------------------------
 
