@@ -73,6 +73,8 @@ class PadPackedWithoutTotalLength(Rule):
                     continue
                 total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)
                 if total is None:
+                    if _repadded_to_argument(fn, call):
+                        continue  # padded up to the length every replica's argument shares
                     padded = _padded_input(fn, resolve)
                     fix = None if padded is None else self.offer_fix(
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
@@ -130,3 +132,36 @@ def _from_lengths(node, fn, depth) -> bool:
         return False
     return any(_from_lengths(child, fn, depth) for child in ast.iter_child_nodes(node)
                if isinstance(child, ast.expr))
+
+
+def _repadded_to_argument(fn, call) -> bool:
+    """After unpacking, `if out.size(1) != x_mask.size(1): out = torch.cat([out, padding], 1)`
+    (DrQA's StackedBRNN): the output is padded up to the time length of an argument of this
+    function, which DataParallel scattered whole along time, so every replica returns the same
+    length."""
+    params = {a.arg for a in (*fn.node.args.posonlyargs, *fn.node.args.args, *fn.node.args.kwonlyargs)}
+    for node in fn.nodes(ast.If):
+        if node.lineno <= call.lineno or not isinstance(node.test, ast.Compare) or len(node.test.ops) != 1 \
+                or not isinstance(node.test.ops[0], (ast.NotEq, ast.Lt, ast.Gt)):
+            continue
+        sides = [node.test.left, node.test.comparators[0]]
+        owners = [_size_owner(side) for side in sides]
+        if None in owners:
+            continue
+        for out, other in (owners, owners[::-1]):
+            if other in params and out not in params and any(
+                    isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == out for t in stmt.targets)
+                    for stmt in node.body):
+                return True
+    return False
+
+
+def _size_owner(node) -> str | None:
+    """`x` in `x.size(d)` or `x.shape[d]`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+            and isinstance(node.value.value, ast.Name):
+        return node.value.value.id
+    return None
