@@ -133,9 +133,11 @@ class ModelClass:
             if id(fn.node) in seen:
                 continue
             seen[id(fn.node)] = fn
+            self_name = fn.self_name
             for node in fn.nodes(ast.Attribute):
-                attr = fn.self_attr(node)
-                if attr is not None:
+                value = node.value  # `self.<attr>` (``fn.self_attr``, inline: every attribute of the code)
+                if value.__class__ is ast.Name and value.id == self_name:
+                    attr = node.attr
                     # A read runs a property's getter; a write runs its setter.
                     target = self.find_setter(attr) if isinstance(node.ctx, ast.Store) else self.find_method(attr)
                     if target is not None and target.node is not fn.node:

@@ -253,7 +253,8 @@ class TreeIndex:
         positions = self._type_positions.get(node_type)
         if positions is None:
             position = self.position
-            positions = self._type_positions[node_type] = [position[id(n)] for n in nodes]
+            # map() keeps the loop in C: a type's positions are asked for over the whole file.
+            positions = self._type_positions[node_type] = list(map(position.__getitem__, map(id, nodes)))
         return nodes[bisect_left(positions, start):bisect_left(positions, end)]
 
 

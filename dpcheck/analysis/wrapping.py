@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
@@ -238,6 +240,11 @@ def harness_condition(model: ModelClass) -> str | None:
     return harness.condition if harness else None
 
 
+_TYPE_TESTS = frozenset({"isinstance", "issubclass"})
+_id_of = attrgetter("id")
+_value_of = attrgetter("value")
+
+
 def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
     """The offline utilities and leftovers of a file, which users of the file do not wrap: names
     of this file's top-level, undecorated classes that a literal `__all__` leaves out, that no
@@ -255,21 +262,27 @@ def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
                   if isinstance(stmt, ast.ClassDef) and stmt.name not in declared and not stmt.decorator_list}
     if not candidates:
         return frozenset()
-    type_tests = set()
-    for call in ctx.nodes(ast.Call):
-        if isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "issubclass") and len(call.args) == 2:
-            type_tests.update(id(n) for n in ast.walk(call.args[1]) if isinstance(n, ast.Name))
-    # A name inside the class's own body (`super(Net, self)`, a type annotation) builds nothing.
+    # Most of a file's names and strings are none of these: compress() and map() pick the few that
+    # are without a Python step per node.
+    names = ctx.nodes(ast.Name)
     index = ctx.tree_index
-    spans = {name: (index.position[id(node)], index.position[id(node)] + index.size[index.position[id(node)]])
+    position = index.position
+    spans = {name: (position[id(node)], position[id(node)] + index.size[position[id(node)]])
              for name, node in candidates.items()}
+    type_tests = set()
+    for test in compress(names, map(_TYPE_TESTS.__contains__, map(_id_of, names))):
+        call = index.parents.get(id(test))
+        if call.__class__ is ast.Call and call.func is test and len(call.args) == 2:
+            type_tests.update(id(n) for n in index.subtree(call.args[1]) if n.__class__ is ast.Name)
     used = set()
-    for node in ctx.nodes(ast.Name):
-        span = spans.get(node.id)
-        if span is not None and id(node) not in type_tests and not span[0] <= index.position[id(node)] < span[1]:
+    for node in compress(names, map(spans.__contains__, map(_id_of, names))):
+        span = spans[node.id]
+        if id(node) not in type_tests and not span[0] <= position[id(node)] < span[1]:
             used.add(node.id)
-    # Named in a string (a registry or a lazy-import table looks classes up by name): used.
-    used.update(node.value for node in ctx.nodes(ast.Constant) if isinstance(node.value, str) and node.value in spans)
+    # Named in a string (a registry or a lazy-import table looks classes up by name): used. (Only a
+    # string can equal a class name, and every constant the parser makes can be hashed.)
+    constants = ctx.nodes(ast.Constant)
+    used.update(map(_value_of, compress(constants, map(spans.__contains__, map(_value_of, constants)))))
     return frozenset(candidates.keys() - used)
 
 
