@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dpcheck.analysis.names import ImportMap, dotted
 from dpcheck.analysis.torch_api import (
@@ -13,6 +14,9 @@ from dpcheck.analysis.torch_api import (
     PARAMETER_CTORS,
     is_torch_nn_class,
 )
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.tree import TreeIndex
 
 
 @dataclass
@@ -69,8 +73,8 @@ UNKNOWN_BASE = "unknown:"
 WRAPPED_CONDITION = "wrapped:"
 
 
-def module_status(classes: dict[str, ClassInfo], module: str,
-                  imports: ImportMap | None = None) -> dict[str, tuple[bool, frozenset[str]]]:
+def module_status(classes: dict[str, ClassInfo], module: str, imports: ImportMap | None = None,
+                  index: TreeIndex | None = None) -> dict[str, tuple[bool, frozenset[str]]]:
     """For each class: (is a module for sure, else the outside names that could make it one).
 
     A base that no scanned file defines (a project file left out of the scan, a package that is
@@ -100,7 +104,7 @@ def module_status(classes: dict[str, ClassInfo], module: str,
             elif not (base.startswith(_NEVER_MODULE_ROOTS) or base.rsplit(".", 1)[-1] in _NEVER_MODULE
                       or base.startswith("torch.")):
                 unresolved.add(base)
-        if unresolved and imports is not None and _reads_like_module(classes[name], imports):
+        if unresolved and imports is not None and _reads_like_module(classes[name], imports, index):
             unresolved |= {UNKNOWN_BASE + base for base in unresolved if not base.startswith(UNKNOWN_BASE)}
         if unresolved:
             # DataParallel takes only an nn.Module: a class a scanned script wraps is one, whatever
@@ -124,16 +128,19 @@ def module_status(classes: dict[str, ClassInfo], module: str,
 _REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module", "register_module"})
 
 
-def _reads_like_module(info: ClassInfo, imports: ImportMap) -> bool:
+def _reads_like_module(info: ClassInfo, imports: ImportMap, index: TreeIndex | None = None) -> bool:
     """Does the class define ``forward`` and name a torch.nn layer class or a Parameter, or
-    register a buffer/parameter/submodule on ``self``, in its class attributes or ``__init__``?"""
+    register a buffer/parameter/submodule on ``self``, in its class attributes or ``__init__``?
+    Read from the file's walk (``index``) when given: a file with such a class is walked anyway
+    (its class is a module on a condition), and a slice of the walk is cheaper than ``ast.walk``."""
     if "forward" not in info.methods:
         return False
     # Class attributes and __init__ (where layers are built), not the long forward bodies.
     parts = [stmt for stmt in info.node.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if "__init__" in info.methods:
         parts.append(info.methods["__init__"])
-    for node in (n for part in parts for n in ast.walk(part)):
+    walk = ast.walk if index is None else index.subtree
+    for node in (n for part in parts for n in walk(part)):
         # torch.nn classes and Parameter are capitalised: resolve only capitalised names.
         if isinstance(node, ast.Attribute):
             if node.attr in _REGISTERS and isinstance(node.value, ast.Name) and node.value.id == "self":

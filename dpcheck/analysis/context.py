@@ -13,6 +13,9 @@ from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents
 from dpcheck.constants import DATAPARALLEL_CLASSES
 
+# ``FileContext.resolve``'s memo: not asked yet (None is an answer).
+_UNRESOLVED = object()
+
 
 @dataclass
 class FileContext(_Indexed):
@@ -40,13 +43,11 @@ class FileContext(_Indexed):
 
     def resolve(self, node: ast.AST) -> str | None:
         # Every rule resolves the calls of forward-reachable code again: remembered per node.
-        # The entry keeps its node alive, so its id cannot be reused by another node meanwhile.
-        key = id(node)
-        known = self._resolved.get(key)
-        if known is not None and known[0] is node:
-            return known[1]
-        name = self.imports.resolve(node)
-        self._resolved[key] = (node, name)
+        # Keyed by the node itself (nodes hash by identity): the entry keeps its node alive, so
+        # no other node can take its place, and a hit is one dictionary lookup.
+        name = self._resolved.get(node, _UNRESOLVED)
+        if name is _UNRESOLVED:
+            name = self._resolved[node] = self.imports.resolve(node)
         return name
 
     @cached_property

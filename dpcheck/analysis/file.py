@@ -203,7 +203,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     imports = ImportMap(tree, module, is_package,
                         statements.get(ast.Import, []) + statements.get(ast.ImportFrom, []))
     classes = collect_classes(tree, imports, module, statements.get(ast.ClassDef, []))
-    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module, imports), index)
+    ctx = FileContext(source, tree, module, imports, classes, module_status(classes, module, imports, index), index)
     # A class taken for a module on an unknown base carries that condition as a pseudo-base, so a
     # subclass in another file inherits it (see dpcheck.analysis.classes.module_status).
     result.classes = [ClassSummary(c.qualname, c.bases + tuple(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Iterator
 
 from dpcheck.analysis.classes import ClassInfo
@@ -29,6 +30,12 @@ from dpcheck.analysis.torch_api import (
     FunctionNode,
 )
 from dpcheck.analysis.tree import FunctionInfo
+
+_attr_of = attrgetter("attr")
+# What a call on ``self`` in code outside forward tells about an attribute.
+_REGISTERS = {"register_buffer": "buffer", "register_parameter": "parameter",
+              "add_module": "module", "register_module": "module"}
+_FILLS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
 
 @dataclass
@@ -165,6 +172,8 @@ class ModelClass:
     def hooks(self) -> list[FunctionInfo]:
         """Hook functions the class registers on itself or its children (any method)."""
         found: list[FunctionInfo] = []
+        if not self.ctx.fact(_registers_hooks):
+            return found
         for fn in self.all_methods:
             for call in fn.nodes(ast.Call):
                 func = call.func
@@ -233,16 +242,16 @@ class ModelClass:
                 fact.element_kinds |= elements
                 fact.requires |= requires
             return
-        registered = {"register_buffer": "buffer", "register_parameter": "parameter",
-                      "add_module": "module", "register_module": "module"}.get(func.attr)
+        registered = _REGISTERS.get(func.attr)
         if registered and fn.is_self(func.value) and call.args \
                 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
             facts.setdefault(call.args[0].value, AttrFacts()).kinds.add(registered)
             return
         # self.layers.append(nn.Linear(...)) in __init__ fills a plain list with modules.
+        if func.attr not in _FILLS or not call.args:
+            return
         attr = fn.self_attr(func.value)
-        if attr is not None and func.attr in {"append", "extend", "insert", "add", "update",
-                                              "setdefault", "appendleft"} and call.args:
+        if attr is not None:
             value = call.args[-1]
             fact = facts.setdefault(attr, AttrFacts())
             values = value.elts if func.attr == "extend" and isinstance(
@@ -321,6 +330,13 @@ class ModelClass:
             if inner in ("tensor", "scalar_tensor", "module", "parameter"):
                 return ("tensor" if inner == "scalar_tensor" else inner), elements, req
         return "other", set(), set()
+
+
+def _registers_hooks(ctx: FileContext) -> bool:
+    """Does the file call any `*.register_*hook`? Most model files do not: then no class's methods
+    need searching for hook registrations (the attribute names, deduplicated in C, are a few hundred)."""
+    return any(name.startswith("register_") and name.endswith("hook")
+               for name in set(map(_attr_of, ctx.nodes(ast.Attribute))))
 
 
 def _is_number(node: ast.AST) -> bool:
