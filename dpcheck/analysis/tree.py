@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
-from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
@@ -115,20 +114,28 @@ def _visitors_source() -> tuple[str, list[type], frozenset[type]]:
 
     def visit_child(indent: str) -> list[str]:
         return [f"{indent}kind = child.__class__",
-                f"{indent}if kind in LEAVES:",
-                f"{indent}    add(child); add_up(here); add_size(1); by_type[kind].append(child)",
+                f"{indent}record = leaves.get(kind)",
+                f"{indent}if record is not None:",
+                f"{indent}    add(child); add_up(here); add_size(1); record(child)",
                 f"{indent}else:",
                 f"{indent}    visitors[kind](child, here)"]
 
-    lines = ["def _make_visitors(order, up, size, by_type, visitors, LEAVES, C):",
+    # Each class's list in ``by_type`` is made up front and its ``append`` bound once per walk
+    # (the empty ones are dropped at the end); ``leaves`` maps a leaf class to its list's append.
+    lines = ["def _make_visitors(order, up, size, by_type, visitors, leaves, C):",
              "    add, add_up, add_size = order.append, up.append, size.append"]
+    for i, cls in enumerate(classes):
+        lines.append(f"    by_type[C[{i}]] = nodes_{i} = []")
+        if not walked[cls]:
+            lines.append(f"    leaves[C[{i}]] = nodes_{i}.append")
     for i, cls in enumerate(classes):
         if not walked[cls]:
             continue
-        lines += [f"    def visit_{cls.__name__}(node, here):",
+        lines += [f"    record_{i} = nodes_{i}.append",
+                  f"    def visit_{cls.__name__}(node, here):",
                   "        parent, here = here, len(order)",
                   "        add(node); add_up(parent); add_size(1)",
-                  f"        by_type[C[{i}]].append(node)"]
+                  f"        record_{i}(node)"]
         for name, mark in walked[cls]:
             if mark == "*":  # a list: of nodes, or None where the grammar allows it (`{**d}`'s key)
                 lines += [f"        for child in node.{name}:", "            if child is not None:"]
@@ -157,23 +164,25 @@ def _walk_recursively(tree: ast.AST):
     order: list[ast.AST] = []
     up: list[int] = []
     size: list[int] = []
-    by_type: defaultdict[type, list[ast.AST]] = defaultdict(list)
+    by_type: dict[type, list[ast.AST]] = {}
     visitors: dict[type, Callable] = {}
-    _make_visitors(order, up, size, by_type, visitors, _LEAF_CLASSES, _VISITED_CLASSES)
+    leaves: dict[type, Callable] = {}
+    _make_visitors(order, up, size, by_type, visitors, leaves, _VISITED_CLASSES)
     try:
         kind = tree.__class__
-        if kind in _LEAF_CLASSES:
+        record = leaves.get(kind)
+        if record is not None:
             order.append(tree)
             up.append(-1)
             size.append(1)
-            by_type[kind].append(tree)
+            record(tree)
         else:
             visitors[kind](tree, -1)
     finally:
         # The visitors refer to each other through ``visitors``: a cycle that would keep them (and
         # through their cells every node) alive until the cyclic collector runs.
         visitors.clear()
-    return order, up, size, dict(by_type)
+    return order, up, size, {kind: nodes for kind, nodes in by_type.items() if nodes}
 
 
 def _walk_with_stack(tree: ast.AST):

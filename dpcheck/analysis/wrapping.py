@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
@@ -37,11 +37,10 @@ if TYPE_CHECKING:
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
 # Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
 _ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
-# Over every name or attribute of a file, in C (map, compress) rather than a Python step per node.
-_id_of = attrgetter("id")
-_attr_of = attrgetter("attr")
-_first = itemgetter(0)
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
+# Over every name or string of a file, in C (map, compress) rather than a Python step per node.
+_id_of = attrgetter("id")
+_value_of = attrgetter("value")
 
 
 def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
@@ -135,27 +134,15 @@ def submodule_classes(ctx: FileContext) -> frozenset[str]:
 
 
 def _find_submodules(ctx: FileContext) -> frozenset[str]:
-    """Constructions (`Block(...)`, `layers.Block(...)`: a capitalised callee) inside a module class
-    of the file other than the class itself, resolved."""
-    modules = [(name, info.node) for name, info in ctx.classes.items() if any(ctx.class_is_module(name))]
-    if not modules:
-        return frozenset()  # and the file need not be walked
-    names, attributes = ctx.nodes(ast.Name), ctx.nodes(ast.Attribute)
-    index = ctx.tree_index
-    parents, position = index.parents, index.position
-    spans = [(position[id(node)], position[id(node)] + index.size[position[id(node)]], name) for name, node in modules]
-    # A callee's last name is capitalised: compress() and map() pick those names without a Python
-    # step for every name and attribute of the file (a name's first letter: its id is never empty).
-    callees = [*compress(names, map(str.isupper, map(_first, map(_id_of, names)))),
-               *compress(attributes, map(str.isupper, map(_first, map(_attr_of, attributes))))]
     found: set[str] = set()
-    for func in callees:
-        call = parents.get(id(func))
-        if call.__class__ is not ast.Call or call.func is not func:
+    for name, info in ctx.classes.items():
+        if not any(ctx.class_is_module(name)):
             continue
-        last = func.id if func.__class__ is ast.Name else func.attr
-        at = position[id(func)]
-        if any(start <= at < end and last != name for start, end, name in spans):
+        for call in ctx.tree_index.nodes_within(info.node, ast.Call):
+            func = call.func
+            last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+            if not last[:1].isupper() or last == name:
+                continue
             resolved = ctx.resolve(func)
             if resolved and not resolved.startswith("torch."):
                 found.add(resolved)
@@ -257,8 +244,6 @@ def harness_condition(model: ModelClass) -> str | None:
     return harness.condition if harness else None
 
 
-_value_of = attrgetter("value")
-
 
 def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
     """The offline utilities and leftovers of a file, which users of the file do not wrap: names
@@ -277,18 +262,17 @@ def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
                   if isinstance(stmt, ast.ClassDef) and stmt.name not in declared and not stmt.decorator_list}
     if not candidates:
         return frozenset()
-    # Most of a file's names and strings are none of these: compress() and map() pick the few that
-    # are without a Python step per node.
     names = ctx.nodes(ast.Name)
     index = ctx.tree_index
     position = index.position
     spans = {name: (position[id(node)], position[id(node)] + index.size[position[id(node)]])
              for name, node in candidates.items()}
     type_tests = set()
-    for test in compress(names, map(_TYPE_TESTS.__contains__, map(_id_of, names))):
-        call = index.parents.get(id(test))
-        if call.__class__ is ast.Call and call.func is test and len(call.args) == 2:
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        if func.__class__ is ast.Name and func.id in _TYPE_TESTS and len(call.args) == 2:
             type_tests.update(id(n) for n in index.subtree(call.args[1]) if n.__class__ is ast.Name)
+    # Most of a file's names and strings name none of these: compress() and map() pick the few that do.
     used = set()
     for node in compress(names, map(spans.__contains__, map(_id_of, names))):
         span = spans[node.id]
