@@ -13,11 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
-from dpcheck.analysis.index import ClassIndex
+from dpcheck.analysis.index import ClassIndex, Pending
 from dpcheck.analysis.names import module_name_for
-from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
@@ -378,13 +376,14 @@ def package_root(result: FileResult, real_folder: _RealFolders) -> str | None:
     return root
 
 
-def module_file(roots: Sequence[Path], module: str) -> Path | None:
+def module_file(roots: Sequence[Path | str], module: str) -> Path | None:
     """The file that defines the dotted ``module`` under the first of ``roots`` that has one."""
     parts = module.split(".")
     for root in roots:
-        for candidate in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-            if candidate.is_file():
-                return candidate
+        path = os.path.join(root, *parts)  # strings: the guesses of ModuleSummaries ask this often
+        for candidate in (path + ".py", os.path.join(path, "__init__.py")):
+            if os.path.isfile(candidate):
+                return Path(candidate)
     return None
 
 
@@ -431,14 +430,14 @@ class ModuleSummaries:
     is in (a base class in `transformers.modeling_utils` when `models/` is scanned), and
     summarising them then, one after another, keeps a core idle at the end of the run.
 
-    Which modules it will ask for is guessed from the results as they come back: the
-    names findings require (``Finding.requires``: a class whose module-ness is in question,
-    a DataParallel subclass), followed through the results and summaries seen so far (a
-    re-export, a class's first base that is not torch's own) the way ``ClassIndex.is_module``
-    follows them. A guess costs only pool time: ``module_loader`` takes a summary only for
-    the module and file it resolves itself, and a module not guessed is summarised then, as
-    before. Runs in the parent process while the workers are busy, so it is kept cheap:
-    results are indexed by module only, and the file system is asked only for a guess."""
+    Which modules it will ask for is found by asking a ``ClassIndex`` of the results seen so far
+    the questions settling will ask: those the findings' conditions pose (``Finding.requires``: is
+    a class a module, a DataParallel subclass) and the lookups of the classes files wrap or build
+    as layers. Where that index would load a module, the module is summarised in the pool instead
+    and the question is asked again once its summary is in (``index.Pending``). A
+    guess costs only pool time: ``module_loader`` takes a summary only for the module and file it
+    resolves itself, and a module not guessed is summarised then, as before. Runs in the parent
+    process while the workers are busy, so the file system is asked only for a guess."""
 
     def __init__(self, scanned: Sequence[str], cache=None) -> None:
         self._scanned = scanned  # the paths of the files being analysed
@@ -449,38 +448,43 @@ class ModuleSummaries:
         self._roots: dict[str, None] = {}  # their package roots, first seen first
         self._rooted = 0  # how many of ``_results`` gave their root
         self._root_of: dict[tuple[str, int], str | None] = {}  # (folder, dots in module) -> root
-        self._by_module: dict[str, FileResult] = {}  # module -> result or summary seen
-        self._modules: dict[str, str | None] = {}  # module guessed -> its file (None: none, or scanned)
-        self._waiting: dict[str, list[str]] = {}  # module being summarised -> names to follow in it
-        self._seen: set[str] = set()
+        self._index = ClassIndex((), self._load)  # the results and summaries seen so far
+        self._asked: set[tuple[str, str]] = set()  # (question, name) asked of the index
+        # Module being summarised -> the questions waiting for it.
+        self._waiting: dict[str, list[tuple[Callable[[str], object], str]]] = {}
         self._ready: dict[str, tuple[str, FileResult]] = {}  # module -> (its file, its summary)
+        self._asking: tuple | None = None  # (question, name, requests) being asked
 
     def analysed(self, results: Sequence[FileResult]) -> list[tuple[str, str]]:
         """Take scanned files' results; returns the (module, file) summaries to make now."""
         requests: list[tuple[str, str]] = []
         self._results.extend(results)
         for result in results:
-            self._by_module.setdefault(result.module, result)
+            self._index.add(result)
+        index = self._index
         for result in results:
             for finding in result.findings:
                 for names in finding.requires:
                     for name in names:
                         kind, _, rest = name.partition(":")
-                        if not rest:
-                            self._follow(name, requests)
-                        elif kind in ("unknown", "dp") and ":" not in rest:
-                            self._follow(rest, requests)
+                        if not rest or kind == "unknown" and ":" not in rest:
+                            self._ask(index.is_module, name, requests)  # `Base`, `unknown:Base`
+                        elif kind == "dp" and ":" not in rest:
+                            self._ask(index.is_dataparallel, rest, requests)
+            # What settling looks up of every class a file wraps or builds as a layer (``gathered``,
+            # ``offline``): in transformers, the layers of `activations`, `pytorch_utils`, ...
+            for name in (*result.wrapped, *result.submodules):
+                self._ask(index.lookup, name, requests)
         return requests
 
     def summarised(self, value: tuple[str, str, FileResult]) -> list[tuple[str, str]]:
         """Take a summary made in the pool; returns the further summaries it leads to."""
         module, path, result = value
         self._ready[module] = (path, result)
-        self._by_module.setdefault(module, result)
+        self._index.add(result)
         requests: list[tuple[str, str]] = []
-        for name in self._waiting.pop(module, ()):
-            self._seen.discard(name)
-            self._follow(name, requests)
+        for question, name in self._waiting.pop(module, ()):
+            self._ask(question, name, requests, again=True)
         return requests
 
     def take(self, module: str, path: str) -> FileResult | None:
@@ -488,59 +492,40 @@ class ModuleSummaries:
         ready = self._ready.get(module)
         return ready[1] if ready is not None and ready[0] == path else None
 
-    def _follow(self, name: str, requests: list[tuple[str, str]]) -> None:
-        """Guess what the index does to decide whether ``name`` is a module, as far as the
-        results seen so far tell; a module it would summarise is added to ``requests``."""
-        for _ in range(8):
-            if name in self._seen or name in MODULE_BASES or is_torch_nn_class(name):
-                return
-            self._seen.add(name)
-            if name.startswith(UNKNOWN_BASE):
-                name = name[len(UNKNOWN_BASE):]
-                continue
-            module, _, simple = name.rpartition(".")
-            result = self._by_module.get(module)
-            if result is None:
-                self._request(name, requests)
-                return
-            bases = next((c.bases for c in result.classes if c.qualname == name), None)
-            if bases is not None:
-                # is_module tries a class's bases in order and stops at the first that is a
-                # module: one of torch's settles it; another is followed.
-                if not bases:
-                    return
-                name = bases[0]
-            elif simple in result.aliases:
-                name = result.aliases[simple]
-            else:
-                return
-
-    def _request(self, name: str, requests: list[tuple[str, str]]) -> None:
-        """``name`` is defined nowhere seen yet: summarise the module the index would load for it
-        (``ClassIndex._load_for``: the name's module, else the name itself as a module)."""
-        module = name.rpartition(".")[0]
-        for candidate in (module, name):
-            if not candidate:
-                continue
-            if candidate in self._modules:
-                if candidate in self._waiting:
-                    self._waiting[candidate].append(name)
-                if self._modules[candidate] is not None:
-                    return
-                continue
-            path = self._file_of(candidate)
-            self._modules[candidate] = path
-            if path is None:
-                continue
-            cached = self._cache.get(Path(path), summary_only=True) if self._cache is not None else None
-            if cached is not None:  # module_loader will read it from the cache: only follow it
-                self._by_module.setdefault(candidate, cached)
-                self._seen.discard(name)
-                self._follow(name, requests)
-                return
-            self._waiting[candidate] = [name]
-            requests.append((candidate, path))
+    def _ask(self, question: Callable[[str], object], name: str, requests: list[tuple[str, str]],
+             again: bool = False) -> None:
+        """Ask the index ``question(name)`` (once, unless ``again``: a summary it waited for is in);
+        the modules the index would load to answer go to ``requests``."""
+        key = (question.__name__, name)
+        if key in self._asked and not again:
             return
+        self._asked.add(key)
+        self._asking = (question, name, requests)
+        try:
+            question(name)
+        except Pending:
+            pass  # asked again when the module's summary is in
+        except Exception:  # noqa: BLE001 - a guess must never end the run: the index decides after the pool
+            pass
+        finally:
+            self._asking = None
+
+    def _load(self, module: str) -> FileResult | None:
+        """The guessing index's ``load_module``: a cached summary, or none (no such file outside
+        the scanned ones), or ``Pending`` while the pool summarises it."""
+        question, name, requests = self._asking
+        if module in self._waiting:
+            self._waiting[module].append((question, name))
+            raise Pending(module)
+        path = self._file_of(module)
+        if path is None:
+            return None
+        cached = self._cache.get(Path(path), summary_only=True) if self._cache is not None else None
+        if cached is not None:  # module_loader will read it from the cache too
+            return cached
+        self._waiting[module] = [(question, name)]
+        requests.append((module, path))
+        raise Pending(module)
 
     def _file_of(self, module: str) -> str | None:
         """The file module_loader would summarise for ``module`` (with the roots seen so far),
@@ -555,7 +540,7 @@ class ModuleSummaries:
             if root is not None:
                 self._roots.setdefault(root)
         self._rooted = len(self._results)
-        found = module_file([Path(r) for r in self._roots], module)
+        found = module_file(list(self._roots), module)
         if found is None:
             return None
         if self._scanned_real is None:

@@ -19,6 +19,12 @@ from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
 
+class Pending(Exception):
+    """Raised by a ``load_module`` that cannot answer yet (the module is being summarised
+    elsewhere, see ``engine.ModuleSummaries``): the question asked of the index is abandoned,
+    and the module is asked for again the next time a name needs it."""
+
+
 class ClassIndex:
     def __init__(self, results: Iterable[FileResult], load_module=None) -> None:
         """``load_module(dotted) -> FileResult | None`` summarises a module that was not
@@ -46,6 +52,11 @@ class ClassIndex:
         # loaded for an import may carry a longer dotted name than the scanned one).
         self._scanned = frozenset(_tail(q) for q in self.bases)
 
+    def add(self, result: FileResult) -> None:
+        """Index one more file's summary (answers already given may change)."""
+        self._add(result)
+        self._memo.clear()
+
     def _add(self, result: FileResult) -> None:
         self._loaded.add(result.module)
         for cls in result.classes:
@@ -69,7 +80,11 @@ class ClassIndex:
         for candidate in (module, name):
             if candidate and candidate not in self._loaded:
                 self._loaded.add(candidate)
-                result = self.load_module(candidate)
+                try:
+                    result = self.load_module(candidate)
+                except Pending:
+                    self._loaded.discard(candidate)
+                    raise
                 if result is not None:
                     self._add(result)
                     self._memo.clear()
@@ -222,5 +237,8 @@ class ClassIndex:
 
 
 def _tail(qualname: str) -> str:
-    """`module.Class`: what identifies a class across differently rooted dotted names."""
-    return ".".join(qualname.rsplit(".", 2)[-2:])
+    """`module.Class`: what identifies a class across differently rooted dotted names
+    (``".".join(qualname.rsplit(".", 2)[-2:])``, without the lists: every class and import of
+    the run passes here)."""
+    last = qualname.rfind(".")
+    return qualname[qualname.rfind(".", 0, last) + 1:] if last > 0 else qualname
