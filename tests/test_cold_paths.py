@@ -1,0 +1,307 @@
+"""The cold run's faster paths give the answers of the plain code they replace: the generated
+tree walk, the fact shortcuts (names picked in C, hooks searched only where registered, the
+module test reading the file's walk), and the module summaries guessed through a ClassIndex."""
+
+import ast
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dpcheck.analysis.classes import _reads_like_module, collect_classes, module_status
+from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.index import ClassIndex, Pending
+from dpcheck.analysis.model_class import ModelClass, _registers_hooks
+from dpcheck.analysis.names import ImportMap
+from dpcheck.analysis.source import SourceFile
+from dpcheck.analysis.tree import TreeIndex, _walk_recursively, _walk_with_stack
+from dpcheck.analysis.wrapping import _unused_outside_api
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Every kind of node field: lists with None in them (`{**d}`'s key, a keyword-only argument
+# without a default), optional nodes, match patterns, f-strings, decorators, `except*`.
+EVERY_SHAPE = '''
+from __future__ import annotations
+import os.path as p, sys
+from . import sibling
+from ..pkg import (a as b, c)
+
+@decorator(arg, *rest, key=1, **kw)
+class Net(Base, metaclass=Meta):
+    """Doc."""
+    attr: int = 0
+    other: "Tensor"
+
+    async def method(self, a, /, b: int = 1, *args, c, d=2, **kw) -> None:
+        global g
+        x = {**kw, "k": 1, **{}}
+        y = [i async for i in aiter() if i if not i]
+        z = {k: v for k, v in x.items()}
+        w = (lambda q=1, *, r: q + r)(1, r=2)
+        async with ctx() as (u, v), other():
+            pass
+        async for i in agen():
+            break
+        else:
+            continue
+        try:
+            raise ValueError from None
+        except* (TypeError, ValueError) as err:
+            pass
+        finally:
+            del x[0], y[1:2:3]
+        match w:
+            case [1, *rest] | (2 | 3):
+                pass
+            case {"k": v, **more} if v:
+                pass
+            case Point(x=0, y=yy) as pt:
+                pass
+            case _:
+                pass
+        assert x, f"{x!r:>{width}} {y=}"
+        return (yield from gen()) if x else (await coro())
+
+while a < b <= c is not d:
+    a += 1; b @= c; nonlocal_ = not a or b and c
+print(*args, sep="", **{"end": ""}); t = a[1:], a[::2], a[..., None]
+'''
+
+
+@pytest.mark.parametrize("source", ["every_shape", "dpcheck", "fixtures"])
+def test_the_generated_walk_equals_the_walk_by_hand(source):
+    if source == "every_shape":
+        texts = [EVERY_SHAPE]
+    else:
+        folder = REPO / source
+        texts = [path.read_text(encoding="utf-8") for path in sorted(folder.rglob("*.py"))[:120]]
+    for text in texts:
+        tree = ast.parse(text)
+        assert _walk_recursively(tree) == _walk_with_stack(tree)
+        order = _walk_recursively(tree)[0]
+        # The reference: every node ast.walk finds, bar the shared Load/Store and operator singletons.
+        expected = [n for n in ast.walk(tree) if not isinstance(
+            n, (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop))]
+        assert sorted(map(id, order)) == sorted(map(id, expected))
+
+
+def test_a_tree_built_by_hand_with_a_missing_field_is_walked_by_hand():
+    call = ast.Call(func=ast.Name("f", ast.Load()), args=[ast.Constant(1)])  # no keywords field
+    tree = ast.Expression(call)
+    with pytest.raises(AttributeError):
+        _walk_recursively(tree)
+    index = TreeIndex(tree)
+    assert index.order == [tree, call, call.func, call.args[0]]
+    assert index.parents.get(id(call.args[0])) is call
+
+
+def context(text, module="m"):
+    text = textwrap.dedent(text)
+    tree = ast.parse(text)
+    imports = ImportMap(tree, module)
+    classes = collect_classes(tree, imports, module)
+    index = TreeIndex(tree)
+    return FileContext(SourceFile(f"{module}.py", text), tree, module, imports, classes,
+                       module_status(classes, module, imports, index), index)
+
+
+def _unused_by_hand(ctx):
+    """The plain reading of ``_unused_outside_api``: a Python step per call, name and string."""
+    declared = None
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+            declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant)}
+    candidates = {s.name: s for s in ctx.tree.body
+                  if isinstance(s, ast.ClassDef) and s.name not in declared and not s.decorator_list}
+    tested = {id(n) for call in ast.walk(ctx.tree) if isinstance(call, ast.Call)
+              and isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "issubclass")
+              and len(call.args) == 2 for n in ast.walk(call.args[1]) if isinstance(n, ast.Name)}
+    used = set()
+    for name, node in candidates.items():
+        inside = {id(n) for n in ast.walk(node)}
+        for other in ast.walk(ctx.tree):
+            if isinstance(other, ast.Name) and other.id == name and id(other) not in tested | inside:
+                used.add(name)
+            if isinstance(other, ast.Constant) and other.value == name and isinstance(other.value, str):
+                used.add(name)
+    return frozenset(candidates.keys() - used)
+
+
+def test_unused_outside_api_picks_the_same_classes_as_the_plain_reading():
+    ctx = context('''
+        import torch.nn as nn
+        __all__ = ["Public"]
+
+        class Public(nn.Module):
+            pass
+
+        class Helper(nn.Module):              # built by Public's sibling below: used
+            pass
+
+        class SelfNamed(nn.Module):           # names itself only: unused
+            def forward(self, x):
+                return super(SelfNamed, self).forward(x)
+
+        class Tested(nn.Module):              # only tested with isinstance: unused
+            pass
+
+        class Annotated(nn.Module):           # in an annotation: used
+            pass
+
+        class Registered(nn.Module):          # named in a string: used
+            pass
+
+        @register
+        class Decorated(nn.Module):           # decorated: never a candidate
+            pass
+
+        class Builder(nn.Module):             # nothing builds it: unused
+            def __init__(self, layer: Annotated):
+                self.block = Helper()
+                self.ok = isinstance(layer, (Tested, nn.Linear))
+                self.kind = "Registered"
+                self.numbers = (1, 2.0, b"Tested", None)
+    ''')
+    found = _unused_outside_api(ctx)
+    assert found == _unused_by_hand(ctx) == {"SelfNamed", "Tested", "Builder"}
+
+
+def test_reads_like_module_from_the_walk_equals_ast_walk():
+    ctx = context('''
+        from mylib import Base, Other
+        import torch
+
+        class Layered(Base):
+            def __init__(self):
+                self.fc = torch.nn.Linear(2, 2)
+            def forward(self, x):
+                return x
+
+        class Registers(Base):
+            scale = torch.nn.Parameter(torch.ones(1))
+            def forward(self, x):
+                return x
+
+        class Plain(Other):
+            def __init__(self):
+                self.n = Other()
+            def forward(self, x):
+                return x
+    ''')
+    answers = {name: _reads_like_module(info, ctx.imports, ctx.tree_index) for name, info in ctx.classes.items()}
+    assert answers == {name: _reads_like_module(info, ctx.imports) for name, info in ctx.classes.items()}
+    assert answers == {"Layered": True, "Registers": True, "Plain": False}
+
+
+def test_hooks_are_searched_only_in_files_that_register_one():
+    with_hook = context('''
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                self.fc = nn.Linear(2, 2)
+                self.fc.register_forward_hook(self.grab)
+            def grab(self, module, inputs, output):
+                self.last = output
+            def forward(self, x):
+                return self.fc(x)
+    ''')
+    without = context('''
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return self.register(x)
+    ''')
+    assert _registers_hooks(with_hook) and not _registers_hooks(without)
+    model = ModelClass(with_hook, with_hook.classes["Net"], frozenset())
+    assert [fn.name for fn in model.hooks] == ["grab"]
+    assert ModelClass(without, without.classes["Net"], frozenset()).hooks == []
+
+
+def test_resolve_remembers_each_node_and_keeps_it():
+    ctx = context("import torch.nn as nn\nx = nn.Linear\n")
+    node = ctx.tree.body[1].value
+    assert ctx.resolve(node) == "torch.nn.Linear"
+    assert ctx.resolve(node) == "torch.nn.Linear" and node in ctx._resolved
+    assert ctx.resolve(ast.Constant(1)) is None  # not a name: None, remembered too
+
+
+def _summary(module, classes=(), aliases=None):
+    return FileResult(f"{module}.py", module, classes=[_cls(q, b) for q, b in classes], aliases=aliases or {})
+
+
+def _cls(qualname, bases):
+    from dpcheck.analysis.file import ClassSummary
+
+    return ClassSummary(qualname, tuple(bases))
+
+
+def test_a_loader_that_cannot_answer_yet_is_asked_again():
+    answers = {"pkg.base": Pending("pkg.base")}
+    asked = []
+
+    def load(module):
+        asked.append(module)
+        answer = answers.get(module)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    index = ClassIndex([_summary("pkg.model", [("pkg.model.Net", ["pkg.base.Base"])])], load)
+    with pytest.raises(Pending):
+        index.is_module("pkg.model.Net")
+    assert asked == ["pkg.base"]
+    index.add(_summary("pkg.base", [("pkg.base.Base", ["torch.nn.Module"])]))
+    assert index.is_module("pkg.model.Net")
+    assert asked == ["pkg.base"]  # in the index now: not loaded again
+
+
+def test_the_layers_a_model_builds_from_an_unscanned_module_are_summarised_in_the_pool(tmp_path, monkeypatch):
+    """Settling looks up the class of every layer a file builds (whether a finding's class is an
+    offline leftover): a layer defined outside the scan is summarised while files run."""
+    from dpcheck import engine
+    from dpcheck.registry import all_rules
+
+    (tmp_path / "pkg" / "models").mkdir(parents=True)
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "models" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "layers.py").write_text("import torch.nn as nn\n\n\nclass Block(nn.Module):\n    pass\n")
+    paths = []
+    for i in range(20):
+        path = tmp_path / "pkg" / "models" / f"model{i:02}.py"
+        path.write_text(textwrap.dedent(f'''
+            import torch.nn as nn
+            from pkg.layers import Block
+
+            __all__ = ["Model{i}"]
+
+
+            class Model{i}(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.block = Block()
+                    self.steps = 0
+
+                def forward(self, x):
+                    self.steps += 1
+                    return self.block(x)
+        '''))
+        paths.append(path)
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    results, _ = engine.analyze_files(paths, [r.code for r in all_rules()], jobs=2, summaries=summaries)
+
+    def refuse(path, module):
+        raise AssertionError(f"{module} summarised after the pool")
+
+    monkeypatch.setattr(engine, "summarize_module", refuse)
+    run = engine.settle(results, summaries=summaries)
+    assert sorted(Path(f.filename).name for f in run.findings if f.code == "DP101") == [p.name for p in paths]
+    assert summaries.take("pkg.layers", str(tmp_path / "pkg" / "layers.py")) is not None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))
