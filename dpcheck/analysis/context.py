@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.torch_api import is_torch_nn_class
-from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents
+from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents, cached_property
 from dpcheck.constants import DATAPARALLEL_CLASSES
 
 # ``FileContext.resolve``'s memo: not asked yet (None is an answer).

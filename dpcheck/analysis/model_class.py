@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from functools import cached_property
 from operator import attrgetter
 from typing import Iterator
 
@@ -29,7 +28,7 @@ from dpcheck.analysis.torch_api import (
     VARIABLE_CTORS,
     FunctionNode,
 )
-from dpcheck.analysis.tree import FunctionInfo
+from dpcheck.analysis.tree import FunctionInfo, cached_property
 
 _attr_of = attrgetter("attr")
 # What a call on ``self`` in code outside forward tells about an attribute.
@@ -335,6 +334,9 @@ class ModelClass:
 def _registers_hooks(ctx: FileContext) -> bool:
     """Does the file call any `*.register_*hook`? Most model files do not: then no class's methods
     need searching for hook registrations (the attribute names, deduplicated in C, are a few hundred)."""
+    text = ctx.source.text
+    if "register_" not in text and text.isascii():  # (a non-ASCII name may normalise to ASCII)
+        return False
     return any(name.startswith("register_") and name.endswith("hook")
                for name in set(map(_attr_of, ctx.nodes(ast.Attribute))))
 

@@ -27,7 +27,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
-from dpcheck.analysis.scripts import SCRIPT_TOKENS, mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
 
 if TYPE_CHECKING:
@@ -108,16 +108,6 @@ def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int 
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _classes_of(sub.value, sub, ctx, depth + 1)
     return found
-
-
-def mentions_script_token(ctx: FileContext) -> bool:
-    """Does the text name any DataParallel form at all? Asked once per class: scanning a large
-    file's text again for every class was a tenth of the analysis of a model library."""
-    return ctx.fact(_mentions_script_token)
-
-
-def _mentions_script_token(ctx: FileContext) -> bool:
-    return any(token in ctx.source.text for token in SCRIPT_TOKENS)
 
 
 def _text(node: ast.AST | None) -> str | None:
