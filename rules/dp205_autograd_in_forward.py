@@ -59,11 +59,10 @@ class AutogradInForward(Rule):
     """
 
     def check_class(self, model):
-        resolve = model.ctx.resolve
+        named_calls = model.ctx.named_calls
         for fn in model.reachable:
-            for call in fn.nodes(ast.Call):
+            for call, name in named_calls(fn):
                 func = call.func
-                name = resolve(func) or ""
                 if isinstance(func, ast.Attribute) and func.attr == "backward" and name != "torch.autograd.backward":
                     yield self.violation(call, "`.backward()` inside forward runs in every DataParallel replica "
                                          "thread on non-leaf parameter copies: gradients accumulate N times "

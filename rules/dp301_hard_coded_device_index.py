@@ -53,8 +53,7 @@ class HardCodedDeviceIndex(Rule):
     def check_class(self, model):
         ctx = model.ctx
         for fn in model.reachable:
-            for call in fn.nodes(ast.Call):
-                name = ctx.resolve(call.func)
+            for call, name in ctx.named_calls(fn):
                 if name in ("torch.cuda.set_device", "torch.cuda.device"):
                     yield self.violation(call, f"`{ast.unparse(call.func)}(...)` in forward changes the "
                                          "current GPU under the other DataParallel replica threads")

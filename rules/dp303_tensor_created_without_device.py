@@ -72,8 +72,7 @@ class TensorCreatedWithoutDevice(Rule):
         resolve = model.ctx.resolve
         returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model, cross_file=False) else set()
         for fn in model.reachable:
-            for call in fn.nodes(ast.Call):
-                name = resolve(call.func) or ""
+            for call, name in model.ctx.named_calls(fn):
                 if not (name.startswith("torch.") and name.count(".") == 1
                         and name.rsplit(".", 1)[-1] in FACTORIES):
                     continue

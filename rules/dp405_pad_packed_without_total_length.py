@@ -67,8 +67,7 @@ class PadPackedWithoutTotalLength(Rule):
     def check_class(self, model):
         resolve = model.ctx.resolve
         for fn in model.reachable:
-            for call in fn.nodes(ast.Call):
-                name = resolve(call.func) or ""
+            for call, name in model.ctx.named_calls(fn):
                 if not (name in _FUNCTION or name.endswith(".pad_packed_sequence")):
                     continue
                 total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)

@@ -30,6 +30,7 @@ class FileContext(_Indexed):
     _facts: dict = field(default_factory=dict, repr=False, compare=False)
     _resolved: dict = field(default_factory=dict, repr=False, compare=False)
     _functions: dict = field(default_factory=dict, repr=False, compare=False)
+    _named_calls: dict = field(default_factory=dict, repr=False, compare=False)
 
     def function(self, node: ast.AST, owner: ClassInfo | None) -> FunctionInfo:
         """The one ``FunctionInfo`` of a function node of this file: every model class that
@@ -48,6 +49,18 @@ class FileContext(_Indexed):
         if name is _UNRESOLVED:
             name = self._resolved[node] = self.imports.resolve(node)
         return name
+
+    def named_calls(self, fn: FunctionInfo) -> list[tuple[ast.Call, str]]:
+        """(call, its callee's dotted name or "") for every call in ``fn``'s body, in order: most
+        class rules loop over the calls of forward's code by name, so they are named once per
+        function for all of them."""
+        known = self._named_calls.get(id(fn.node))
+        if known is not None and known[0] is fn.node:
+            return known[1]
+        resolve = self.resolve
+        named = [(call, resolve(call.func) or "") for call in fn.nodes(ast.Call)]
+        self._named_calls[id(fn.node)] = (fn.node, named)
+        return named
 
     @cached_property
     def _index(self) -> tuple[dict[type, list[ast.AST]], _Parents]:

@@ -199,7 +199,10 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         return result
 
     index = TreeIndex(tree)  # walked when a rule first needs it
-    statements = statement_nodes(tree)
+    relevant = any(token in text for token in RELEVANT_TOKENS)
+    # Imports and classes: from the walk where rules will walk the file anyway (they run on its
+    # classes: nearly every file of a model library), else from a walk of the statements alone.
+    statements = index.by_type if relevant and "class" in text else statement_nodes(tree)
     imports = ImportMap(tree, module, is_package,
                         statements.get(ast.Import, []) + statements.get(ast.ImportFrom, []))
     classes = collect_classes(tree, imports, module, statements.get(ast.ClassDef, []))
@@ -212,7 +215,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
 
-    if not any(token in text for token in RELEVANT_TOKENS):
+    if not relevant:
         return result  # nothing here can be a hazard: the class summary is all the index needs
     try:
         _run_rules(ctx, rules, result)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 # `# noqa`, `# noqa: CODE`, `# noqa: CODE, CODE` (ruff's spelling; codes of
@@ -72,10 +72,11 @@ class SourceFile:
 
     path: str  # as shown in reports
     text: str
-    lines: list[str] = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.lines = split_lines(self.text)
+    @cached_property
+    def lines(self) -> list[str]:
+        """The physical lines, split on first use: most files of a library report nothing."""
+        return split_lines(self.text)
 
     def line(self, row: int) -> str:
         """The 1-based physical line ``row``, or '' past the end."""
