@@ -263,11 +263,14 @@ def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
         if func.__class__ is ast.Name and func.id in _TYPE_TESTS and len(call.args) == 2:
             type_tests.update(id(n) for n in index.subtree(call.args[1]) if n.__class__ is ast.Name)
     # Most of a file's names and strings name none of these: compress() and map() pick the few that do.
+    # The scans stop once every candidate is used (most are: the layers later classes build).
     used = set()
     for node in compress(names, map(spans.__contains__, map(_id_of, names))):
         span = spans[node.id]
         if id(node) not in type_tests and not span[0] <= position[id(node)] < span[1]:
             used.add(node.id)
+            if len(used) == len(spans):
+                return frozenset()
     # Named in a string (a registry or a lazy-import table looks classes up by name): used. (Only a
     # string can equal a class name, and every constant the parser makes can be hashed.)
     constants = ctx.nodes(ast.Constant)
