@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex, Pending
 from dpcheck.analysis.names import module_name_for
+from dpcheck.analysis.tree import prepare_walk
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
 from dpcheck.findings import Finding
 from dpcheck.registry import matches, rules_by_code
@@ -315,6 +316,8 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
             todo.append(i)
     jobs = jobs or default_jobs()
     tasks = [(str(paths[i]), str(paths[i]), choice[i]) for i in todo]
+    if len(tasks) >= _PARALLEL_MIN_FILES:
+        prepare_walk()  # pays back over many files (and a forked pool inherits it)
     if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
         fresh = _analyze_in_pool(tasks, tuple(s.codes for s in selections), jobs, summaries)
     else:

@@ -305,3 +305,24 @@ def test_the_layers_a_model_builds_from_an_unscanned_module_are_summarised_in_th
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_the_generated_walk_is_compiled_only_for_runs_of_many_files(tmp_path):
+    """Compiling it costs a third of a one-file run: one file is walked by hand (the same
+    results), a run of many files compiles it once, before its pool forks."""
+    import subprocess
+
+    for i in range(20):
+        (tmp_path / f"m{i:02}.py").write_text("import torch.nn as nn\n\n\nclass Net(nn.Module):\n    pass\n")
+    probe = textwrap.dedent(f'''
+        import sys
+        from pathlib import Path
+        from dpcheck import engine
+        import dpcheck.analysis.tree as tree
+        files = sorted(Path({str(tmp_path)!r}).glob("*.py"))
+        engine.analyze_files(files[:int(sys.argv[1])], ["DP101"], jobs=1)
+        print(tree._VISITORS is not None)
+    ''')
+    compiled = [subprocess.run([sys.executable, "-c", probe, str(n)], capture_output=True, text=True,
+                               cwd=REPO, check=True).stdout.strip() for n in (1, 20)]
+    assert compiled == ["False", "True"]

@@ -119,8 +119,8 @@ def _node_classes() -> list[type]:
     return [c for c in found if c.__module__ == "ast" and c._fields is not None]
 
 
-def _visitors_source() -> tuple[str, list[type], frozenset[type]]:
-    """The source of ``_make_visitors``, the node classes it indexes (``C``), and the leaf classes."""
+def _visitors_source() -> tuple[str, list[type]]:
+    """The source of ``_make_visitors`` and the node classes it indexes (``C``)."""
     classes: list[type] = []
     walked: dict[type, list[tuple[str, str]]] = {}
     for cls in _node_classes():
@@ -167,13 +167,29 @@ def _visitors_source() -> tuple[str, list[type], frozenset[type]]:
                 lines += visit_child(" " * 8)
         lines += ["        size[here] = len(order) - here",
                   f"    visitors[C[{i}]] = visit_{cls.__name__}"]
-    return "\n".join(lines) + "\n", classes, frozenset(c for c in classes if not walked[c])
+    return "\n".join(lines) + "\n", classes
 
 
-_VISITORS_SOURCE, _VISITED_CLASSES, _LEAF_CLASSES = _visitors_source()
-_namespace: dict[str, Any] = {}
-exec(compile(_VISITORS_SOURCE, "<dpcheck.analysis.tree visitors>", "exec"), _namespace)  # noqa: S102
-_make_visitors = _namespace.pop("_make_visitors")
+# (``_make_visitors``, the classes it indexes) once ``prepare_walk`` has compiled them.
+_VISITORS: tuple[Callable, list[type]] | None = None
+
+
+def prepare_walk() -> None:
+    """Compile the generated walk for this process. Compiling its source takes 40 to 70 ms, a
+    third of a one-file run, so only runs of many files call this (``engine.analyze_selected``,
+    before the pool forks: the workers inherit it); until then trees are walked by hand
+    (``_walk_with_stack``: the same results, a little slower per node)."""
+    _visitors()
+
+
+def _visitors() -> tuple[Callable, list[type]]:
+    global _VISITORS
+    if _VISITORS is None:
+        source, classes = _visitors_source()
+        namespace: dict[str, Any] = {}
+        exec(compile(source, "<dpcheck.analysis.tree visitors>", "exec"), namespace)  # noqa: S102 - generated here
+        _VISITORS = namespace["_make_visitors"], classes
+    return _VISITORS
 
 
 def _walk_recursively(tree: ast.AST):
@@ -186,7 +202,8 @@ def _walk_recursively(tree: ast.AST):
     by_type: dict[type, list[ast.AST]] = {}
     visitors: dict[type, Callable] = {}
     leaves: dict[type, Callable] = {}
-    _make_visitors(order, up, size, by_type, visitors, leaves, _VISITED_CLASSES)
+    make_visitors, classes = _visitors()
+    make_visitors(order, up, size, by_type, visitors, leaves, classes)
     try:
         kind = tree.__class__
         record = leaves.get(kind)
@@ -252,8 +269,10 @@ class TreeIndex:
 
     def _walk(self) -> None:
         try:
+            if _VISITORS is None:  # a run of a few files: not worth compiling the generated walk
+                raise LookupError
             order, up, size, by_type = _walk_recursively(self.tree)
-        except (RecursionError, KeyError, AttributeError):
+        except (RecursionError, LookupError, AttributeError):
             # Nesting deeper than Python's call stack, or a tree built by hand: the same walk by
             # hand, reading any field that is there.
             order, up, size, by_type = _walk_with_stack(self.tree)
