@@ -19,13 +19,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import sys
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
 from dpcheck.constants import BACKENDS, FAIL_LEVELS, OUTPUT_FORMATS
 from dpcheck.discovery import DEFAULT_EXCLUDE, Excluder
+from dpcheck.record import field, record
 from dpcheck.registry import SelectionError, check_selector, select_rules
 
 # The names a configuration file may have, strongest first within one folder.
@@ -42,7 +42,7 @@ class ConfigError(ValueError):
     pass
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Settings:
     """The resolved settings of one configuration file (plus the command line).
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -26,6 +25,7 @@ from dpcheck.confirmation import Confirmation, Observation
 from dpcheck.constants import CONFIRM_NOT_RUN
 from dpcheck.findings import ARGUMENT_KINDS, SYMPTOM_KINDS, Finding
 from dpcheck.harness.processes import Launcher
+from dpcheck.record import replace
 
 
 def confirm_findings(findings: list[Finding], files: Sequence[Path], settings, options,

@@ -3,8 +3,8 @@ sent by the child, matched to findings by the parent) and what it concluded abou
 (:class:`Confirmation`, carried in :attr:`dpcheck.findings.Finding.confirmation`), each with
 one ``to_dict`` and one ``from_dict`` like every type of :mod:`dpcheck.findings`.
 
-They live apart from it so that a static run never creates their classes (a frozen dataclass
-costs about 2 ms to create on Python 3.11, on every run); the observation kinds, which the
+They live apart from it so that a static run never creates their classes (it once cost about
+2 ms a class, when they were dataclasses); the observation kinds, which the
 rules declare, stay there as :class:`dpcheck.findings.ObservationKind`.
 """
 
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from dpcheck.record import field, record
 
 
 class ConfirmationStatus(str, enum.Enum):
@@ -22,7 +23,7 @@ class ConfirmationStatus(str, enum.Enum):
     NOT_RUN = "not-run"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Confirmation:
     """What ``--confirm`` concluded about one finding, and the run that supports it."""
 
@@ -54,7 +55,7 @@ class Confirmation:
                    tuple(str(m) for m in data.get("modes") or ()))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Observation:
     """One thing the harness saw differ between the single-device and DataParallel runs.
 

@@ -15,9 +15,10 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+from dpcheck.record import record
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "build", "dist",
                    "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache",
@@ -65,7 +66,7 @@ def _glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IgnoreRule:
     """One pattern line of a .gitignore file, compiled."""
 
@@ -141,12 +142,18 @@ class Excluder:
         self._root_text = root_text
         self._root_prefix = root_text if root_text.endswith("/") else root_text + "/"
         self.name_patterns = [p.rstrip("/") for p in patterns if "/" not in p.rstrip("/")]
-        # One regex for every name pattern: the same matches as fnmatchcase over each of
-        # them, in one call per walked entry.
-        self._name_regex = re.compile("|".join(fnmatch.translate(p) for p in self.name_patterns)) \
-            if self.name_patterns else None
-        self.path_patterns = [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z")
-                              for p in patterns if "/" in p.rstrip("/")]
+        self._path_globs = [p for p in patterns if "/" in p.rstrip("/")]
+
+    # Compiled when first matched: a run that only checks the files it was given never is.
+    @cached_property
+    def _name_regex(self) -> re.Pattern | None:
+        """One regex for every name pattern: the same matches as fnmatchcase over each of
+        them, in one call per walked entry."""
+        return re.compile("|".join(fnmatch.translate(p) for p in self.name_patterns)) if self.name_patterns else None
+
+    @cached_property
+    def path_patterns(self) -> list[re.Pattern]:
+        return [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z") for p in self._path_globs]
 
     def excluded(self, path: Path, real: Path | None = None) -> bool:
         """``real``: the real path of ``path`` when the caller knows it already (a folder walk
@@ -274,7 +281,7 @@ def _is_ignored(real: str, is_dir: bool, stack: list[GitIgnore]) -> bool:
     return result
 
 
-@dataclass
+@record
 class _Folder:
     """A folder being walked: its sorted entries still to visit, and the excludes and
     .gitignore rules in force there. Paths are strings: ``path`` as ``str(Path)`` writes

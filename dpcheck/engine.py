@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -19,6 +18,7 @@ from dpcheck.analysis.names import module_name_for
 from dpcheck.analysis.tree import prepare_walk
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
 from dpcheck.findings import Finding
+from dpcheck.record import field, record, replace
 from dpcheck.registry import matches, rules_by_code
 from dpcheck.rule import Rule
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _PARALLEL_MIN_FILES = 16
 
 
-@dataclass
+@record
 class RunResult:
     """The findings of a whole run, with what settling them across files needs."""
 
@@ -278,7 +278,7 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Selection:
     """The rules one group of files runs (files under one configuration share one), and
     the cache their results go to (its key includes the codes)."""

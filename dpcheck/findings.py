@@ -13,9 +13,10 @@ that read data written elsewhere (the cache, a child process) treat that as "no 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
+
+from dpcheck.record import field, fields, record, replace
 
 if TYPE_CHECKING:
     from dpcheck.confirmation import Confirmation
@@ -55,7 +56,7 @@ def _location(row: int, column: int) -> dict:
     return {"row": row, "column": column}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edit:
     """Replace ``row:col``..``end_row:end_col`` (1-based rows, 0-based character columns)."""
 
@@ -76,7 +77,7 @@ class Edit:
                    int(data["end_location"]["row"]), int(data["end_location"]["column"]) - 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fix:
     """A rewrite that resolves a finding: its edits, and whether applying it keeps behaviour."""
 
@@ -107,7 +108,7 @@ class Fix:
                    tuple((str(k), str(v)) for k, v in dict(data.get("data") or {}).items()))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Subject:
     """What a finding is about, as data: the harness matches observations against this,
     never against message text. Every field is optional; a rule fills what it knows."""
@@ -126,11 +127,14 @@ class Subject:
         data = data or {}
         if not isinstance(data, Mapping):
             raise TypeError(f"a subject must be a mapping, not {type(data).__name__}")
-        known = {k: (None if data.get(k) is None else str(data[k])) for k in cls.__dataclass_fields__}
+        known = {k: (None if data.get(k) is None else str(data[k])) for k in _SUBJECT_FIELDS}
         return cls(**known)
 
 
-@dataclass(frozen=True)
+_SUBJECT_FIELDS = tuple(f.name for f in fields(Subject))
+
+
+@record(frozen=True)
 class Finding:
     """One hazard at one place of one file (rows and columns 1-based), with its fix and confirmation."""
 
@@ -266,7 +270,7 @@ ARGUMENT_KINDS = frozenset({
     ObservationKind.ARGUMENT_NOT_SPLIT})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleInfo:
     """What a reporter needs to know about a code: its name, one-line summary, help, docs."""
 
@@ -280,7 +284,7 @@ class RuleInfo:
     markdown: str = ""
 
 
-@dataclass
+@record
 class Report:
     """Everything a writer renders: the findings, the metadata of every code they use, and
     the settings that shape output (the SARIF root, which codes were selected)."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from dpcheck.findings import Applicability, Finding, Fix, RuleInfo, Severity, Subject
+from dpcheck.record import field, record
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -28,7 +28,7 @@ REPO_URL = "https://github.com/dpcheck/dpcheck"
 DOCS_URL = REPO_URL + "/blob/main/rules/{module}.py"
 
 
-@dataclass
+@record
 class Violation:
     """What a rule's check yields: a node, a message, optionally a severity and a fix."""
 

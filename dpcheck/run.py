@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from dpcheck.config import ConfigError, Resolver, Settings, parse_per_file_ignores
 from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
 from dpcheck.findings import Finding, Report, Severity
+from dpcheck.record import field, record
 
 # Formats whose text may be coloured (the others are read by programs).
 COLOURABLE_FORMATS = ("full", "concise")
 
 
-@dataclass
+@record
 class CheckOptions:
     """What `dpcheck check` was asked to do: its command line, before any configuration file."""
 

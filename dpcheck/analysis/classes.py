@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.names import ImportMap, dotted
@@ -14,12 +13,13 @@ from dpcheck.analysis.torch_api import (
     PARAMETER_CTORS,
     is_torch_nn_class,
 )
+from dpcheck.record import record
 
 if TYPE_CHECKING:
     from dpcheck.analysis.tree import TreeIndex
 
 
-@dataclass
+@record
 class ClassInfo:
     """A class statement of the file: its resolved bases, methods and properties."""
 

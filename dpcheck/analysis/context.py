@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
@@ -11,12 +10,13 @@ from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents, cached_property
 from dpcheck.constants import DATAPARALLEL_CLASSES
+from dpcheck.record import field, record
 
 # ``FileContext.resolve``'s memo: not asked yet (None is an answer).
 _UNRESOLVED = object()
 
 
-@dataclass
+@record
 class FileContext(_Indexed):
     """One parsed file: its tree, imports, source and module classes."""
 

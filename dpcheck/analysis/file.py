@@ -15,7 +15,6 @@ import gc
 import os
 import stat
 import warnings
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -28,6 +27,7 @@ from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import harness_of, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
+from dpcheck.record import field, record, replace
 from dpcheck.rule import Rule, Violation
 
 # A file that mentions none of these has no module code and no DataParallel script:
@@ -36,7 +36,7 @@ RELEVANT_TOKENS = ("torch", "nn.", "Module", "forward", "DataParallel")
 
 
 
-@dataclass
+@record
 class ClassSummary:
     """A class of the file as other files see it: its qualified name and resolved bases."""
 
@@ -44,7 +44,7 @@ class ClassSummary:
     bases: tuple[str, ...]
 
 
-@dataclass
+@record
 class FileResult:
     """What the analysis of one file tells the run: its findings and its cross-file summary."""
 

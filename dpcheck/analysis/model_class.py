@@ -14,7 +14,6 @@ Every rule reads these instead of walking the tree itself:
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterator
 
@@ -29,6 +28,7 @@ from dpcheck.analysis.torch_api import (
     FunctionNode,
 )
 from dpcheck.analysis.tree import FunctionInfo, cached_property
+from dpcheck.record import field, record
 
 _attr_of = attrgetter("attr")
 # What a call on ``self`` in code outside forward tells about an attribute.
@@ -37,7 +37,7 @@ _REGISTERS = {"register_buffer": "buffer", "register_parameter": "parameter",
 _FILLS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 
 
-@dataclass
+@record
 class AttrFacts:
     """Everything the class does to ``self.<name>`` outside forward-reachable code."""
 

@@ -16,12 +16,12 @@ import ast
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dpcheck.analysis.source import split_lines
 from dpcheck.constants import NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding
+from dpcheck.record import record, replace
 
 # A line IPython rewrites before Python sees it: `%magic`, `!shell`, `?obj`, `obj?`,
 # `x = !cmd`, `x = %magic`.
@@ -38,7 +38,7 @@ class NotebookError(ValueError):
     """The file is not a notebook dpcheck can read (not JSON, or not nbformat's shape)."""
 
 
-@dataclass
+@record
 class CodeCell:
     number: int  # 1-based position among all cells
     text: str  # the cell's source as written
@@ -98,7 +98,7 @@ def python_lines(text: str) -> list[str]:
     return out
 
 
-@dataclass
+@record
 class VirtualSource:
     """The code cells joined into one Python text, and the way back to cells."""
 

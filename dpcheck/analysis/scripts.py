@@ -30,12 +30,12 @@ settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) a
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.tree import cached_property
 from dpcheck.constants import DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES
+from dpcheck.record import record
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -49,7 +49,7 @@ TRAINING_TOKENS = ("backward(", "torch.save(", "argparse", ".step()", "save_chec
 _PASSES = 4  # fixpoint over builders and parameters: chains deeper than this are rare
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Source:
     """Where a wrapper comes from: its construction (or a call that returns one), and conditions."""
 
@@ -59,7 +59,7 @@ class Source:
     note: str = ""  # e.g. "`MyDP` overrides gather"
 
 
-@dataclass
+@record
 class Wrap:
     """A name that holds a DataParallel wrapper, from its assignment (or parameter) to the
     next reassignment that can follow it."""

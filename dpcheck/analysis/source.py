@@ -16,16 +16,24 @@ from __future__ import annotations
 
 import ast
 import re
-import tokenize
-from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
+
+from dpcheck.record import record
 
 # `# noqa`, `# noqa: CODE`, `# noqa: CODE, CODE` (ruff's spelling; codes of
 # other tools on the same comment are kept and ignored).
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?", re.IGNORECASE)
+_NOQA = r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?"
 # `# dpcheck: noqa` or `# dpcheck: noqa: CODE,CODE` as a comment on a line of its own.
-_FILE_NOQA = re.compile(
-    r"^#\s*dpcheck\s*:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?\s*$", re.IGNORECASE)
+_FILE_NOQA = r"^#\s*dpcheck\s*:\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[,\s]+[A-Za-z]+[0-9]+)*))?\s*$"
+
+
+@cache
+def _noqa_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """(line noqa, file noqa), compiled when a file first has a comment that mentions noqa
+    (compiling both costs more than a one-file run's analysis of a small file)."""
+    return re.compile(_NOQA, re.IGNORECASE), re.compile(_FILE_NOQA, re.IGNORECASE)
+
+
 ALL_CODES = "*"
 # The only line ends Python's tokenizer knows.
 _LINE_END = re.compile(r"\r\n|\r|\n")
@@ -55,6 +63,8 @@ def split_lines(text: str, keepends: bool = False) -> list[str]:
 
 def _comments(lines: list[str]) -> dict[int, list[tuple[int, str]]]:
     """Comment tokens by 1-based row: [(0-based character column, text)]."""
+    import tokenize  # here: only a file that mentions noqa is tokenized
+
     feed = iter([line + "\n" for line in lines])
     found: dict[int, list[tuple[int, str]]] = {}
     try:
@@ -66,7 +76,7 @@ def _comments(lines: list[str]) -> dict[int, list[tuple[int, str]]]:
     return found
 
 
-@dataclass
+@record
 class SourceFile:
     """A file's text as reported: its display path and its physical lines."""
 
@@ -118,7 +128,7 @@ class SourceFile:
         found: set[str] = set()
         matched = False
         for _, comment in self.comments.get(row, ()):
-            match = _NOQA.search(comment)
+            match = _noqa_patterns()[0].search(comment)
             if match:
                 matched = True
                 found |= _split_codes(match.group("codes"))
@@ -134,7 +144,7 @@ class SourceFile:
             for col, comment in comments:
                 if self.line(row)[:col].strip():
                     continue  # after code: a line comment, not a file directive
-                match = _FILE_NOQA.match(comment.rstrip())
+                match = _noqa_patterns()[1].match(comment.rstrip())
                 if match:
                     found |= _split_codes(match.group("codes"))
         return frozenset(found)

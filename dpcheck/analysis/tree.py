@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 import re
 from bisect import bisect_left
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.torch_api import FunctionNode
+from dpcheck.record import field, record
 
 if TYPE_CHECKING:
     from dpcheck.analysis.classes import ClassInfo
@@ -371,7 +371,7 @@ class _Indexed:
         return self._index[1].get(id(node))
 
 
-@dataclass
+@record
 class FunctionInfo(_Indexed):
     """One function body with indexes that rules query instead of re-walking it."""
 

@@ -21,7 +21,6 @@ that output-rule findings of a class that is top-level in its own file carry.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
+from dpcheck.record import record
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -194,7 +194,7 @@ def _assigned_self_attr(call: ast.Call, fn, ctx: FileContext) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Harness:
     """A class that parallelises its own submodule and that this file does not wrap: its own code
     runs on replicas only on ``condition`` (``wrapped:<class>``: some scanned file wraps it too),

@@ -9,7 +9,6 @@ the result parses; the writing itself keeps the file intact (``dpcheck.fixes.wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -18,6 +17,7 @@ from dpcheck.findings import Applicability, Finding
 from dpcheck.fixes import cst as cstfix
 from dpcheck.fixes import text as textedits
 from dpcheck.fixes import writer
+from dpcheck.record import field, record, replace
 
 MAX_PASSES = 10
 
@@ -29,7 +29,7 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
         unsafe and finding.fix.applicability == Applicability.UNSAFE.value)
 
 
-@dataclass
+@record
 class FixOutcome:
     findings: list[Finding] = field(default_factory=list)  # what is left to report, on the fixed text
     fixed: dict[str, list[Finding]] = field(default_factory=dict)  # per file: the fixes applied

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import bisect
 import itertools
-from dataclasses import replace
 from typing import Iterator, Mapping, Sequence
 
 import libcst as cst
@@ -21,6 +20,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, ParentNode
 
 from dpcheck.findings import Finding, Fix
 from dpcheck.fixes import text as textedits
+from dpcheck.record import replace
 
 _MISSING = object()
 

@@ -53,7 +53,7 @@ def _without_magic_edits(texts: Mapping[int, str], finding: Finding) -> Finding:
 
 
 def _withdrawn(finding: Finding) -> Finding:
-    from dataclasses import replace
+    from dpcheck.record import replace
 
     return replace(finding, fix=None)
 

@@ -19,15 +19,16 @@ import tempfile
 import tokenize
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from dpcheck.record import record
 
 
 class FixWriteError(Exception):
     """The fixed text of one file could not be written (the reason is the message)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SourceSnapshot:
     path: Path  # as given
     target: Path  # the real file (a symlink's target)

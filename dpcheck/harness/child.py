@@ -18,10 +18,10 @@ import json
 import os
 import sys
 import traceback
-from dataclasses import replace
 from pathlib import Path
 
 from dpcheck.constants import CHILD_RESULT_MARKER
+from dpcheck.record import replace
 
 MAX_MODELS = 8
 

@@ -24,7 +24,6 @@ import traceback
 import types
 import warnings
 import weakref
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -33,6 +32,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from dpcheck.confirmation import Observation
 from dpcheck.findings import ObservationKind as K
+from dpcheck.record import field, record, replace
 
 # Attributes every nn.Module has: not model state.
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) | {"_former_parameters", "_is_replica"}
@@ -72,7 +72,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = N
     return torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True)
 
 
-@dataclass
+@record
 class RunReport:
     backend: str
     devices: int

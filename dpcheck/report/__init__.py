@@ -7,10 +7,10 @@ as GitHub code scanning accepts it. Writers know only findings (``dpcheck.findin
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 from typing import Callable, TextIO
 
 from dpcheck.findings import Report
+from dpcheck.record import replace
 from dpcheck.report import text
 
 
