@@ -1,7 +1,6 @@
 """How the command line is parsed (argparse): which command runs, what each option becomes,
 and which usage errors exit 2 with one `error:` line."""
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ import pytest
 from conftest import CLEAN, HAZARD, ROOT, run_cli
 
 from dpcheck import __version__, cli
+from dpcheck.record import fields
 from dpcheck.run import CheckOptions, echo
 
 try:
@@ -49,7 +49,7 @@ def test_no_option_gives_the_defaults(parsed):
 
 def test_every_check_option_has_a_flag():
     dests = {action.dest for action in cli.check_parser()._actions}
-    assert {f.name for f in dataclasses.fields(CheckOptions)} <= dests
+    assert {f.name for f in fields(CheckOptions)} <= dests
 
 
 def test_an_option_first_still_means_check(parsed):
@@ -218,7 +218,10 @@ def test_a_one_file_run_imports_only_what_it_needs(project):
     (project / "bad.py").write_text(HAZARD)
     (project / "clean.py").write_text(CLEAN)
     (project / "pyproject.toml").write_text('[tool.ruff]\nline-length = 100\n')  # configures another tool only
-    never = {"click", "libcst", "torch", "shutil", "dpcheck.confirmation", "dpcheck.harness", "traceback"}
+    never = {"click", "libcst", "torch", "shutil", "dpcheck.confirmation", "dpcheck.harness", "traceback",
+             # dataclasses (and the inspect it imports): dpcheck's value types are record classes;
+             # pkgutil imports inspect too; tokenize: a UTF-8 file without a coding cookie or noqa
+             "dataclasses", "inspect", "pkgutil", "tokenize"}
     modules, proc = _modules_after_a_run(project, "bad.py", "--no-cache", "-q")
     assert proc.returncode == 0 and not modules & never, sorted(modules & never)
     assert "dpcheck.run" in modules  # the probe saw a real run
@@ -240,22 +243,3 @@ def test_a_pyproject_toml_is_parsed_when_it_may_configure_dpcheck(project):
     (project / "pyproject.toml").write_text('[tool.dpcheck]\nselect = ["DP3"\n')  # broken, and ours: an error
     proc = run_cli("bad.py", "--no-cache", cwd=project)
     assert proc.returncode == 2 and "cannot parse" in proc.stderr
-
-
-def test_static_path_dataclasses_have_docstrings():
-    """Python 3.11 builds a docstring for a dataclass without one from inspect.signature,
-    a cost paid on every run for each such class the static path creates."""
-    import dataclasses as dc
-    import importlib
-
-    checked = 0
-    for name in ("dpcheck.run", "dpcheck.engine", "dpcheck.discovery", "dpcheck.config", "dpcheck.findings",
-                 "dpcheck.rule", "dpcheck.analysis.file", "dpcheck.analysis.classes", "dpcheck.analysis.scripts",
-                 "dpcheck.analysis.source", "dpcheck.analysis.tree", "dpcheck.analysis.context",
-                 "dpcheck.analysis.model_class", "dpcheck.analysis.wrapping"):
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            if isinstance(value, type) and dc.is_dataclass(value) and value.__module__ == name:
-                checked += 1
-                assert not value.__doc__.startswith(value.__name__ + "("), f"{name}.{value.__name__}"
-    assert checked >= 15

@@ -85,3 +85,38 @@ def test_resolver_memo_gives_the_closest_configuration(tmp_path, as_text):
     assert resolver.for_folder(wrap(inner)) is deep
     assert resolver.for_folder(wrap(tmp_path / "a")) is deep
     assert resolver.for_folder(wrap(tmp_path)) is outer
+
+
+@pytest.mark.parametrize("data", [
+    b"x = 1\n", b"", b"\n\n", "s = 'caf\u00e9'\n".encode(), b"\xef\xbb\xbfx = 1\n",
+    b"# -*- coding: latin-1 -*-\ns = '\xe9'\n", b"#!/usr/bin/env python\n# coding=cp1252\ns = '\x80'\n",
+    b"x = 1\n# coding: latin-1\n", b"\n\n# coding: latin-1\ns = '\xe9'\n", b"x = 1\ns = '\xe9'\n",
+    b"s = '\xe9'\n", b"# coding: no-such-codec\n", b"\xef\xbb\xbf# coding: latin-1\n", b"x = 1",
+])
+def test_read_source_decodes_as_tokenize_detect_encoding_does(tmp_path, data):
+    """The UTF-8 shortcut of read_source gives the text (or the error) tokenize would."""
+    import io
+    import tokenize
+
+    from dpcheck.analysis.file import read_source
+
+    path = tmp_path / "m.py"
+    path.write_bytes(data)
+    try:
+        expected = data.decode(tokenize.detect_encoding(io.BytesIO(data).readline)[0])
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        with pytest.raises(type(exc)) as raised:
+            read_source(path)
+        assert str(raised.value) == str(exc)
+    else:
+        assert read_source(path) == expected
+
+
+def test_rules_are_listed_as_pkgutil_lists_them():
+    import pkgutil
+
+    import dpcheck.rules
+    from dpcheck.registry import _module_names, all_rules
+
+    assert list(_module_names(dpcheck.rules.__path__)) == [m.name for m in pkgutil.iter_modules(dpcheck.rules.__path__)]
+    assert len(all_rules()) == len([m for m in pkgutil.iter_modules(dpcheck.rules.__path__) if not m.name.startswith("_")])

@@ -103,10 +103,20 @@ def read_bytes(path: Path) -> bytes:
 
 def read_source(path: Path) -> str:
     """Decode like Python does: a BOM or coding cookie, else UTF-8. Raises UnicodeDecodeError."""
+    data = read_bytes(path)
+    # Most files: no BOM and no coding cookie (which must say "coding" in one of the first two
+    # lines), so ``tokenize.detect_encoding`` would answer UTF-8; valid UTF-8 throughout, so it
+    # would raise nothing either. Only the others pay for importing tokenize.
+    first_end = data.find(b"\n")
+    second_end = data.find(b"\n", first_end + 1) if first_end >= 0 else -1
+    if not data.startswith(b"\xef\xbb\xbf") and b"coding" not in (data if second_end < 0 else data[:second_end]):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # tokenize's own error (or a declared encoding it finds) decides
     import io
     import tokenize
 
-    data = read_bytes(path)
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
 
