@@ -141,11 +141,30 @@ def _init_for(cls: type, all_fields: tuple[Field, ...]):
     qualname = cls.__qualname__
     in_init = tuple(f for f in all_fields if f.init)
     names = frozenset(f.name for f in in_init)
+    order = tuple(f.name for f in in_init)
     not_in_init = tuple(f for f in all_fields if not f.init and (f.default is not _MISSING
                                                                    or f.default_factory is not _MISSING))
     post_init = getattr(cls, "__post_init__", None) is not None
+    # The usual call, positional arguments only: tails[n] is what the fields after the first n
+    # get, (name, default, factory or None), or None where one of them has no default.
+    tails: list[tuple[tuple[str, Any, Any], ...] | None] = []
+    for n in range(len(in_init) + 1):
+        rest = in_init[n:]
+        if all(f.default is not _MISSING or f.default_factory is not _MISSING for f in rest):
+            tails.append(tuple((f.name, f.default, None if f.default_factory is _MISSING else f.default_factory)
+                               for f in rest + not_in_init))
+        else:
+            tails.append(None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if not kwargs and len(args) < len(tails) and tails[len(args)] is not None:
+            values = self.__dict__
+            values.update(zip(order, args))
+            for name, default, factory in tails[len(args)]:
+                values[name] = default if factory is None else factory()
+            if post_init:
+                self.__post_init__()
+            return
         if len(args) > len(in_init):
             raise TypeError(f"{qualname}.__init__() takes {len(in_init) + 1} positional arguments "
                             f"but {len(args) + 1} were given")
