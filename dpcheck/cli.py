@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from dpcheck import __version__
+from dpcheck import __version__, startup
 from dpcheck.constants import BACKENDS, EXIT_ERROR, FAIL_LEVELS, OUTPUT_FORMATS
 
 PROG = "dpcheck"
@@ -275,6 +275,7 @@ def dispatch(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """The console script: exits with the command's status."""
+    startup.pause()  # until the first file is analysed (see dpcheck.startup)
     try:
         status = dispatch(sys.argv[1:] if argv is None else list(argv))
     except (EOFError, KeyboardInterrupt):
@@ -286,4 +287,6 @@ def main(argv: list[str] | None = None) -> None:
         # flush at exit does not fail again, and exit 1 as click did.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = EXIT_ABORTED
+    finally:
+        startup.resume()  # a command that analysed no file (help, `rule`, a usage error)
     sys.exit(status)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from dpcheck import startup
 from dpcheck.config import ConfigError, Resolver, Settings, parse_per_file_ignores
 from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ERROR
 from dpcheck.findings import Finding, Report, Severity
@@ -310,7 +311,9 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
         settings = resolver.for_file(Path(display)) if options.stdin_filename else resolver.default
         if settings.force_exclude and options.stdin_filename and _excluded(Path(display), resolver):
             return [], [], {}, [], None
-        return [engine.check_stdin(stdin_text, display, settings.codes)], [], {display: settings}, [], None
+        codes = settings.codes
+        startup.resume()
+        return [engine.check_stdin(stdin_text, display, codes)], [], {display: settings}, [], None
 
     files = _discover(resolver, paths)
     settings_of = {str(f): resolver.for_file(f) for f in files}
@@ -334,6 +337,7 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
         choice.append(index[key])
     # The cache settle will read module summaries from (see run_check): the first one.
     summaries = engine.ModuleSummaries([str(f) for f in files], next(iter(caches.values()), None))
+    startup.resume()
     results, _hits = engine.analyze_selected(files, choice, selections, options.jobs, summaries)
     return results, files, settings_of, list(caches.values()), summaries
 
