@@ -8,7 +8,9 @@ Corpora are the `.py` files of the wheels `pip download --no-deps` fetches (torc
 timm, and transformers' `models/` tree), unpacked under benchmarks/corpora/ (ignored by
 git). Each tool runs as a whole process, alternating with the others, several times;
 the script prints medians, the ratios the speed targets are about, peak resident
-memory, and the per-file wall time of a single-file dpcheck run (the pre-commit case).
+memory, and the per-file wall time of a single-file dpcheck run (the pre-commit case):
+with this environment's dpcheck (an editable install when set up as above), then as a
+regular install of a wheel built from this tree in a fresh virtual environment.
 """
 
 from __future__ import annotations
@@ -150,6 +152,34 @@ def single_file(runs: int) -> None:
     if total:
         print("import time of dpcheck.cli (us, cumulative):", total[-1].split("|")[1].strip())
     print("torch imported on the static path:", any(line.rstrip().endswith("| torch") for line in out))
+    installed_single_file(target, runs)
+
+
+def installed_single_file(target: Path, runs: int) -> None:
+    """The same file, timed with dpcheck installed as a user gets it: a wheel built from this
+    tree and installed (no editable finder, no source tree on sys.path) into a fresh virtual
+    environment. Offline: the wheel is built with this environment's setuptools."""
+    with tempfile.TemporaryDirectory(prefix="dpcheck-bench-") as tmp:
+        wheels, venv = Path(tmp) / "wheels", Path(tmp) / "venv"
+        steps = [[sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
+                  str(HERE.parent)],
+                 [sys.executable, "-m", "venv", str(venv)]]
+        for step in steps:
+            built = subprocess.run(step, capture_output=True, text=True)
+            if built.returncode != 0:
+                print(f"one file, regular install: not measured ({' '.join(step[1:4])} failed: "
+                      f"{(built.stderr.strip().splitlines() or ['?'])[-1]})")
+                return
+        python = str(venv / "bin" / "python")
+        wheel = next(wheels.glob("dpcheck-*.whl"))
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                       capture_output=True)
+        cmd = [python, "-m", "dpcheck", str(target), "--no-cache", "--exit-zero", "-q"]
+        timed(cmd, cwd=Path(tmp))  # writes the bytecode cache
+        walls = [timed(cmd, cwd=Path(tmp))[0] for _ in range(runs)]
+        start = [timed([python, "-c", "pass"], cwd=Path(tmp))[0] for _ in range(runs)]
+        print(f"one file, regular install (pip install of a wheel, fresh venv): median {statistics.median(walls):.3f} s "
+              f"(`python -c pass` there: {statistics.median(start):.3f} s)")
 
 
 def main() -> int:
