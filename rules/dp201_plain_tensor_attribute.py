@@ -31,6 +31,10 @@ from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
 
+# Methods whose result, read from forward, is the tensor on the replica's device (`.cuda()` bare or
+# with the input's device, `.type_as(x)`), not the shared original.
+_MOVES_TO_DEVICE = ("to", "cuda", "type_as")
+
 
 class PlainTensorAttribute(Rule):
     code = "DP201"
@@ -70,7 +74,7 @@ class PlainTensorAttribute(Rule):
                 name = fn.self_attr(node)
                 if name in candidates and isinstance(node.ctx, ast.Load):
                     parent = fn.parent(node)
-                    if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda", "type_as"):
+                    if isinstance(parent, ast.Attribute) and parent.attr in _MOVES_TO_DEVICE:
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
                     elif _fallback_when_no_target(fn, node) or _rebound_moved_before(fn, node, name):
                         moved.add(name)
@@ -163,7 +167,7 @@ def _rebound_moved_before(fn, node, name: str) -> bool:
             return False
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and fn.self_attr(stmt.targets[0]) == name \
                 and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
-                and stmt.value.func.attr in ("to", "cuda", "type_as") \
+                and stmt.value.func.attr in _MOVES_TO_DEVICE \
                 and fn.self_attr(stmt.value.func.value) == name:
             return True
     return False
