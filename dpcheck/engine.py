@@ -394,8 +394,12 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
     """Find and summarise modules that were not scanned, from the scanned files' package roots
     (a summary the pool already made, in ``summaries``, is taken instead of made again).
 
-    The roots are found on the first call only: most runs never need a module they did not scan."""
+    The roots are found on the first call only: most runs never need a module they did not scan.
+    A module that is a scanned file under another dotted name (`onmt.Models` for `onmt/Models.py`
+    scanned as `Models`: a folder without `__init__.py`) names the scanned file's classes: its
+    summary only points at them, so that each class has one name in the index."""
     roots: list[Path] | None = None
+    scanned: dict[str, FileResult] | None = None  # real path -> result, made on the first load
 
     def package_roots() -> list[Path]:
         found: dict[str, None] = {}  # in first-seen order
@@ -406,6 +410,14 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
                 found.setdefault(root)
         return [Path(r) for r in found]
 
+    real_folder = _RealFolders()
+
+    def scanned_file(candidate: Path) -> FileResult | None:
+        nonlocal scanned
+        if scanned is None:
+            scanned = {real_folder.file(result.filename): result for result in results}
+        return scanned.get(real_folder.file(str(candidate)))
+
     def load(module: str) -> FileResult | None:
         nonlocal roots
         if roots is None:
@@ -413,6 +425,11 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
         candidate = module_file(roots, module)
         if candidate is None:
             return None
+        twin = scanned_file(candidate)
+        if twin is not None:
+            prefix = len(twin.module) + 1
+            return FileResult(str(candidate), module, aliases={
+                **twin.aliases, **{c.qualname[prefix:]: c.qualname for c in twin.classes}})
         # Only the class summary is needed: no rules, and cached like any file.
         cached = cache.get(candidate, summary_only=True) if cache is not None else None
         if cached is not None:

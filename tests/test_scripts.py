@@ -488,3 +488,48 @@ def test_whether_a_file_names_dataparallel_is_one_fact_of_the_file():
     assert mentions_script_token(context("import torch\nm = torch.nn.DataParallel(net)\n"))
     assert mentions_script_token(context("y = torch.nn.parallel.data_parallel(net, x)\n"))
     assert not mentions_script_token(context("import torch\nclass Net(torch.nn.Module):\n    pass\n"))
+
+
+def test_a_folder_without_init_imported_as_a_package_is_the_scanned_file(tmp_path):
+    # `onmt/models.py` is scanned as module `models` (no `onmt/__init__.py`), while train.py imports
+    # it as `onmt.models`: both names must reach the same classes, so the dim=1 wrap of Seq2Seq and
+    # the encoder given to its constructor settle the findings of models.py.
+    (tmp_path / "onmt").mkdir()
+    (tmp_path / "onmt" / "models.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(8, 8)
+
+            def forward(self, x):
+                out, h_n = self.rnn(x)
+                return h_n, out
+
+        class Seq2Seq(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+                self.rnn = nn.LSTM(8, 8)
+
+            def forward(self, x):
+                _, out = self.encoder(x)
+                out, _ = self.rnn(out)
+                return out
+    """))
+    script = """
+        import torch.nn as nn
+        import onmt.models
+
+        encoder = onmt.models.Encoder()
+        model = onmt.models.Seq2Seq(encoder)
+        model = nn.DataParallel(model, dim={dim})
+    """
+    (tmp_path / "train.py").write_text(textwrap.dedent(script.format(dim=1)))
+    findings, _ = run_json(tmp_path, "--select", "DP404,DP501", "--isolated", "--no-cache")
+    assert findings == []
+    # Wrapped along dim 0, the time-major model is reported; the encoder inside it is not.
+    (tmp_path / "train.py").write_text(textwrap.dedent(script.format(dim=0)))
+    findings, _ = run_json(tmp_path, "--select", "DP404,DP501", "--isolated", "--no-cache")
+    assert {(f["location"]["row"], f["code"]) for f in findings} == {(21, "DP501")}

@@ -4,7 +4,9 @@ A class is
 - "wrapped" when a script wraps an instance of it (`nn.DataParallel(Net())`, `net = Net()`
   then `DataParallel(net)`, in any DataParallel form) or passes one to the functional
   `nn.parallel.data_parallel(module, ...)` (also from inside another module's forward);
-- "submodule" when it is built inside another nn.Module (an attribute or a layer of it);
+- "submodule" when it is built inside another nn.Module (an attribute or a layer of it), or
+  when a script passes an instance of it to the constructor of the model it wraps
+  (`model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`);
 - "top-level" otherwise: nothing says it is wrapped, nothing uses it as a layer.
 
 A class that parallelises a submodule of its own (`self.model = nn.DataParallel(self.model)`,
@@ -58,43 +60,60 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
     return ctx.fact(_wrap_sites)[1]
 
 
-def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int]]:
+def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str]]:
+    """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, classes whose
+    instances the script passes to the wrapped model's constructor)."""
     found: dict[str, ast.AST | None] = {}
     unresolved: list[int] = []
+    parts: set[str] = set()
     if not mentions_script_token(ctx):
-        return found, unresolved
+        return found, unresolved, frozenset()
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, next((k.value for k in call.keywords if k.arg == "dim"), None))
               for call in facts.data_parallel_calls]
     for call, dim in sites:
         inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
-        classes = _classes_of(inner, call, ctx)
-        for name in classes:
-            found.setdefault(name, dim)
-        if not classes:
+        constructions = _constructions_of(inner, call, ctx)
+        for construction in constructions:
+            found.setdefault(_class_built(construction, ctx), dim)
+            # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
+            # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
+            for arg in [*construction.args, *(k.value for k in construction.keywords)]:
+                parts.update(_classes_of(arg, construction, ctx))
+        if not constructions:
             unresolved.append(call.lineno)
-    return found, unresolved
+    return found, unresolved, frozenset(parts)
 
 
-def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0) -> list[str]:
-    """Classes an expression may be an instance of: a construction, or a name or `self.x` built
-    from one in the same scope (through `.cuda()`/`.to()` chains and conditional expressions)."""
+def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
+    """Classes an expression may be an instance of (see ``_constructions_of``)."""
+    return [_class_built(call, ctx) for call in _constructions_of(node, at, ctx)]
+
+
+def _class_built(construction: ast.Call, ctx: FileContext) -> str:
+    func = construction.func
+    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+        func = func.value  # `BertForQA.from_pretrained(...)` builds a BertForQA
+    return ctx.resolve(func) or ""
+
+
+def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0) -> list[ast.Call]:
+    """The class constructions an expression may be an instance of: a construction, or a name or
+    `self.x` built from one in the same scope (through `.cuda()`/`.to()` chains and conditional
+    expressions)."""
     if node is None or depth > 4:
         return []
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
             "cuda", "to", "train", "eval", "float", "half"):
         node = node.func.value
     if isinstance(node, ast.IfExp):
-        return _classes_of(node.body, at, ctx, depth + 1) + _classes_of(node.orelse, at, ctx, depth + 1)
+        return _constructions_of(node.body, at, ctx, depth + 1) + _constructions_of(node.orelse, at, ctx, depth + 1)
     if isinstance(node, ast.Call):
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
-            func = func.value  # `BertForQA.from_pretrained(...)` builds a BertForQA
-        name = ctx.resolve(func) or ""
+        name = _class_built(node, ctx)
         last = name.rsplit(".", 1)[-1]
         if last[:1].isupper() and not name.startswith("torch."):
-            return [name]
+            return [node]
         return []
     facts = script_facts(ctx)
     text = _text(node)
@@ -102,11 +121,11 @@ def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int 
         return []
     attribute = text.startswith("self.")
     scope = facts.scope_of(at, attribute=attribute)
-    found: list[str] = []
+    found: list[ast.Call] = []
     for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
         if any(_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
-            found += _classes_of(sub.value, sub, ctx, depth + 1)
+            found += _constructions_of(sub.value, sub, ctx, depth + 1)
     return found
 
 
@@ -119,12 +138,13 @@ def _text(node: ast.AST | None) -> str | None:
 
 
 def submodule_classes(ctx: FileContext) -> frozenset[str]:
-    """Resolved names of classes this file builds inside an nn.Module of its own (other than itself)."""
+    """Resolved names of classes this file builds inside an nn.Module of its own (other than itself),
+    or whose instances a script of it passes to the constructor of the model it wraps."""
     return ctx.fact(_find_submodules)
 
 
 def _find_submodules(ctx: FileContext) -> frozenset[str]:
-    found: set[str] = set()
+    found: set[str] = set(ctx.fact(_wrap_sites)[2])
     for name, info in ctx.classes.items():
         if not any(ctx.class_is_module(name)):
             continue
