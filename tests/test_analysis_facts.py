@@ -478,3 +478,13 @@ def test_nodes_under_reads_the_walk_and_walks_nodes_built_on_the_fly():
     built = ast.BinOp(ast.Name("a", ast.Load()), ast.Add(), ast.Attribute(ast.Name("b", ast.Load()), "c", ast.Load()))
     assert sorted(n.id for n in info.nodes_under(built, ast.Name)) == ["a", "b"]
     assert [n.attr for n in info.nodes_under(built, ast.Attribute)] == ["c"]
+
+
+def test_a_star_import_stands_for_the_pytorch_names_the_module_does_not_import():
+    # `from layers import *` (layers.py imports torch.nn as nn): nn, F and torch are PyTorch's.
+    assert resolve("from layers import *", "nn.Module") == "torch.nn.Module"
+    assert resolve("from .layers import *", "F.relu") == "torch.nn.functional.relu"
+    assert resolve("from layers import *", "torch.ones") == "torch.ones"
+    # An import of its own wins, and without a star import the names stay local.
+    assert resolve("from layers import *\nimport mxnet.gluon.nn as nn", "nn.Block") == "mxnet.gluon.nn.Block"
+    assert resolve("import os", "nn.Module") == "pkg.mod.nn.Module"

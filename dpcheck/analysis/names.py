@@ -49,6 +49,7 @@ class ImportMap:
         self.module = module
         self.aliases: dict[str, str] = {}
         package = module if is_package else module.rpartition(".")[0]
+        star = False
         if import_nodes is None:
             import_nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
         for node in sorted(import_nodes, key=lambda n: n.lineno):
@@ -68,9 +69,16 @@ class ImportMap:
                     base = ".".join([*anchor, base] if base else anchor)
                 for alias in node.names:
                     if alias.name == "*":
+                        star = True
                         continue
                     target = f"{base}.{alias.name}" if base else alias.name
                     self.aliases[alias.asname or alias.name] = target
+        if star:
+            # `from layers import *` where layers.py does `import torch.nn as nn`: what a star import
+            # binds is unknown without reading that module, but these names, used unimported beside
+            # one, are PyTorch's by a convention strong enough to rely on.
+            for name, target in _STAR_IMPORTED_CONVENTIONS:
+                self.aliases.setdefault(name, target)
 
     def resolve(self, node: ast.AST) -> str | None:
         """Dotted name of a Name/Attribute chain; local (unimported) names get the module prefix."""
@@ -86,6 +94,9 @@ class ImportMap:
             target = head if head in _BUILTIN_ROOTS else f"{self.module}.{head}"
         return ".".join([target, *reversed(parts)])
 
+
+# Names a star import is taken to bind when the module does not import them itself.
+_STAR_IMPORTED_CONVENTIONS = (("torch", "torch"), ("nn", "torch.nn"), ("F", "torch.nn.functional"))
 
 # Roots that are never local names even without an import (builtins we reason about).
 _BUILTIN_ROOTS = frozenset({"list", "dict", "set", "tuple", "setattr", "getattr", "next", "iter",

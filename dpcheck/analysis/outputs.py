@@ -5,7 +5,8 @@ tuples, lists and dicts are walked, everything else breaks. The output rules ask
 "which leaves of the returned structure are X?"; this module answers with the leaf
 expressions, following local variables, locally built dicts/lists, output records
 (`ModelOutput(loss=...)`), and ``return self._forward_impl(x)`` into the helper (element k of
-its tuple for `a, b = self.helper(x)`). Which class is gathered (``gathered_class``) and whether
+its tuple for `a, b = self.helper(x)`); a leaf is 0-dim also through this file's module-level
+functions that return one (`loss = weighted_l1_loss(pred, target)`). Which class is gathered (``gathered_class``) and whether
 a return sits behind a non-default option (``optional_severity``: warning) are decided here too.
 """
 
@@ -396,6 +397,11 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return None
     if isinstance(node, ast.UnaryOp):
         return scalar_reason(node.operand, fn, model, depth + 1, resolving)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+            and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
+        # `loss_a, acc = compute_loss(...)` (bound as element k of the call): element k of its returns.
+        callee = _callee(node.value, fn, model)
+        return _returned_scalar(callee, node.slice.value, model, depth) if callee is not None else None
     if not isinstance(node, ast.Call):
         return None
     name = ctx.resolve(node.func) or ""
@@ -413,7 +419,60 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return f"`.{node.func.attr}()` with no dim"
     if _is_loss_module_call(node, fn, model):
         return f"a loss from `{ast.unparse(node.func)}`"
-    return _passed_through(node, fn, model, depth, resolving)
+    if isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_KEEPING_METHODS:
+        # `loss.sum().div(b)`, `loss.float()`: a 0-dim receiver with numbers stays 0-dim.
+        reason = scalar_reason(node.func.value, fn, model, depth + 1, resolving)
+        if reason and (node.func.attr in _CONVERSIONS or all(
+                _python_number(a, fn, model, resolving) for a in node.args)):
+            return reason
+        return None
+    reason = _passed_through(node, fn, model, depth, resolving)
+    if reason is None and isinstance(node.func, ast.Name):
+        callee = _callee(node, fn, model)
+        if callee is not None:
+            return _returned_scalar(callee, None, model, depth)
+    return reason
+
+
+# Tensor methods whose result has the receiver's shape: given numbers (or, for conversions,
+# anything), a 0-dim receiver gives a 0-dim result.
+_CONVERSIONS = frozenset({"float", "double", "half", "bfloat16", "to", "cuda", "cpu", "type_as", "clone",
+                          "detach", "contiguous"})
+_SHAPE_KEEPING_METHODS = _CONVERSIONS | frozenset({
+    "div", "mul", "add", "sub", "true_divide", "pow", "clamp", "neg", "abs", "sqrt", "exp", "log",
+    "div_", "mul_", "add_", "sub_", "clamp_"})
+
+
+def _callee(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo | None:
+    """The function of this file a call runs: a method of the class (`self.helper(...)`), or a
+    module-level function (`weighted_l1_loss(...)`) that no local name of the caller shadows."""
+    if isinstance(call.func, ast.Attribute):
+        return _helper_method(call, fn, model)
+    if isinstance(call.func, ast.Name) and call.func.id not in fn.local_values:
+        node = model.ctx.fact(_module_functions).get(call.func.id)
+        if node is not None:
+            return model.ctx.function(node, None)
+    return None
+
+
+def _module_functions(ctx: FileContext) -> dict[str, ast.AST]:
+    return {stmt.name: stmt for stmt in ctx.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass, depth: int) -> str | None:
+    """Why every value ``callee`` returns (element ``index`` of each returned tuple) is 0-dim, or None."""
+    found = None
+    for value in callee.returns():
+        if index is not None:
+            if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts) \
+                    or not -len(value.elts) <= index < len(value.elts):
+                return None
+            value = value.elts[index]
+        reason = scalar_reason(value, callee, model, depth + 1)
+        if reason is None:
+            return None
+        found = found or reason
+    return f"{found}, returned by `{callee.name}()`" if found else None
 
 
 def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str],
@@ -427,6 +486,8 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
         return False
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if _size_read(node):
+        return True
     if isinstance(node, ast.Name):
         if node.id in resolving:
             return True
@@ -443,6 +504,21 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     return False
 
 
+def _size_read(node: ast.AST) -> bool:
+    """A Python int read off a tensor's shape: `x.size(0)`, `x.shape[0]`, element k of `x.size()`
+    (`b, c = x.size()`), `x.numel()`, `len(x)`."""
+    if isinstance(node, ast.Subscript):
+        value = node.value
+        return (isinstance(value, ast.Attribute) and value.attr == "shape") or (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size")
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            return (func.attr == "size" and len(node.args) == 1) or (func.attr == "numel" and not node.args)
+        return isinstance(func, ast.Name) and func.id == "len"
+    return False
+
+
 def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int,
                     resolving: frozenset[str] = frozenset()) -> str | None:
     """`self.loss_filter(loss_a, loss_b)`: a plain callable (no module with weights) given only
@@ -452,7 +528,8 @@ def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: 
     followed again (each of x's values would re-enter all of them: exponential in the depth)."""
     if not call.args or call.keywords:
         return None
-    attr = fn.self_attr(call.func)
+    # (A function of no class, a module-level helper, has no `self`: its first parameter is data.)
+    attr = fn.self_attr(call.func) if fn.owner is not None else None
     if attr is not None:
         facts = model.attrs.get(attr)
         if facts is not None and facts.kinds & _WEIGHTED_KINDS:
