@@ -13,6 +13,11 @@ at least two devices, cuda:1 and cuda:0!`. It is also missing from `state_dict()
 A 0-dim tensor made from a Python number (`torch.tensor(2.0)`) is not flagged: PyTorch
 lets 0-dim CPU tensors mix with CUDA tensors.
 
+Not reported for a class that the scanned code builds only inside forward-reachable code
+(`Regression(n)(x)` in a forward): each replica builds its own instance on its own thread, where
+DataParallel has made the replica's device current, so a bare `.cuda()` in its `__init__` lands
+on that device and nothing is shared.
+
 Reported as a warning when forward builds the state itself (a decoding cache created on the
 input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
 the replicas share a seeded copy only if some caller runs that method on the wrapped model.
@@ -68,6 +73,9 @@ class PlainTensorAttribute(Rule):
                       if "tensor" in facts.kinds and not facts.registered}
         if not candidates:
             return
+        # An instance built only inside forward-reachable code is built on each replica's own thread
+        # and device (parallel_apply sets it) and shared by none: its attributes are its replica's.
+        model.conditions.add(f"outlives_call:{model.info.qualname}")
         used, moved = set(), set()
         for fn in model.reachable:
             for node in fn.nodes(ast.Attribute):

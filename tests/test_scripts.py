@@ -15,6 +15,7 @@ from dpcheck.analysis.scripts import script_facts
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.tree import TreeIndex
 from dpcheck.analysis.wrapping import wrap_evidence, wrapped_batch_dim
+from dpcheck.registry import rules_by_code
 
 
 def context(text, module="m"):
@@ -533,3 +534,72 @@ def test_a_folder_without_init_imported_as_a_package_is_the_scanned_file(tmp_pat
     (tmp_path / "train.py").write_text(textwrap.dedent(script.format(dim=0)))
     findings, _ = run_json(tmp_path, "--select", "DP404,DP501", "--isolated", "--no-cache")
     assert {(f["location"]["row"], f["code"]) for f in findings} == {(21, "DP501")}
+
+
+REGRESSION = """
+import torch
+import torch.nn as nn
+
+
+class disparityregression(nn.Module):
+    def __init__(self, maxdisp):
+        super().__init__()
+        self.disp = torch.arange(maxdisp).float().view(1, maxdisp).cuda()
+
+    def forward(self, x):
+        return torch.sum(x * self.disp, 1, keepdim=True)
+"""
+
+PER_CALL_USER = """
+import torch.nn as nn
+from .submodule import *
+
+
+class Stereo(nn.Module):
+    def __init__(self, maxdisp):
+        super().__init__()
+        self.maxdisp = maxdisp
+
+    def forward(self, x):
+        return disparityregression(self.maxdisp)(x)
+"""
+
+
+def test_file_result_records_classes_built_per_call_and_elsewhere():
+    text = textwrap.dedent(PER_CALL_USER) + textwrap.dedent("""
+        import layers
+
+        def helper(x):
+            return x
+
+        def build():
+            return Stereo(4), helper(1), layers.Head(2), nn.Linear(2, 2)
+    """)
+    result = analyze_source(text, "pkg/stereo.py", [rules_by_code()["DP201"]()], "pkg.stereo")
+    assert result.built_per_call == ["disparityregression"]
+    # Module functions (helper, build), torch's classes and builtins (`super`) are not recorded.
+    assert result.built_elsewhere == ["Head", "Stereo"]
+    assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    assert analyze_source(text, "pkg/stereo.py", [], "pkg.stereo").built_per_call == []  # a module summary
+
+
+def test_a_class_built_only_inside_forward_keeps_no_shared_device_state(project):
+    """PSMNet: `disparityregression(self.maxdisp)(pred)` in a forward (through a star import):
+    each replica builds its own on its own thread, where its device is current. Built anywhere
+    else too (an `__init__`, a script), that instance's plain tensor is shared: DP201 again."""
+    (project / "__init__.py").write_text("")
+    (project / "submodule.py").write_text(REGRESSION)
+
+    def rows():
+        proc = run_cli(".", "--no-cache", "--isolated", "--output-format", "json", "--select", "DP201", cwd=project)
+        assert proc.returncode in (0, 1), proc.stderr
+        return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in json.loads(proc.stdout)]
+
+    assert rows() == [("submodule.py", 9)]  # nothing builds it: a class users may build anywhere
+    (project / "stereo.py").write_text(PER_CALL_USER)
+    assert rows() == []
+    (project / "refine.py").write_text("import torch.nn as nn\nfrom . import submodule\n\n\n"
+                                       "class Refine(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                       "        self.reg = submodule.disparityregression(4)\n\n"
+                                       "    def forward(self, x):\n        return self.reg(x)\n")
+    assert rows() == [("submodule.py", 9)]

@@ -24,7 +24,7 @@ from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
-from dpcheck.analysis.wrapping import harness_of, summarize_wrapping
+from dpcheck.analysis.wrapping import harness_of, summarize_construction, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.record import field, record, replace
@@ -67,13 +67,18 @@ class FileResult:
     unresolved_wraps: list[int] = field(default_factory=list)
     # Classes its `__all__` leaves out and the file itself never uses (wrapping._unused_outside_api).
     unused: list[str] = field(default_factory=list)
+    # Simple names this file calls in forward-reachable code of its modules (an instance built per
+    # call, on the replica) and anywhere else (wrapping.summarize_construction).
+    built_per_call: list[str] = field(default_factory=list)
+    built_elsewhere: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
                 "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
-                "unresolved_wraps": self.unresolved_wraps, "unused": self.unused}
+                "unresolved_wraps": self.unresolved_wraps, "unused": self.unused,
+                "built_per_call": self.built_per_call, "built_elsewhere": self.built_elsewhere}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -85,7 +90,8 @@ class FileResult:
                    {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
                    [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
-                   [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]])
+                   [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
+                   [str(n) for n in data["built_per_call"]], [str(n) for n in data["built_elsewhere"]])
 
 
 def read_bytes(path: Path) -> bytes:
@@ -246,6 +252,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.
+    summarize_construction(ctx, models, result)
     harnesses = {id(model): harness for model in models if (harness := harness_of(model))}
 
     seen: set[tuple] = set()

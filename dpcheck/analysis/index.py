@@ -4,8 +4,9 @@ Built from the class summaries each file's analysis returns (no second parse), t
 used to settle findings whose class's module-ness depended on a base in another file,
 and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
 DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
-(wrapped in some scanned file, or built as a layer in none) and ``dim0:<class>`` (wrapped
-with the default batch dim wherever a scanned file wraps it).
+(wrapped in some scanned file, or built as a layer in none), ``dim0:<class>`` (wrapped
+with the default batch dim wherever a scanned file wraps it) and ``outlives_call:<class>`` (an
+instance may outlive one forward call: not built only inside forward-reachable code).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class ClassIndex:
         self._wrapped_dims: dict[str, str] = {}
         self._unresolved_wraps = 0
         self._unused: set[str] = set()
+        self._built_per_call: set[str] = set()
+        self._built_elsewhere: set[str] = set()
         self._offline: frozenset[str] | None = None
         self._imported: set[str] = set()  # `module.Class` tails of every import target
         self._used: frozenset[str] | None = None
@@ -71,6 +74,8 @@ class ClassIndex:
         self._wrapped_dims.update(result.wrapped_dims)
         self._unresolved_wraps += len(result.unresolved_wraps)
         self._unused.update(result.unused)
+        self._built_per_call.update(result.built_per_call)
+        self._built_elsewhere.update(result.built_elsewhere)
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -214,6 +219,15 @@ class ClassIndex:
             pending.extend(self.bases.get(target, ()) if target else ())
         return frozenset(used)
 
+    def outlives_call(self, name: str) -> bool:
+        """May an instance of this class outlive one forward call? False only when scanned code
+        builds a class of its simple name inside forward-reachable code and nowhere else (not in an
+        `__init__`, a function, a script or at module scope): each call, on each replica's thread
+        and device, builds its own instance (see wrapping.summarize_construction)."""
+        simple = name.rsplit(".", 1)[-1]
+        return simple not in self._built_per_call or simple in self._built_elsewhere \
+            or any(n.rsplit(".", 1)[-1] == simple for n in self._wrapped_names)
+
     def batch_dim_is_zero(self, name: str) -> bool:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
         return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
@@ -230,6 +244,8 @@ class ClassIndex:
             return self.wrapped(name)
         if kind == "dim0" and name:
             return self.batch_dim_is_zero(name)
+        if kind == "outlives_call" and name:
+            return self.outlives_call(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -23,6 +23,7 @@ that output-rule findings of a class that is top-level in its own file carry.
 from __future__ import annotations
 
 import ast
+import builtins
 from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -332,3 +333,54 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
         qualify = {name: f"{ctx.module}.{name}" for name in script_facts(ctx).builders if "." not in name}
         result.builders = {qualify[name]: sorted(source.requires)
                            for name, source in script_facts(ctx).builders.items() if name in qualify}
+
+
+
+def _callee_name(call: ast.Call, self_name: str | None, aliases: dict[str, str]) -> str | None:
+    """The simple name a call may construct a class by: `Head(...)`, or `layers.Head(...)` through an
+    imported module other than torch; None for `self.head(...)`, a method of a local value, a builtin."""
+    func = call.func
+    if func.__class__ is ast.Name:
+        return None if func.id in _BUILTIN_NAMES else func.id
+    if func.__class__ is ast.Attribute:
+        root = func.value
+        while root.__class__ is ast.Attribute:
+            root = root.value
+        if root.__class__ is ast.Name and root.id != self_name:
+            target = aliases.get(root.id)
+            if target is not None and target.split(".", 1)[0] != "torch":
+                return func.attr
+    return None
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def summarize_construction(ctx: FileContext, models: list[ModelClass], result) -> None:
+    """Fill ``result.built_per_call`` and ``.built_elsewhere`` (simple names) for the project index.
+
+    A class built only inside forward-reachable code (`Regression(self.n)(x)` in a forward) is built
+    anew on every call, on the replica's own thread: parallel_apply runs each replica under
+    `torch.accelerator.device_index(device)`, so a bare `.cuda()` in its `__init__` lands on that
+    replica's device, and nothing of it is shared between replicas. ``built_per_call``: names this
+    file calls in forward-reachable code of its modules; ``built_elsewhere``: names it calls anywhere
+    else (module scope, functions, `__init__` and the other methods), which are where an instance can
+    outlive a call. Simple names keep it conservative: a star import or a re-export hides which class
+    a name is, and any same-named call elsewhere counts."""
+    aliases = ctx.imports.aliases
+    in_forward: set[int] = set()
+    per_call: set[str] = set()
+    for model in models:
+        for fn in model.reachable:
+            self_name = fn.self_name
+            for call in fn.nodes(ast.Call):
+                in_forward.add(id(call))
+                name = _callee_name(call, self_name, aliases)
+                if name is not None and name != model.name:
+                    per_call.add(name)
+    # Functions defined at module level are not classes: calling them builds nothing by name.
+    functions = {stmt.name for stmt in ctx.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    elsewhere = {name for call in ctx.nodes(ast.Call) if id(call) not in in_forward
+                 and (name := _callee_name(call, "self", aliases)) is not None and name not in functions}
+    result.built_per_call = sorted(per_call - functions)
+    result.built_elsewhere = sorted(elsewhere)
