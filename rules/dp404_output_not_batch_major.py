@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim
+from dpcheck.analysis.dataflow import (is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim,
+                                       time_major_source)
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
@@ -102,6 +103,11 @@ def _why(leaf, fn, model) -> str | None:
             if func.attr == "t" or (args and 0 in args[:2] and args[:1] != [0]) or (
                     func.attr == "transpose" and 0 in args):
                 return f"the input `{func.value.id}` transposed"
+        if fn.self_attr(func) is not None:
+            source = time_major_source(leaf, fn, model)
+            if source is not None:
+                return (f"`{ast.unparse(func)}(...)` of `{ast.unparse(source)}` (line {source.lineno}), which "
+                        f"keeps that layout")
     attr = fn.self_attr(leaf)
     if attr is not None:
         facts = model.attrs.get(attr)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_true, keyword, parameters_of
+from dpcheck.analysis.dataflow import UNASSIGNED, is_true, keyword, parameters_of, straight_line_value
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
@@ -116,6 +116,11 @@ def _from_inputs(node, fn, inputs, depth) -> bool:
     if depth > 8:
         return False
     if isinstance(node, ast.Name):
+        value = straight_line_value(fn, node)
+        if value is UNASSIGNED:
+            return node.id in inputs
+        if value is not None:  # the one value straight-line code gives it here (`x = x.permute(1, 0, 2)`)
+            return _from_inputs(value, fn, inputs, depth + 1)
         if node.id in fn.local_values:
             return any(_from_inputs(v, fn, inputs, depth + 1) for v in fn.local_values[node.id])
         return node.id in inputs

@@ -667,3 +667,138 @@ def _param_default(fn: FunctionInfo, name: str):
         if arg.arg == name and default is not None:
             return default.value if isinstance(default, ast.Constant) else _MISSING
     return _MISSING
+
+
+def time_major_source(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0) -> ast.Call | None:
+    """The transpose that moved the batch off dim 0 of ``node``'s value, or None: `x.permute(2, 0, 1)`,
+    `x.transpose(0, 1)`, `x.t()` of a batch-major value of forward's inputs, followed through local
+    names of straight-line code, calls that keep the layout (`.contiguous()`, `.float()`) and
+    submodule calls that keep it (crnn: `conv.permute(2, 0, 1)` then `self.rnn(conv)`, a
+    sequence-first LSTM stack: the output is (T, B, C))."""
+    if depth > 6:
+        return None
+    if isinstance(node, ast.Name):
+        value = straight_line_value(fn, node)
+        return time_major_source(value, fn, model, depth + 1) if value is not None else None  # UNASSIGNED: no call
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in ("permute", "transpose", "t", "swapaxes", "swapdims") \
+            and _moves_dim0_off(node):
+        return node if _batch_major_at(func.value, fn, model, depth + 1) else None
+    if isinstance(func, ast.Attribute) and func.attr in _LAYOUT_KEEPING_METHODS:
+        return time_major_source(func.value, fn, model, depth + 1)
+    attr = fn.self_attr(func)
+    if attr is not None and node.args and keeps_layout(model, attr):
+        return time_major_source(node.args[0], fn, model, depth + 1)
+    return None
+
+
+# Tensor methods whose result has its input's dims in the same order.
+_LAYOUT_KEEPING_METHODS = frozenset({"contiguous", "float", "half", "double", "to", "cuda", "type_as", "clone",
+                                     "detach", "relu", "sigmoid", "tanh", "softmax", "log_softmax"})
+
+
+def _moves_dim0_off(call: ast.Call) -> bool:
+    """`permute(2, 0, 1)` (dim 0 moved, not dropped), `transpose(0, k)`, `t()`: dim 0 is no longer the batch."""
+    attr = call.func.attr
+    if attr == "t":
+        return not call.args
+    args = call.args[0].elts if len(call.args) == 1 and isinstance(call.args[0], (ast.Tuple, ast.List)) else call.args
+    if not all(isinstance(a, ast.Constant) and type(a.value) is int for a in args):
+        return False
+    dims = [a.value for a in args]
+    if attr == "permute":
+        return len(dims) > 1 and dims[0] != 0 and 0 in dims
+    return len(dims) == 2 and 0 in dims and dims[0] != dims[1]
+
+
+def _batch_major_at(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int) -> bool:
+    """Is ``node``'s value forward-input-derived with the batch in dim 0, at that point of straight-line code?"""
+    if depth > 6:
+        return False
+    while isinstance(node, (ast.Call, ast.Attribute)):
+        if isinstance(node, ast.Call):
+            attr = fn.self_attr(node.func)
+            if attr is not None:
+                # `self.cnn(x)`: a submodule applied to a batch-major value keeps the batch in dim 0
+                # (as batch_derived assumes).
+                return bool(node.args) and _batch_major_at(node.args[0], fn, model, depth + 1)
+            if _drops_batch_dim(node) or isinstance(node.func, ast.Attribute) and (
+                    node.func.attr in _RESHAPERS or node.func.attr in ("view", "reshape", "flatten")):
+                return False
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "squeeze" and (
+                    not node.args or not (isinstance(node.args[0], ast.Constant) and node.args[0].value not in (0, False))):
+                return False  # a bare squeeze drops a batch of one; squeeze(0) drops the batch
+            node = node.func.value if isinstance(node.func, ast.Attribute) else None
+        else:
+            return False  # an attribute read (`x.T`, `x.shape`) is not the tensor's layout
+    if isinstance(node, ast.Name):
+        value = straight_line_value(fn, node)
+        if value is UNASSIGNED:  # not rebound before this use: forward's argument itself
+            return node.id in parameters_of(fn)
+        return value is not None and _batch_major_at(value, fn, model, depth + 1)
+    return False
+
+
+# What straight_line_value answers for a name that no statement before the use binds.
+UNASSIGNED = ast.Pass()
+
+
+def straight_line_value(fn: FunctionInfo, use: ast.Name) -> ast.AST | None:
+    """The value ``use`` reads when both its statement and the last assignment to the name before it
+    are statements of the function's own body (no branch or loop decides which one runs);
+    ``UNASSIGNED`` when no statement before it binds the name, None when that is not known."""
+    body = fn.node.body
+    use_stmt = next((s for s in body if s.lineno <= use.lineno <= (s.end_lineno or s.lineno)), None)
+    if use_stmt is None or isinstance(use_stmt, _COMPOUND) and any(n.id == use.id for n in _bound_names(use_stmt)):
+        return None  # a loop or a branch that rebinds the name around the use
+    value: ast.AST | None = UNASSIGNED
+    for stmt in body:
+        if stmt is use_stmt:
+            return value
+        if any(isinstance(t, ast.Name) and t.id == use.id for t in _bound_names(stmt)):
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                return None  # bound by a loop, a tuple, inside a branch: not one known value
+            value = stmt.value
+    return None
+
+
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Match)
+
+
+def _bound_names(stmt: ast.stmt) -> list[ast.Name]:
+    return [n for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+
+
+def keeps_layout(model: ModelClass, attr: str) -> bool:
+    """Does the submodule `self.<attr>` return its first input's dims in the same order? torch.nn
+    layers do (a sequence-first LSTM returns (T, B, H) for (T, B, F), a Linear or a Conv acts on the
+    last or channel dims), and so do containers of them and classes of this file whose code never
+    transposes; a class of another file is not known."""
+    facts = model.attrs.get(attr)
+    if facts is None or not facts.assignments:
+        return False
+    return all(_built_layout_keeping(value, model.ctx, 0) for _, value, _ in facts.assignments)
+
+
+_SPLITTING_LAYERS = frozenset({"MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer"})
+
+
+def _built_layout_keeping(value: ast.AST, ctx, depth: int) -> bool:
+    if depth > 3 or not isinstance(value, ast.Call):
+        return False
+    name = ctx.resolve(value.func) or ""
+    if name in ("torch.nn.Sequential", "torch.nn.ModuleList"):
+        elements = value.args[0].elts if value.args and isinstance(value.args[0], (ast.List, ast.Tuple)) \
+            else value.args
+        return bool(elements) and all(_built_layout_keeping(e, ctx, depth + 1) for e in elements)
+    if name.startswith("torch.nn."):
+        # Layers that take several sequences or return a tuple whose first element is not what the
+        # code goes on with are left out.
+        return name.rsplit(".", 1)[-1] not in _SPLITTING_LAYERS
+    local = name[len(ctx.module) + 1:] if name.startswith(ctx.module + ".") else None
+    info = ctx.classes.get(local) if local else None
+    if info is None:
+        return False
+    return not any(n.attr in _RESHAPERS for n in ctx.tree_index.nodes_within(info.node, ast.Attribute))
