@@ -59,3 +59,14 @@ def test_a_loss_times_a_tensor_argument_is_not_known_0_dim():
             "def forward(self, x, y, w):\n    out = self.net(x)\n    total = 0\n"
             "    total += self.crit(out, y) * w\n    return total, out\n")
     assert dp401_rows(body) == []
+
+
+@pytest.mark.parametrize(("unpack", "found"), [
+    ("loss, stats = self.crit(out, y)\n    return out, loss", True),  # the first value of a loss module's result
+    ("stats, loss = self.crit(out, y)\n    return out, loss", False),  # a later value: not known to be the loss
+    ("loss, stats = self.net(out, y)\n    return out, loss", False),  # a layer's result, not a loss's
+    ("loss, stats = self.crit(out, y)\n    return out, loss.unsqueeze(0)", False),
+])
+def test_the_first_value_unpacked_from_a_loss_module_is_its_loss(unpack, found):
+    body = f"def forward(self, x, y):\n    out = self.net(x)\n    {unpack}\n"
+    assert bool(dp401_rows(body)) is found

@@ -401,7 +401,13 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
             and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int:
         # `loss_a, acc = compute_loss(...)` (bound as element k of the call): element k of its returns.
         callee = _callee(node.value, fn, model)
-        return _returned_scalar(callee, node.slice.value, model, depth) if callee is not None else None
+        if callee is not None:
+            return _returned_scalar(callee, node.slice.value, model, depth)
+        if node.slice.value == 0 and _is_loss_module_call(node.value, fn, model):
+            # `loss, loss_stats = self.loss(outputs, batch)`: a loss module that returns more than its
+            # loss returns it first (CenterNet's CtdetLoss, detection criteria returning (loss, stats)).
+            return f"the first value of a loss from `{ast.unparse(node.value.func)}`"
+        return None
     if not isinstance(node, ast.Call):
         return None
     name = ctx.resolve(node.func) or ""
