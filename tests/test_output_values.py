@@ -63,7 +63,10 @@ def test_a_loss_times_a_tensor_argument_is_not_known_0_dim():
 
 @pytest.mark.parametrize(("unpack", "found"), [
     ("loss, stats = self.crit(out, y)\n    return out, loss", True),  # the first value of a loss module's result
+    ("loss, _ = self.crit(out, y)\n    return out, loss", True),
     ("stats, loss = self.crit(out, y)\n    return out, loss", False),  # a later value: not known to be the loss
+    # Several component losses: whether each is 0-dim or a per-replica (1,) the call site does not show.
+    ("cls_loss, reg_loss = self.crit(out, y)\n    return cls_loss, reg_loss", False),
     ("loss, stats = self.net(out, y)\n    return out, loss", False),  # a layer's result, not a loss's
     ("loss, stats = self.crit(out, y)\n    return out, loss.unsqueeze(0)", False),
 ])

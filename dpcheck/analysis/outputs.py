@@ -403,9 +403,8 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         callee = _callee(node.value, fn, model)
         if callee is not None:
             return _returned_scalar(callee, node.slice.value, model, depth)
-        if node.slice.value == 0 and _is_loss_module_call(node.value, fn, model):
-            # `loss, loss_stats = self.loss(outputs, batch)`: a loss module that returns more than its
-            # loss returns it first (CenterNet's CtdetLoss, detection criteria returning (loss, stats)).
+        if node.slice.value == 0 and _unpacked_loss_and_stats(node.value, fn) \
+                and _is_loss_module_call(node.value, fn, model):
             return f"the first value of a loss from `{ast.unparse(node.value.func)}`"
         return None
     if not isinstance(node, ast.Call):
@@ -479,6 +478,23 @@ def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass,
             return None
         found = found or reason
     return f"{found}, returned by `{callee.name}()`" if found else None
+
+
+# Names of the values a loss module returns next to its loss for logging.
+_STATS_WORDS = ("stat", "dict", "log", "info", "metric", "detail")
+
+
+def _unpacked_loss_and_stats(call: ast.Call, fn: FunctionInfo) -> bool:
+    """`loss, loss_stats = self.loss(outputs, batch)` (CenterNet), `loss, _ = ...`: a loss module that
+    returns its loss and what it logs returns the loss first. Not `cls_loss, reg_loss = ...`: several
+    component losses, whose shapes (a 0-dim mean or a per-replica `(1,)`) the call site does not show."""
+    for stmt in fn.nodes(ast.Assign):
+        if stmt.value is call and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
+            rest = stmt.targets[0].elts[1:]
+            return bool(rest) and all(isinstance(e, ast.Name) and (
+                e.id == "_" or any(w in e.id.lower() for w in _STATS_WORDS) or "loss" not in e.id.lower())
+                for e in rest)
+    return False
 
 
 def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str],
