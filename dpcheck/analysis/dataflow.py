@@ -94,8 +94,23 @@ def _sized_apart_from_batch(node: ast.AST) -> bool:
         first = first.elts[0]
     if first is None:
         return True
+    if _leading_shape(first):
+        return False  # `torch.ones(x.size()[:-1])`, `torch.zeros(x.shape)`: x's leading dims, the batch first
     text = ast.unparse(first).lower()
     return not any(t in text for t in (".size(0)", ".shape[0]", "batch", "bsz", "len("))
+
+
+def _leading_shape(node: ast.AST) -> bool:
+    """`x.shape`, `x.size()`, `x.shape[:2]`, `x.size()[:-1]`: a shape that starts with x's dim 0."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        lower = node.slice.lower
+        if lower is not None and not (isinstance(lower, ast.Constant) and lower.value == 0):
+            return False
+        node = node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr == "shape"
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+        and not node.args and not node.keywords
 
 
 def _chain_drops_batch_dim(node: ast.AST) -> bool:
