@@ -488,3 +488,49 @@ def test_a_star_import_stands_for_the_pytorch_names_the_module_does_not_import()
     # An import of its own wins, and without a star import the names stay local.
     assert resolve("from layers import *\nimport mxnet.gluon.nn as nn", "nn.Block") == "mxnet.gluon.nn.Block"
     assert resolve("import os", "nn.Module") == "pkg.mod.nn.Module"
+
+
+def _function(code):
+    tree = parse(code)
+    index = TreeIndex(tree)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
+    return FunctionInfo(node, None, index)
+
+
+def test_a_tensor_sized_by_a_leading_shape_keeps_the_batch_in_dim_0():
+    from dpcheck.analysis.dataflow import batch_derived
+
+    derived = batch_derived(_function("""
+        def forward(x, q):
+            by_shape = torch.ones(q.size()[:-1])
+            by_whole = torch.zeros(x.shape)
+            by_length = torch.arange(x.shape[1])
+            by_tail = torch.ones(q.shape[1:])
+            mask = torch.cat([by_shape, x], dim=1)
+    """))
+    assert derived["by_shape"] and derived["by_whole"] and derived["mask"]
+    assert not derived["by_length"] and not derived["by_tail"]
+
+
+def test_straight_line_value_is_the_last_assignment_of_the_body_before_the_use():
+    from dpcheck.analysis.dataflow import UNASSIGNED, straight_line_value
+
+    fn = _function("""
+        def forward(x, flag):
+            y = x.permute(2, 0, 1)
+            z = y
+            y = y.float()
+            if flag:
+                w = 1
+            else:
+                w = 2
+            for k in range(2):
+                v = use(v)
+            return z, y, w, x, v
+    """)
+    names = {n.id: n for n in next(iter(fn.returns())).elts}
+    assert ast.unparse(straight_line_value(fn, names["z"])) == "y"
+    assert ast.unparse(straight_line_value(fn, names["y"])) == "y.float()"
+    assert straight_line_value(fn, names["w"]) is None  # set in a branch
+    assert straight_line_value(fn, names["v"]) is None  # set in a loop
+    assert straight_line_value(fn, names["x"]) is UNASSIGNED
