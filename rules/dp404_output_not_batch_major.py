@@ -22,8 +22,14 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import (is_true, keyword, parameters_of, rnn_kind, stacks_new_leading_dim,
-                                       time_major_source)
+from dpcheck.analysis.dataflow import (
+    is_true,
+    keyword,
+    parameters_of,
+    rnn_kind,
+    stacks_new_leading_dim,
+    time_major_source,
+)
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K

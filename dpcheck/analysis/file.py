@@ -252,7 +252,6 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
               for sure, needs in [ctx.class_is_module(name)] if sure or needs]
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.
-    summarize_construction(ctx, models, result)
     harnesses = {id(model): harness for model in models if (harness := harness_of(model))}
 
     seen: set[tuple] = set()
@@ -291,6 +290,8 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
             if suppressed(finding.code, source.file_noqa) or suppressed(finding.code, source.noqa_codes(finding.row)):
                 finding = replace(finding, suppressed=True)
             result.findings.append(finding)
+    # After the rules: the forward-reachable code of each model is walked by then.
+    summarize_construction(ctx, models, result)
 
 
 def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> Finding:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-from itertools import compress
-from operator import attrgetter
+from collections import Counter
+from itertools import compress, repeat
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
@@ -336,22 +337,6 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
 
 
 
-def _callee_name(call: ast.Call, self_name: str | None, aliases: dict[str, str]) -> str | None:
-    """The simple name a call may construct a class by: `Head(...)`, or `layers.Head(...)` through an
-    imported module other than torch; None for `self.head(...)`, a method of a local value, a builtin."""
-    func = call.func
-    if func.__class__ is ast.Name:
-        return None if func.id in _BUILTIN_NAMES else func.id
-    if func.__class__ is ast.Attribute:
-        root = func.value
-        while root.__class__ is ast.Attribute:
-            root = root.value
-        if root.__class__ is ast.Name and root.id != self_name:
-            target = aliases.get(root.id)
-            if target is not None and target.split(".", 1)[0] != "torch":
-                return func.attr
-    return None
-
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -365,22 +350,50 @@ def summarize_construction(ctx: FileContext, models: list[ModelClass], result) -
     replica's device, and nothing of it is shared between replicas. ``built_per_call``: names this
     file calls in forward-reachable code of its modules; ``built_elsewhere``: names it calls anywhere
     else (module scope, functions, `__init__` and the other methods), which are where an instance can
-    outlive a call. Simple names keep it conservative: a star import or a re-export hides which class
-    a name is, and any same-named call elsewhere counts."""
-    aliases = ctx.imports.aliases
-    in_forward: set[int] = set()
-    per_call: set[str] = set()
+    outlive a call. A call by name is `Head(...)`, or `layers.Head(...)` through an imported module
+    other than torch; builtins and the file's own functions build no class. Simple names keep it
+    conservative: a star import or a re-export hides which class a name is, and any same-named call
+    elsewhere counts. Runs after the rules, which have walked forward-reachable code by then."""
+    if not models and "order" not in ctx.tree_index.__dict__:
+        # No module class, and no rule looked below the statements (no DataParallel script): the
+        # file is not walked for this alone. (A builder function in such a file that builds a class
+        # another file's forward also builds per call is not seen.)
+        return
+    modules = {name for name, target in ctx.imports.aliases.items() if not target.startswith("torch")}
+    seen: set[int] = set()
+    forward_calls: list[ast.Call] = []
     for model in models:
         for fn in model.reachable:
-            self_name = fn.self_name
-            for call in fn.nodes(ast.Call):
-                in_forward.add(id(call))
-                name = _callee_name(call, self_name, aliases)
-                if name is not None and name != model.name:
-                    per_call.add(name)
-    # Functions defined at module level are not classes: calling them builds nothing by name.
-    functions = {stmt.name for stmt in ctx.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    elsewhere = {name for call in ctx.nodes(ast.Call) if id(call) not in in_forward
-                 and (name := _callee_name(call, "self", aliases)) is not None and name not in functions}
-    result.built_per_call = sorted(per_call - functions)
-    result.built_elsewhere = sorted(elsewhere)
+            if id(fn.node) not in seen:
+                seen.add(id(fn.node))
+                forward_calls += fn.nodes(ast.Call)
+    # Counted, not collected per call: a name is called elsewhere when the file calls it more often
+    # than its forward-reachable code does. (Every file with a model pays this: map and compress
+    # keep the per-call work in C.)
+    in_forward = _called_names(forward_calls, modules)
+    everywhere = _called_names(ctx.nodes(ast.Call), modules)
+    skip = _BUILTIN_NAMES.union(stmt.name for stmt in ctx.tree.body
+                                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    result.built_per_call = sorted(in_forward.keys() - skip)
+    result.built_elsewhere = sorted(name for name, count in everywhere.items()
+                                    if count > in_forward.get(name, 0) and name not in skip)
+
+
+_func_of = attrgetter("func")
+
+
+def _called_names(calls, modules: set[str]) -> Counter:
+    """How often each name is called: `Head(...)`, and `layers.Head(...)` through a module in ``modules``."""
+    funcs = list(map(_func_of, calls))
+    kinds = list(map(type, funcs))
+    counts = Counter(map(_id_of, compress(funcs, map(is_, kinds, repeat(ast.Name)))))
+    attributes = list(compress(funcs, map(is_, kinds, repeat(ast.Attribute))))
+    receivers = list(map(_value_of_node, attributes))
+    named = list(compress(attributes, map(is_, map(type, receivers), repeat(ast.Name))))
+    through_module = compress(named, map(modules.__contains__, map(_id_of, map(_value_of_node, named))))
+    counts.update(map(_attr_of, through_module))
+    return counts
+
+
+_value_of_node = attrgetter("value")
+_attr_of = attrgetter("attr")
