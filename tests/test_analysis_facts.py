@@ -490,7 +490,7 @@ def test_a_star_import_stands_for_the_pytorch_names_the_module_does_not_import()
     assert resolve("import os", "nn.Module") == "pkg.mod.nn.Module"
 
 
-def _function(code):
+def _first_function(code):
     tree = parse(code)
     index = TreeIndex(tree)
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))
@@ -500,7 +500,7 @@ def _function(code):
 def test_a_tensor_sized_by_a_leading_shape_keeps_the_batch_in_dim_0():
     from dpcheck.analysis.dataflow import batch_derived
 
-    derived = batch_derived(_function("""
+    derived = batch_derived(_first_function("""
         def forward(x, q):
             by_shape = torch.ones(q.size()[:-1])
             by_whole = torch.zeros(x.shape)
@@ -515,7 +515,7 @@ def test_a_tensor_sized_by_a_leading_shape_keeps_the_batch_in_dim_0():
 def test_straight_line_value_is_the_last_assignment_of_the_body_before_the_use():
     from dpcheck.analysis.dataflow import UNASSIGNED, straight_line_value
 
-    fn = _function("""
+    fn = _first_function("""
         def forward(x, flag):
             y = x.permute(2, 0, 1)
             z = y
