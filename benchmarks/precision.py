@@ -6,8 +6,9 @@
     python benchmarks/precision.py --list-unjudged
     python benchmarks/precision.py --save-json before/   # each corpus's findings, to diff runs
 
-The project corpus (benchmarks/corpus/projects, listed in benchmarks/corpus/manifest.tsv) is
-unmodified files from public repositories that use nn.DataParallel. The zoos are the wheels
+The project corpora (benchmarks/corpus/projects and heldout, listed in benchmarks/corpus/manifest.tsv)
+are unmodified files from public repositories that use nn.DataParallel, not committed:
+benchmarks/corpus/restore.py downloads them. The zoos are the wheels
 zoos.py unpacks under benchmarks/corpora/. dpcheck runs on each with its default rule selection
 and no configuration (--isolated, so this repository's own excludes do not apply), and every
 finding is joined with benchmarks/corpus/verdicts.tsv on (corpus, file, line, code).
@@ -37,8 +38,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CORPUS_DIR = HERE / "corpus"
 PROJECTS = CORPUS_DIR / "projects"
-# Held-out projects whose files are not committed (public code kept out of this repository's
-# history): manifest.tsv names each file's repository, path and commit; restore them under here.
+# Public code is not committed: manifest.tsv names each file's repository, path and commit, and
+# corpus/restore.py downloads them here.
 HELDOUT = CORPUS_DIR / "heldout"
 PER_PROJECT = ("projects", "heldout")
 VERDICTS = CORPUS_DIR / "verdicts.tsv"
@@ -49,8 +50,8 @@ from zoos import ZOOS, available  # noqa: E402
 
 
 def roots() -> dict[str, Path | None]:
-    out: dict[str, Path | None] = {"projects": PROJECTS}
-    out["heldout"] = HELDOUT if HELDOUT.is_dir() else None
+    out: dict[str, Path | None] = {name: path if path.is_dir() else None
+                                   for name, path in (("projects", PROJECTS), ("heldout", HELDOUT))}
     for zoo in ZOOS:
         out[zoo] = available(zoo)
     return out
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in wanted:
         root = roots().get(name)
         if root is None:
-            hint = "restore the files manifest.tsv lists" if name == "heldout" else f"run benchmarks/zoos.py {name}"
+            hint = "run benchmarks/corpus/restore.py" if name in PER_PROJECT else f"run benchmarks/zoos.py {name}"
             print(f"# {name}: not available ({hint})", file=sys.stderr)
             continue
         findings = run_corpus(name, root)
