@@ -54,6 +54,11 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     # "static" rules check source; "dynamic" ones are only reported by the harness.
     kind: ClassVar[str] = "static"
+    # True when ``check_class`` reports only about code that runs in forward (``ModelClass.reachable``:
+    # forward, the methods it reaches, the hooks the class registers), so it finds nothing in a
+    # class without such code: the analysis does not ask it about one (a third of a model
+    # library's classes: configs, outputs, pretrained-model bases).
+    forward_code_only: ClassVar[bool] = False
 
     # --confirm. A static rule names the observation kinds (dpcheck.findings.ObservationKind)
     # that confirm its findings once the finding's line ran under DataParallel; `matches`

@@ -56,6 +56,7 @@ class AttributeAssignedInForward(Rule):
     code = "DP101"
     name = "attribute-assigned-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER})
     summary = "Attribute assigned on `self` during forward is lost on DataParallel replicas"
     fix_hint = "Return the value from forward, or keep it in a buffer updated in place"

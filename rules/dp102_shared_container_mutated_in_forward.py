@@ -37,6 +37,7 @@ class SharedContainerMutatedInForward(Rule):
     code = "DP102"
     name = "shared-container-mutated-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER,
                           K.SHARED_CONTAINER_TENSOR_ON_OTHER_DEVICE})
     summary = "A list, dict or set on `self` is mutated in forward by every replica thread at once"

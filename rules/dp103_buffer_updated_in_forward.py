@@ -49,6 +49,7 @@ class BufferUpdatedInForward(Rule):
     code = "DP103"
     name = "buffer-updated-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_DIFFERS, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "A buffer reassigned in forward is lost; an in-place update keeps only replica 0's chunk"
     fix_hint = "Update buffers in place from whole-batch statistics, outside forward if possible"

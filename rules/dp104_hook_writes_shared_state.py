@@ -34,6 +34,7 @@ class HookWritesSharedState(Rule):
     code = "DP104"
     name = "hook-writes-shared-state"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.STATE_LOST_ON_REPLICA, K.STATE_MUTATED_PER_REPLICA, K.STATE_DIFFERS})
     summary = "A hook that writes shared state runs once per replica: the last replica's chunk wins"
     fix_hint = "Return the features from forward, or key the store by output.device and concatenate"

@@ -28,6 +28,7 @@ class HookRegisteredInForward(Rule):
     code = "DP105"
     name = "hook-registered-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     summary = "Registering or removing hooks inside forward races on hook dicts shared by all replicas"
     fix_hint = "Register hooks once in __init__ or in the training script"
     bad_example = """

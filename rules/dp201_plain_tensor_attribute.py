@@ -45,6 +45,7 @@ class PlainTensorAttribute(Rule):
     code = "DP201"
     name = "plain-tensor-attribute"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A tensor on `self` that is not a buffer or Parameter is not moved or replicated"
     fix_hint = "Use self.register_buffer(name, tensor, persistent=False) instead of a plain attribute"

@@ -35,6 +35,7 @@ class ModuleCreatedInForward(Rule):
     code = "DP203"
     name = "module-created-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.SUBMODULES_NOT_KEPT, K.STATE_LOST_ON_REPLICA, K.DEVICE_MISMATCH, K.VALUES_DIFFER})
     summary = "A module or Parameter created in forward and kept on self never reaches the original model"
     fix_hint = "Create submodules in __init__ (nn.Lazy* modules cover sizes known only at the first call)"

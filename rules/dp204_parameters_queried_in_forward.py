@@ -30,6 +30,7 @@ class ParametersQueriedInForward(Rule):
     code = "DP204"
     name = "parameters-queried-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     summary = "`self.parameters()` is empty on DataParallel replicas (StopIteration or empty loops)"
     fix_hint = "Use the input's device/dtype (x.device) or compute parameter terms outside forward"
     bad_example = """

@@ -30,6 +30,7 @@ class AutogradInForward(Rule):
     code = "DP205"
     name = "autograd-in-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.GRADS_DIFFER})
     summary = "backward(), zero_grad() or autograd.grad on parameters inside forward breaks on replicas"
     fix_hint = "Compute gradients and penalties in the training loop, on the gathered output"

@@ -33,6 +33,7 @@ class HardCodedDeviceIndex(Rule):
     code = "DP301"
     name = "hard-coded-device-index"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A fixed GPU index in forward puts tensors on the wrong device for every other replica"
     fix_hint = "Use the input's device (device=x.device, x.new_zeros, torch.zeros_like)"

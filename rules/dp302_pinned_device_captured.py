@@ -38,6 +38,7 @@ class PinnedDeviceCaptured(Rule):
     code = "DP302"
     name = "pinned-device-captured"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A device captured outside forward (an index, or the parameters' device) pins every replica"
     fix_hint = "Use x.device inside forward instead of a stored device"

@@ -47,6 +47,7 @@ class TensorCreatedWithoutDevice(Rule):
     code = "DP303"
     name = "tensor-created-without-device"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.DEVICE_MISMATCH})
     summary = "A tensor factory without device= in forward makes a CPU tensor that meets GPU inputs"
     fix_hint = "Pass device=x.device, or use x.new_zeros / torch.zeros_like"

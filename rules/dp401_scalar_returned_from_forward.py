@@ -37,6 +37,7 @@ class ScalarReturnedFromForward(Rule):
     code = "DP401"
     name = "scalar-returned-from-forward"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.GRADS_DIFFER,
                           K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY})
     summary = "A 0-dim tensor returned from forward is gathered into a vector with one value per GPU"

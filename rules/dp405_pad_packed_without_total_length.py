@@ -32,6 +32,7 @@ class PadPackedWithoutTotalLength(Rule):
     code = "DP405"
     name = "pad-packed-without-total-length"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED})
     summary = "pad_packed_sequence without total_length pads each replica to its own length"
     fix_hint = "Pass total_length=padded_input.size(1) (the full padded length)"

@@ -31,6 +31,7 @@ class ConditionalOutputStructure(Rule):
     code = "DP407"
     name = "conditional-output-structure"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.GATHER_FAILED})
     summary = "Output keys or items added under a data-dependent condition differ between replicas"
     fix_hint = "Always return every key/item, using zero tensors when the condition does not hold"

@@ -40,6 +40,7 @@ class SequenceFirstLayout(Rule):
     code = "DP501"
     name = "sequence-first-layout"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.OUTPUT_SHAPE_DIFFERS, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "A sequence-first RNN/Transformer on forward inputs: DataParallel splits time, not batch"
     fix_hint = "Use batch_first=True (and (B, T, F) inputs), or DataParallel(model, dim=1) consistently"

@@ -29,6 +29,7 @@ class PackedSequenceArgument(Rule):
     code = "DP503"
     name = "packed-sequence-argument"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.ARGUMENT_PACKED_SEQUENCE_SPLIT})
     summary = "A PackedSequence passed to forward has its fields scattered independently"
     fix_hint = "Pass padded tensors plus lengths and pack inside forward"

@@ -42,6 +42,7 @@ class CrossBatchComputation(Rule):
     code = "DP601"
     name = "cross-batch-computation"
     severity = Severity.ERROR
+    forward_code_only = True
     confirms = frozenset({K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "Batch-wide statistics or in-batch similarities in forward see only one replica's slice"
     fix_hint = "Return embeddings and compute batch-wide terms after DataParallel's gather"

@@ -256,9 +256,13 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
 
     seen: set[tuple] = set()
     for rule in rules:
+        # A rule that checks files only (the script rules) is not asked about each class.
+        class_models = models if type(rule).check_class is not Rule.check_class else ()
         try:
             raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
-            for model in models:
+            for model in class_models:
+                if rule.forward_code_only and not model.reachable:
+                    continue  # nothing of the class runs in forward: nothing for such a rule to report
                 model.conditions.clear()
                 found = list(rule.check_class(model))
                 if not found:  # most (rule, class) pairs: nothing more to do

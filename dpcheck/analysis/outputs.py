@@ -136,6 +136,20 @@ def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, 
     A leaf reached through a local name is reported at the name in the return statement;
     one put into a returned dict or list (`out["loss"] = loss`) at that write.
     """
+    # Seven output rules ask this of every gathered class: followed once per class. The leaves
+    # depend on the file's facts alone (following them records no cross-file condition), so each
+    # rule reads the same sequence. Where following them fails, each rule follows them itself, as
+    # if none were remembered: the failure is then each rule's own, at the leaf it reaches.
+    known = model.__dict__.get("_returned_leaves")
+    if known is None:
+        try:
+            known = model._returned_leaves = tuple(_returned_leaves(model))
+        except Exception:  # noqa: BLE001 - RecursionError, a bug: raised again in each rule that reaches it
+            return _returned_leaves(model)
+    return iter(known)
+
+
+def _returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, ast.AST]]:
     forward = model.forward
     if forward is None:
         return
