@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.model_class import registers_hooks
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -55,6 +56,8 @@ class HookRegisteredInForward(Rule):
     """
 
     def check_class(self, model):
+        if not model.ctx.fact(_touches_hooks):
+            return
         for fn in model.reachable:
             handles = {name for name, values in fn.local_values.items()
                        if any(_is_registration(v) for v in values)}
@@ -71,6 +74,12 @@ class HookRegisteredInForward(Rule):
                         yield self.violation(call, "Hook handle removed inside forward: replicas share the "
                                              "hook dicts, so one replica thread can remove hooks the "
                                              "others still rely on")
+
+
+def _touches_hooks(ctx) -> bool:
+    """Does the file register a hook (`*.register_*hook`) or call a `remove` at all? Most model
+    files do neither, and then no class's forward code needs searching."""
+    return ctx.fact(registers_hooks) or ctx.source.may_name("remove")
 
 
 def _is_registration(node) -> bool:

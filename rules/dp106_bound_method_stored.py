@@ -75,9 +75,11 @@ class BoundMethodStored(Rule):
         for name, facts in model.attrs.items():
             if facts.registered:
                 continue
+            if name not in called and name != "forward":
+                continue  # a stored callable forward never calls through `self.<name>` is harmless
             for target, value, fn in facts.assignments:
                 why = _bound(value, fn, model)
-                if why and (name in called or name == "forward"):
+                if why:
                     if why.startswith(_STATELESS):
                         yield self.violation(target, f"`self.{name}` stores {why[len(_STATELESS):]}, bound to the "
                                              "original module: harmless while that method reads nothing of the "
@@ -87,6 +89,8 @@ class BoundMethodStored(Rule):
                     message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
                               "replica calls the original module on its original device"
                     yield self._report(model, fn, target, message, compiled=why.startswith("a compiled"))
+        if not model.ctx.source.may_name("compile"):
+            return
         for fn in model.all_methods:
             for call in fn.nodes(ast.Call):
                 func = call.func

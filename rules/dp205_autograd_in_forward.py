@@ -60,6 +60,8 @@ class AutogradInForward(Rule):
     """
 
     def check_class(self, model):
+        if not model.ctx.fact(_may_call_autograd):
+            return
         named_calls = model.ctx.named_calls
         for fn in model.reachable:
             for call, name in named_calls(fn):
@@ -78,6 +80,12 @@ class AutogradInForward(Rule):
                     yield self.violation(call, "`torch.autograd.grad` with respect to the module's parameters "
                                          "inside forward: on a replica `parameters()` is empty and its "
                                          "weights are non-leaf copies")
+
+
+def _may_call_autograd(ctx) -> bool:
+    """Can a call of this file be `.backward()`, `.zero_grad()` or `torch.autograd.*`? (A resolved
+    name is spelled by the file's identifiers and imports, or starts with its own module's name.)"""
+    return ctx.source.may_name("backward", "zero_grad", "autograd") or "autograd" in ctx.module
 
 
 def _mentions_parameters(node, fn) -> bool:

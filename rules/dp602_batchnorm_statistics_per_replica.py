@@ -122,10 +122,20 @@ _BATCHNORM_BACKBONES = ("resnet", "resnext", "wide_resnet", "densenet", "mobilen
                         "vgg16_bn", "vgg19_bn", "squeezenet")
 
 
+def _may_build_batchnorm(ctx) -> bool:
+    """Can a call of this file resolve to a BatchNorm layer, a block that defaults to one, or a
+    torchvision backbone? A resolved name ends in an identifier of the file (a name, an attribute,
+    an imported name), and starts with an imported module's name or with this file's own module:
+    most model files name none of these, and then no method's calls need resolving."""
+    return ctx.source.may_name("BatchNorm", "NormAct", "torchvision") or ctx.module.startswith("torchvision")
+
+
 def _batchnorm_built_in(model):
     """(call, description) for BatchNorm built anywhere in the class's methods other than as a
     direct attribute: inside `nn.Sequential(...)`/`nn.ModuleList`, appended to a layer list, a
     torchvision/timm block that defaults to BatchNorm, or a torchvision backbone."""
+    if not model.ctx.fact(_may_build_batchnorm):
+        return None
     resolve = model.ctx.resolve
     for fn in model.all_methods:
         if fn.name == "forward":

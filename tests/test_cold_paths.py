@@ -13,7 +13,7 @@ from dpcheck.analysis.classes import _reads_like_module, collect_classes, module
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.index import ClassIndex, Pending
-from dpcheck.analysis.model_class import ModelClass, _registers_hooks
+from dpcheck.analysis.model_class import ModelClass, registers_hooks
 from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.tree import TreeIndex, _walk_recursively, _walk_with_stack
@@ -216,7 +216,7 @@ def test_hooks_are_searched_only_in_files_that_register_one():
             def forward(self, x):
                 return self.register(x)
     ''')
-    assert _registers_hooks(with_hook) and not _registers_hooks(without)
+    assert registers_hooks(with_hook) and not registers_hooks(without)
     model = ModelClass(with_hook, with_hook.classes["Net"], frozenset())
     assert [fn.name for fn in model.hooks] == ["grab"]
     assert ModelClass(without, without.classes["Net"], frozenset()).hooks == []

@@ -171,7 +171,7 @@ class ModelClass:
     def hooks(self) -> list[FunctionInfo]:
         """Hook functions the class registers on itself or its children (any method)."""
         found: list[FunctionInfo] = []
-        if not self.ctx.fact(_registers_hooks):
+        if not self.ctx.fact(registers_hooks):
             return found
         for fn in self.all_methods:
             for call in fn.nodes(ast.Call):
@@ -331,11 +331,10 @@ class ModelClass:
         return "other", set(), set()
 
 
-def _registers_hooks(ctx: FileContext) -> bool:
+def registers_hooks(ctx: FileContext) -> bool:
     """Does the file call any `*.register_*hook`? Most model files do not: then no class's methods
     need searching for hook registrations (the attribute names, deduplicated in C, are a few hundred)."""
-    text = ctx.source.text
-    if "register_" not in text and text.isascii():  # (a non-ASCII name may normalise to ASCII)
+    if not ctx.source.may_name("register_"):
         return False
     return any(name.startswith("register_") and name.endswith("hook")
                for name in set(map(_attr_of, ctx.nodes(ast.Attribute))))
