@@ -89,7 +89,7 @@ class BoundMethodStored(Rule):
                     message = f"`self.{name}` stores {why}: DataParallel replicas share it, so each " \
                               "replica calls the original module on its original device"
                     yield self._report(model, fn, target, message, compiled=why.startswith("a compiled"))
-        if not model.ctx.source.may_name("compile"):
+        if not model.ctx.fact(_may_compile):
             return
         for fn in model.all_methods:
             for call in fn.nodes(ast.Call):
@@ -145,6 +145,11 @@ def _bound(value, fn, model) -> str | None:
             if fn.self_attr(inner) is not None or (isinstance(inner, ast.Attribute) and fn.self_attr(inner.value)):
                 return f"{what} `{ast.unparse(inner)}`"
     return None
+
+
+def _may_compile(ctx) -> bool:
+    """Can any call of the file be a `.compile()`? (Asked once per file, not per class: a scan of its text.)"""
+    return ctx.source.may_name("compile")
 
 
 def _uses_self(method) -> bool:

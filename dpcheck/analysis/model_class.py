@@ -219,7 +219,7 @@ class ModelClass:
                     continue
                 for target in targets:
                     for name, value in _self_bindings(target, node.value, fn):
-                        fact = facts.setdefault(name, AttrFacts())
+                        fact = _facts_of(facts, name)
                         kind, elements, requires = self.classify(value, fn)
                         fact.kinds.add(kind)
                         fact.element_kinds |= elements
@@ -235,7 +235,7 @@ class ModelClass:
             if isinstance(func, ast.Name) and func.id == "setattr" and len(call.args) == 3 \
                     and fn.is_self(call.args[0]) and isinstance(call.args[1], ast.Constant) \
                     and isinstance(call.args[1].value, str):
-                fact = facts.setdefault(call.args[1].value, AttrFacts())
+                fact = _facts_of(facts, call.args[1].value)
                 kind, elements, requires = self.classify(call.args[2], fn)
                 fact.kinds.add(kind)
                 fact.element_kinds |= elements
@@ -244,7 +244,7 @@ class ModelClass:
         registered = _REGISTERS.get(func.attr)
         if registered and fn.is_self(func.value) and call.args \
                 and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
-            facts.setdefault(call.args[0].value, AttrFacts()).kinds.add(registered)
+            _facts_of(facts, call.args[0].value).kinds.add(registered)
             return
         # self.layers.append(nn.Linear(...)) in __init__ fills a plain list with modules.
         if func.attr not in _FILLS or not call.args:
@@ -252,7 +252,7 @@ class ModelClass:
         attr = fn.self_attr(func.value)
         if attr is not None:
             value = call.args[-1]
-            fact = facts.setdefault(attr, AttrFacts())
+            fact = _facts_of(facts, attr)
             values = value.elts if func.attr == "extend" and isinstance(
                 value, (ast.List, ast.Tuple)) else [value]
             for v in values:
@@ -329,6 +329,14 @@ class ModelClass:
             if inner in ("tensor", "scalar_tensor", "module", "parameter"):
                 return ("tensor" if inner == "scalar_tensor" else inner), elements, req
         return "other", set(), set()
+
+
+def _facts_of(facts: dict[str, AttrFacts], name: str) -> AttrFacts:
+    """``facts.setdefault(name, AttrFacts())`` without building a record for every attribute seen again."""
+    fact = facts.get(name)
+    if fact is None:
+        fact = facts[name] = AttrFacts()
+    return fact
 
 
 def registers_hooks(ctx: FileContext) -> bool:
