@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.context import code_names
 from dpcheck.analysis.model_class import registers_hooks
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -79,7 +80,7 @@ class HookRegisteredInForward(Rule):
 def _touches_hooks(ctx) -> bool:
     """Does the file register a hook (`*.register_*hook`) or call a `remove` at all? Most model
     files do neither, and then no class's forward code needs searching."""
-    return ctx.fact(registers_hooks) or ctx.source.may_name("remove")
+    return ctx.fact(registers_hooks) or "remove" in ctx.fact(code_names)
 
 
 def _is_registration(node) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.context import code_names
 from dpcheck.analysis.dataflow import behind_non_default_option
 from dpcheck.analysis.outputs import parameter_free
 from dpcheck.findings import ObservationKind as K
@@ -148,8 +149,8 @@ def _bound(value, fn, model) -> str | None:
 
 
 def _may_compile(ctx) -> bool:
-    """Can any call of the file be a `.compile()`? (Asked once per file, not per class: a scan of its text.)"""
-    return ctx.source.may_name("compile")
+    """Can any call of the file be a `.compile()`?"""
+    return "compile" in ctx.fact(code_names)
 
 
 def _uses_self(method) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.context import code_names
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -83,9 +84,9 @@ class AutogradInForward(Rule):
 
 
 def _may_call_autograd(ctx) -> bool:
-    """Can a call of this file be `.backward()`, `.zero_grad()` or `torch.autograd.*`? (A resolved
-    name is spelled by the file's identifiers and imports, or starts with its own module's name.)"""
-    return ctx.source.may_name("backward", "zero_grad", "autograd") or "autograd" in ctx.module
+    """Can a call of this file be `.backward()`, `.zero_grad()` or `torch.autograd.*`?"""
+    names = ctx.fact(code_names)
+    return "backward" in names or "zero_grad" in names or "autograd" in names
 
 
 def _mentions_parameters(node, fn) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.context import code_names
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -123,11 +124,11 @@ _BATCHNORM_BACKBONES = ("resnet", "resnext", "wide_resnet", "densenet", "mobilen
 
 
 def _may_build_batchnorm(ctx) -> bool:
-    """Can a call of this file resolve to a BatchNorm layer, a block that defaults to one, or a
-    torchvision backbone? A resolved name ends in an identifier of the file (a name, an attribute,
-    an imported name), and starts with an imported module's name or with this file's own module:
-    most model files name none of these, and then no method's calls need resolving."""
-    return ctx.source.may_name("BatchNorm", "NormAct", "torchvision") or ctx.module.startswith("torchvision")
+    """Can a call of this file resolve to a BatchNorm layer, a block that defaults to one (all
+    named *NormAct*), or a torchvision backbone? Most model files name none of these, and then no
+    method's calls need resolving."""
+    names = ctx.fact(code_names)
+    return "BatchNorm" in names or "NormAct" in names or "torchvision" in names
 
 
 def _batchnorm_built_in(model):

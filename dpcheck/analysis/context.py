@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from operator import attrgetter
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
@@ -14,6 +15,8 @@ from dpcheck.record import field, record
 
 # ``FileContext.resolve``'s memo: not asked yet (None is an answer).
 _UNRESOLVED = object()
+_attr_of = attrgetter("attr")
+_id_of = attrgetter("id")
 
 
 @record
@@ -114,3 +117,14 @@ class FileContext(_Indexed):
         return False, frozenset()
 
 
+def code_names(ctx: FileContext) -> str:
+    """The names the file's code spells, one a line: its names and attribute names, its import
+    targets and its own module. Every dotted name ``resolve`` gives is made of these, so a word
+    in no line here is in no resolved name and no attribute: rules ask this (``word in
+    ctx.fact(code_names)``) before walking classes for calls that most files never make. A tenth
+    the size of the text, and without its strings and comments; identifiers as Python reads them."""
+    names = set(map(_attr_of, ctx.nodes(ast.Attribute)))
+    names.update(map(_id_of, ctx.nodes(ast.Name)))
+    names.update(ctx.imports.aliases.values())
+    names.add(ctx.module)
+    return "\n".join(names)

@@ -99,10 +99,15 @@ def read_bytes(path: Path) -> bytes:
     blocking, so a FIFO or a device named like a .py file is refused instead of waited on."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+        # Read with the descriptor itself: a file object and its buffer cost more than reading a
+        # small file does. One read asks for a byte past the size, so a file that grew is read to its end.
+        chunks = [os.read(fd, status.st_size + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 20))
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

@@ -18,7 +18,7 @@ from operator import attrgetter
 from typing import Iterator
 
 from dpcheck.analysis.classes import ClassInfo
-from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.context import FileContext, code_names
 from dpcheck.analysis.torch_api import (
     _TENSOR_METHODS,
     CONTAINER_CTORS,
@@ -342,7 +342,7 @@ def _facts_of(facts: dict[str, AttrFacts], name: str) -> AttrFacts:
 def registers_hooks(ctx: FileContext) -> bool:
     """Does the file call any `*.register_*hook`? Most model files do not: then no class's methods
     need searching for hook registrations (the attribute names, deduplicated in C, are a few hundred)."""
-    if not ctx.source.may_name("register_"):
+    if "register_" not in ctx.fact(code_names):
         return False
     return any(name.startswith("register_") and name.endswith("hook")
                for name in set(map(_attr_of, ctx.nodes(ast.Attribute))))

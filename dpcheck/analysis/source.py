@@ -114,29 +114,15 @@ class SourceFile:
         end_col = self.char_column(end_row, end_col_b) if end_col_b is not None else col
         return row, col, end_row, end_col
 
-    def may_name(self, *words: str) -> bool:
-        """Could an identifier of the file (a name, an attribute, an imported name) contain one of
-        the ASCII ``words``? False only when none is in the text and the text spells every
-        identifier as Python reads it (``identifiers_as_spelled``): rules ask this before walking
-        code for names that most files never spell."""
-        text = self.text
-        return any(word in text for word in words) or not self.identifiers_as_spelled
-
     @cached_property
-    def identifiers_as_spelled(self) -> bool:
-        """Is every ASCII word of every identifier spelled in the text? Python reads identifiers
-        in NFKC form, where a fullwidth `Ｂ` or a ligature `ﬁ` becomes ASCII letters the text does
-        not spell. False when some non-ASCII character of the text normalises to anything ASCII,
-        or is a combining mark; otherwise normalising only merges letters away, never makes them."""
-        text = self.text
-        if text.isascii():
-            return True
-        return not any(map(_reads_as_ascii, set(_non_ascii().findall(text))))
+    def lowered_text(self) -> str:
+        """The text in lower case, for the case-blind directive tests (a copy of the text: made once)."""
+        return self.text.lower()
 
     @cached_property
     def comments(self) -> dict[int, list[tuple[int, str]]]:
         """Real comments (not text in strings) by row; tokenizes on first use."""
-        if "noqa" not in self.text.lower():
+        if "noqa" not in self.lowered_text:
             return {}  # the only comments anything here reads are noqa directives
         return _comments(self.lines)
 
@@ -156,7 +142,7 @@ class SourceFile:
     @cached_property
     def file_noqa(self) -> frozenset[str]:
         """Codes suppressed for the whole file by `# dpcheck: noqa[: codes]` comment lines."""
-        if "dpcheck" not in self.text.lower():
+        if "dpcheck" not in self.lowered_text:
             return frozenset()
         found: set[str] = set()
         for row, comments in self.comments.items():
@@ -167,19 +153,6 @@ class SourceFile:
                 if match:
                     found |= _split_codes(match.group("codes"))
         return frozenset(found)
-
-
-@cache
-def _non_ascii() -> re.Pattern:
-    return re.compile(r"[^\x00-\x7f]")
-
-
-@cache
-def _reads_as_ascii(char: str) -> bool:
-    """Can ``char`` put ASCII into an identifier as Python reads it (see ``identifiers_as_spelled``)?"""
-    import unicodedata
-
-    return unicodedata.category(char).startswith("M") or any(c < "\x80" for c in unicodedata.normalize("NFKC", char))
 
 
 def suppressed(code: str, codes: frozenset[str] | None) -> bool:
