@@ -45,7 +45,7 @@ def test_tree_index_order_is_preorder_in_source_order():
     index = TreeIndex(tree)
     assert index.order == preorder(tree)
     assert index.order[0] is tree
-    assert all(index.position[id(n)] == i for i, n in enumerate(index.order))
+    assert all(index.position[n] == i for i, n in enumerate(index.order))
 
 
 def test_tree_index_leaves_out_shared_singletons():
@@ -58,12 +58,12 @@ def test_tree_index_leaves_out_shared_singletons():
 def test_tree_index_parents():
     tree = parse(SAMPLE)
     index = TreeIndex(tree)
-    assert id(tree) not in index.parents
+    assert tree not in index.parents
     for node in index.order[1:]:
-        parent = index.parents[id(node)]
+        parent = index.parents[node]
         assert any(child is node for child in ast.iter_child_nodes(parent))
     forward = next(n for n in index.by_type[ast.FunctionDef] if n.name == "forward")
-    assert isinstance(index.parents[id(forward)], ast.ClassDef)
+    assert isinstance(index.parents[forward], ast.ClassDef)
 
 
 def test_tree_index_subtree_is_the_nodes_preorder_slice():

@@ -423,7 +423,7 @@ class ScriptFacts:
 
     def _isinstance_guard(self, node: ast.AST, text: str) -> ast.AST | None | bool:
         """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False."""
-        child, cur = node, self.parents.get(id(node))
+        child, cur = node, self.parents.get(node)
         while cur is not None:
             if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
                 test, positive = _unnot(cur.test)
@@ -442,7 +442,7 @@ class ScriptFacts:
                                 return False if positive else test
             if isinstance(cur, _SCOPES):
                 break
-            child, cur = cur, self.parents.get(id(cur))
+            child, cur = cur, self.parents.get(cur)
         return None
 
     def _wrapper_test(self, test: ast.AST, text: str) -> bool:
@@ -473,7 +473,7 @@ class ScriptFacts:
             if len(node.targets) != 1 or not isinstance(node.value, ast.Call) or self.dp_class(node.value) is None:
                 continue
             text = _target_text(node.targets[0])
-            parent = self.parents.get(id(node))
+            parent = self.parents.get(node)
             if text is None or not text.startswith("self."):
                 continue
             for block in ("body", "orelse", "finalbody"):
@@ -490,7 +490,7 @@ class ScriptFacts:
     def _arms(self, node: ast.AST) -> list[tuple[ast.AST, str, ast.AST]]:
         """(branching node, arm, test) for each if/try/ifexp enclosing ``node`` in its function."""
         arms = []
-        child, cur = node, self.parents.get(id(node))
+        child, cur = node, self.parents.get(node)
         while cur is not None and not isinstance(cur, _SCOPES):
             if isinstance(cur, (ast.If, ast.IfExp)) and child is not cur.test:
                 in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
@@ -498,7 +498,7 @@ class ScriptFacts:
             elif isinstance(cur, ast.Try) and child not in cur.finalbody:
                 arm = "body" if child in cur.body or child in cur.orelse else "handler"
                 arms.append((cur, arm, None))
-            child, cur = cur, self.parents.get(id(cur))
+            child, cur = cur, self.parents.get(cur)
         return arms
 
     def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
@@ -525,39 +525,39 @@ class ScriptFacts:
     # --- structure helpers ---------------------------------------------------------------
 
     def scope_of(self, node: ast.AST, attribute: bool = False) -> ast.AST:
-        cur = self.parents.get(id(node))
+        cur = self.parents.get(node)
         while cur is not None:
             if attribute and isinstance(cur, ast.ClassDef):
                 return cur
             if not attribute and isinstance(cur, _SCOPES):
                 return cur
-            cur = self.parents.get(id(cur))
+            cur = self.parents.get(cur)
         return self.ctx.tree
 
     def _enclosing(self, node: ast.AST, kinds) -> ast.AST | None:
-        cur = self.parents.get(id(node))
+        cur = self.parents.get(node)
         while cur is not None and not isinstance(cur, kinds):
-            cur = self.parents.get(id(cur))
+            cur = self.parents.get(cur)
         return cur
 
     def _within(self, node: ast.AST, outer: ast.AST) -> bool:
         """Is ``node`` in the subtree of ``outer``?"""
         index = self.ctx.tree_index
-        start, here = index.position.get(id(outer)), index.position.get(id(node))
+        start, here = index.position.get(outer), index.position.get(node)
         return start is not None and here is not None and start <= here < start + index.size[start]
 
     def _inside(self, node: ast.AST, scope: ast.AST) -> bool:
         if scope is self.ctx.tree:
             return True
-        cur = self.parents.get(id(node))
+        cur = self.parents.get(node)
         while cur is not None:
             if cur is scope:
                 return True
-            cur = self.parents.get(id(cur))
+            cur = self.parents.get(cur)
         return False
 
     def parent(self, node: ast.AST) -> ast.AST | None:
-        return self.parents.get(id(node))
+        return self.parents.get(node)
 
     def batch_dims(self) -> dict[int, ast.AST]:
         """DataParallel constructions given `dim=k` (id of the call -> k's expression)."""

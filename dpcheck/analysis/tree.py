@@ -277,19 +277,21 @@ class TreeIndex:
             # hand, reading any field that is there.
             order, up, size, by_type = _walk_with_stack(self.tree)
         self.order = order
-        self.position: dict[int, int] = dict(zip(map(id, order), range(len(order))))
+        # Keyed by the nodes themselves (they hash by identity): no id() int to make per node, to
+        # hash, and to free with the file, and a lookup is one call less.
+        self.position: dict[ast.AST, int] = dict(zip(order, range(len(order))))
         self.parents = _Parents(self.position, order, up)
         self.size = size
         self.by_type = by_type
 
     def subtree(self, node: ast.AST) -> list[ast.AST]:
         """``node`` and everything under it, in preorder."""
-        start = self.position[id(node)]
+        start = self.position[node]
         return self.order[start:start + self.size[start]]
 
     def nodes_within(self, node: ast.AST, node_type: type) -> list[ast.AST]:
         """The nodes of ``node_type`` in ``node``'s subtree (itself included), in preorder."""
-        start = self.position[id(node)]
+        start = self.position[node]
         return self.nodes_between(node_type, start, start + self.size[start])
 
     def nodes_between(self, node_type: type, start: int, end: int) -> list[ast.AST]:
@@ -301,35 +303,35 @@ class TreeIndex:
         if positions is None:
             position = self.position
             # map() keeps the loop in C: a type's positions are asked for over the whole file.
-            positions = self._type_positions[node_type] = list(map(position.__getitem__, map(id, nodes)))
+            positions = self._type_positions[node_type] = list(map(position.__getitem__, nodes))
         return nodes[bisect_left(positions, start):bisect_left(positions, end)]
 
 
 
 class _Parents:
-    """Node id -> its parent node (``dict``'s reading interface), from the walk's parent positions:
+    """Node -> its parent node (``dict``'s reading interface), from the walk's parent positions:
     building a dict of every node's parent cost an eighth of the walk, for the few nodes asked about.
     It holds the walk's lists, not the ``TreeIndex`` (which holds it: a reference cycle)."""
 
     __slots__ = ("_position", "_order", "_up")
 
-    def __init__(self, position: dict[int, int], order: list[ast.AST], up: list[int]) -> None:
+    def __init__(self, position: dict[ast.AST, int], order: list[ast.AST], up: list[int]) -> None:
         self._position, self._order, self._up = position, order, up
 
-    def get(self, node_id: int, default: Any = None) -> Any:
-        at = self._position.get(node_id)
+    def get(self, node: ast.AST, default: Any = None) -> Any:
+        at = self._position.get(node)
         if not at:  # not in this tree (None), or its root (0)
             return default
         return self._order[self._up[at]]
 
-    def __getitem__(self, node_id: int) -> ast.AST:
-        parent = self.get(node_id)
+    def __getitem__(self, node: ast.AST) -> ast.AST:
+        parent = self.get(node)
         if parent is None:
-            raise KeyError(node_id)
+            raise KeyError(node)
         return parent
 
-    def __contains__(self, node_id: int) -> bool:
-        return bool(self._position.get(node_id))
+    def __contains__(self, node: ast.AST) -> bool:
+        return bool(self._position.get(node))
 
 
 class _Indexed:
@@ -368,7 +370,7 @@ class _Indexed:
         return []
 
     def parent(self, node: ast.AST) -> ast.AST | None:
-        return self._index[1].get(id(node))
+        return self._index[1].get(node)
 
 
 @record
@@ -400,13 +402,13 @@ class FunctionInfo(_Indexed):
         walk: sibling statements' subtrees are adjacent in preorder, so the body runs from its
         first statement to the end of its last. A function met on its own gets a walk of its own."""
         index = self.tree_index
-        if index is None or id(self.node) not in index.position:
+        if index is None or self.node not in index.position:
             index = TreeIndex(self.node)
         body = self.node.body if isinstance(self.node.body, list) else [self.node.body]
         if not body:
             return index, 0, 0
-        last = index.position[id(body[-1])]
-        return index, index.position[id(body[0])], last + index.size[last]
+        last = index.position[body[-1]]
+        return index, index.position[body[0]], last + index.size[last]
 
     def _nodes_not_indexed(self, node_type: type) -> list[ast.AST]:
         # Sliced from the file's list of that type, rather than sorting every node of the body
@@ -420,7 +422,7 @@ class FunctionInfo(_Indexed):
         walk instead of walking it again; a node the walk never met (one built on the fly, as
         ``local_values`` builds ``x + y`` for ``x += y``) is walked on its own (then not in preorder)."""
         index = self._body_span[0]
-        start = index.position.get(id(node))
+        start = index.position.get(node)
         if start is None:
             return [n for n in ast.walk(node) if isinstance(n, node_type)]
         # The subtree's slice, filtered: the subtrees asked about are small (an assigned value, a

@@ -277,7 +277,7 @@ def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
     names = ctx.nodes(ast.Name)
     index = ctx.tree_index
     position = index.position
-    spans = {name: (position[id(node)], position[id(node)] + index.size[position[id(node)]])
+    spans = {name: (position[node], position[node] + index.size[position[node]])
              for name, node in candidates.items()}
     type_tests = set()
     for call in ctx.nodes(ast.Call):
@@ -289,7 +289,7 @@ def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
     used = set()
     for node in compress(names, map(spans.__contains__, map(_id_of, names))):
         span = spans[node.id]
-        if id(node) not in type_tests and not span[0] <= position[id(node)] < span[1]:
+        if id(node) not in type_tests and not span[0] <= position[node] < span[1]:
             used.add(node.id)
             if len(used) == len(spans):
                 return frozenset()
