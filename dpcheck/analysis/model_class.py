@@ -14,7 +14,8 @@ Every rule reads these instead of walking the tree itself:
 from __future__ import annotations
 
 import ast
-from operator import attrgetter
+import re
+from functools import cache
 from typing import Iterator
 
 from dpcheck.analysis.classes import ClassInfo
@@ -30,7 +31,6 @@ from dpcheck.analysis.torch_api import (
 from dpcheck.analysis.tree import FunctionInfo, cached_property
 from dpcheck.record import field, record
 
-_attr_of = attrgetter("attr")
 # What a call on ``self`` in code outside forward tells about an attribute.
 _REGISTERS = {"register_buffer": "buffer", "register_parameter": "parameter",
               "add_module": "module", "register_module": "module"}
@@ -331,6 +331,11 @@ class ModelClass:
         return "other", set(), set()
 
 
+@cache
+def _hook_registration_names() -> re.Pattern:
+    return re.compile(r"^register_.*hook$", re.MULTILINE)
+
+
 def _facts_of(facts: dict[str, AttrFacts], name: str) -> AttrFacts:
     """``facts.setdefault(name, AttrFacts())`` without building a record for every attribute seen again."""
     fact = facts.get(name)
@@ -340,12 +345,11 @@ def _facts_of(facts: dict[str, AttrFacts], name: str) -> AttrFacts:
 
 
 def registers_hooks(ctx: FileContext) -> bool:
-    """Does the file call any `*.register_*hook`? Most model files do not: then no class's methods
-    need searching for hook registrations (the attribute names, deduplicated in C, are a few hundred)."""
-    if "register_" not in ctx.fact(code_names):
-        return False
-    return any(name.startswith("register_") and name.endswith("hook")
-               for name in set(map(_attr_of, ctx.nodes(ast.Attribute))))
+    """Can the file call a `*.register_*hook`? Most model files cannot: then no class's methods
+    need searching for hook registrations. (A name of the file's code spelled so, attribute or
+    not: ``ModelClass.hooks`` checks the calls themselves.)"""
+    names = ctx.fact(code_names)
+    return "register_" in names and _hook_registration_names().search(names) is not None
 
 
 def _is_number(node: ast.AST) -> bool:

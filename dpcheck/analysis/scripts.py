@@ -43,7 +43,8 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
                              "requires_grad_", "type"})
 # Text in a file that can make any script rule fire (else they do not look at it).
-SCRIPT_TOKENS = ("DataParallel", "data_parallel", "Parallel")
+# ("DataParallel" is one of the words "Parallel" finds.)
+SCRIPT_TOKENS = ("Parallel", "data_parallel")
 # Text of a training script: where a model built by an imported function may be a wrapper.
 TRAINING_TOKENS = ("backward(", "torch.save(", "argparse", ".step()", "save_checkpoint")
 _PASSES = 4  # fixpoint over builders and parameters: chains deeper than this are rare
