@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import keyword
+from dpcheck.analysis.guards import branch_requires
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -71,6 +72,9 @@ class PadPackedWithoutTotalLength(Rule):
             for call, name in model.ctx.named_calls(fn):
                 if not (name in _FUNCTION or name.endswith(".pad_packed_sequence")):
                     continue
+                requires = branch_requires(model, fn, call)
+                if requires is None:
+                    continue  # behind a guard no run of the wrapped model takes
                 total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)
                 if total is None:
                     if _repadded_to_argument(fn, call):
@@ -79,10 +83,12 @@ class PadPackedWithoutTotalLength(Rule):
                     fix = None if padded is None else self.offer_fix(
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
                     yield self.violation(call, "`pad_packed_sequence` without `total_length`: each "
-                                         "DataParallel replica pads to its own chunk's longest sequence", fix=fix)
+                                         "DataParallel replica pads to its own chunk's longest sequence", fix=fix,
+                                         requires=requires)
                 elif _from_lengths(total, fn, 0):
                     yield self.violation(total, f"`total_length={ast.unparse(total)}` comes from the chunk's "
-                                         "lengths, so it still differs between DataParallel replicas")
+                                         "lengths, so it still differs between DataParallel replicas",
+                                         requires=requires)
 
     def fix(self, finding, editor):
         import libcst as cst

@@ -20,6 +20,7 @@ from typing import Sequence
 
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.source import SourceFile, suppressed
@@ -71,6 +72,8 @@ class FileResult:
     # call, on the replica) and anywhere else (wrapping.summarize_construction).
     built_per_call: list[str] = field(default_factory=list)
     built_elsewhere: list[str] = field(default_factory=list)
+    # How it calls the modules its classes hold: class -> what the calls pass (guards.module_calls).
+    module_calls: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
@@ -78,7 +81,8 @@ class FileResult:
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
                 "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
                 "unresolved_wraps": self.unresolved_wraps, "unused": self.unused,
-                "built_per_call": self.built_per_call, "built_elsewhere": self.built_elsewhere}
+                "built_per_call": self.built_per_call, "built_elsewhere": self.built_elsewhere,
+                "module_calls": self.module_calls}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -91,7 +95,8 @@ class FileResult:
                    [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
-                   [str(n) for n in data["built_per_call"]], [str(n) for n in data["built_elsewhere"]])
+                   [str(n) for n in data["built_per_call"]], [str(n) for n in data["built_elsewhere"]],
+                   {str(k): [str(m) for m in v] for k, v in dict(data["module_calls"]).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -251,6 +256,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
 def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
     source, display, classes = ctx.source, ctx.source.path, ctx.classes
     summarize_wrapping(ctx, result)
+    summarize_calls(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()

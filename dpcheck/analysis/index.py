@@ -5,8 +5,10 @@ used to settle findings whose class's module-ness depended on a base in another 
 and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
 DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
 (wrapped in some scanned file, or built as a layer in none), ``dim0:<class>`` (wrapped
-with the default batch dim wherever a scanned file wraps it) and ``outlives_call:<class>`` (an
-instance may outlive one forward call: not built only inside forward-reachable code).
+with the default batch dim wherever a scanned file wraps it), ``outlives_call:<class>`` (an
+instance may outlive one forward call: not built only inside forward-reachable code) and
+``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
+or a caller is not known; see dpcheck.analysis.guards).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Iterable
 
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.guards import UNKNOWN_CALLER
 from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
@@ -45,6 +48,8 @@ class ClassIndex:
         self._unused: set[str] = set()
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
+        self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
+        self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
         self._imported: set[str] = set()  # `module.Class` tails of every import target
         self._used: frozenset[str] | None = None
@@ -76,6 +81,9 @@ class ClassIndex:
         self._unused.update(result.unused)
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
+        for name, markers in result.module_calls.items():
+            self._module_calls.setdefault(name, set()).update(markers)
+        self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
         """Summarise the module that should define ``name``; True if anything new was added."""
@@ -232,6 +240,26 @@ class ClassIndex:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
         return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
 
+    def passed(self, text: str) -> bool:
+        """``<class>:<param>@<k>``: does some call of the class's modules in the scanned files pass
+        forward's parameter (by keyword, or as positional argument k), or is a caller not known
+        (none seen, a use other than a call, a wrap in DataParallel, a subclass that may call it)?"""
+        name, _, rest = text.rpartition(":")
+        param, _, position = rest.partition("@")
+        if self._calls_canonical is None:
+            canonical: dict[str, set[str]] = {}
+            for callee, markers in list(self._module_calls.items()):
+                canonical.setdefault(self.lookup(callee) or callee, set()).update(markers)
+            self._calls_canonical = canonical
+        markers = self._calls_canonical.get(name)
+        if not markers or UNKNOWN_CALLER in markers or param in markers or self.wrapped(name):
+            return True
+        simple = name.rsplit(".", 1)[-1]  # (by simple name: cheap, and a same-named base counts)
+        if any(base.rsplit(".", 1)[-1] == simple for bases in self.bases.values() for base in bases):
+            return True
+        most = max((int(m[1:]) for m in markers if m.startswith("#")), default=0)
+        return 0 <= int(position) < most
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -246,6 +274,8 @@ class ClassIndex:
             return self.batch_dim_is_zero(name)
         if kind == "outlives_call" and name:
             return self.outlives_call(name)
+        if kind == "passed" and name:
+            return self.passed(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -1,0 +1,175 @@
+"""Branches of forward that do not run when the model is wrapped, and the call-site facts they need.
+
+Code that a rule finds in forward-reachable code may sit behind a guard that no run under
+DataParallel takes:
+
+* ``if lengths is not None:`` (or ``if lengths:``) on a parameter of ``forward`` that defaults to
+  None/False and that no call of the module in the scanned files passes. Whether any call passes
+  it is a cross-file question: each file summarises how it calls the modules it holds in
+  ``self.<attr>`` (``module_calls``), and the project index settles the condition
+  ``passed:<class>:<param>@<position>`` (some call passes it, or a caller is not known).
+* ``if isinstance(x, PackedSequence):`` on a parameter of the forward of the model a script of
+  this file wraps in DataParallel: scatter cannot split a PackedSequence, so the wrapped model's
+  own inputs are never one.
+
+``branch_requires`` answers for one node; rules that report code behind such guards ask it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from dpcheck.analysis.wrapping import WRAPPED, wrap_evidence
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.context import FileContext
+    from dpcheck.analysis.model_class import ModelClass
+    from dpcheck.analysis.tree import FunctionInfo
+
+PASSED_CONDITION = "passed:"
+# Marker in a call summary: some use of the module is not a call whose arguments can be read.
+UNKNOWN_CALLER = "*"
+_PACKED_SEQUENCE = "torch.nn.utils.rnn.PackedSequence"
+_NEVER = None  # branch_requires: the node does not run when the model is wrapped
+
+
+def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple[frozenset[str], ...] | None:
+    """The cross-file conditions (a ``Finding.requires`` tuple, empty when there are none) under which
+    ``node`` of ``fn`` runs when ``model`` is wrapped; None when it does not run then."""
+    if fn.node.name != "forward" or fn.owner is None:
+        return ()
+    params = _forward_params(fn)
+    if not params:
+        return ()
+    requires: list[frozenset[str]] = []
+    parent = fn.parent(node)
+    child = node
+    while parent is not None and parent is not fn.node:
+        if isinstance(parent, ast.If) and child is not parent.test:
+            taken = child in parent.body
+            for name in _required_params(parent.test, taken, params):
+                position, default = params[name]
+                if default and not _rebound(fn, name):
+                    requires.append(frozenset({f"{PASSED_CONDITION}{fn.owner.qualname}:{name}@{position}"}))
+            if taken and _tests_packed(parent.test, params, model):
+                return _NEVER
+        child, parent = parent, fn.parent(parent)
+    return tuple(requires)
+
+
+def _forward_params(fn: FunctionInfo) -> dict[str, tuple[int, bool]]:
+    """Parameter name -> (position after self, -1 for keyword-only; defaults to None/False)."""
+    args = fn.node.args
+    positional = [*args.posonlyargs, *args.args][1:]
+    found: dict[str, tuple[int, bool]] = {}
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    for i, (arg, default) in enumerate(zip(positional, defaults)):
+        found[arg.arg] = (i, _is_off(default))
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        found[arg.arg] = (-1, _is_off(default))
+    return found
+
+
+def _is_off(default: ast.AST | None) -> bool:
+    return isinstance(default, ast.Constant) and (default.value is None or default.value is False)
+
+
+def _rebound(fn: FunctionInfo, name: str) -> bool:
+    return name in fn.local_values
+
+
+def _required_params(test: ast.AST, taken: bool, params: dict) -> list[str]:
+    """Parameters the branch (``taken``: the body, else the orelse) runs only when given:
+    `p is not None`, `p`, or either in an `and` for the body; `p is None`, `not p` for the orelse."""
+    if taken and isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [name for value in test.values for name in _required_params(value, True, params)]
+    if taken and isinstance(test, ast.Name) and test.id in params:
+        return [test.id]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id in params and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None \
+            and isinstance(test.ops[0], ast.IsNot if taken else ast.Is):
+        return [test.left.id]
+    if not taken and isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+            and isinstance(test.operand, ast.Name) and test.operand.id in params:
+        return [test.operand.id]
+    return []
+
+
+def _tests_packed(test: ast.AST, params: dict, model: ModelClass) -> bool:
+    """`isinstance(<forward parameter>, PackedSequence)` (alone or in an `and`) in the forward of the
+    class a script of this file wraps: DataParallel's scatter never hands it a PackedSequence."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_tests_packed(value, params, model) for value in test.values)
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+            and len(test.args) == 2 and isinstance(test.args[0], ast.Name) and test.args[0].id in params):
+        return False
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    if not all(model.ctx.resolve(t) == _PACKED_SEQUENCE for t in types):
+        return False
+    return wrap_evidence(model) == WRAPPED
+
+
+def module_calls(ctx: FileContext) -> dict[str, list[str]]:
+    """How this file calls the modules its classes hold: resolved class name -> markers of what
+    the calls pass (``#n``: the most positional arguments of one call; keyword names;
+    ``UNKNOWN_CALLER`` when an instance is used otherwise than called with readable arguments,
+    or built other than into `self.<attr>`). Only classes the file builds appear."""
+    calls: dict[str, set[str]] = {}
+    held: dict[tuple[int, str], set[str]] = {}  # (class node id, attr) -> classes built into it
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+        if not last[:1].isupper():
+            continue
+        name = ctx.resolve(func)
+        if not name or name.startswith(("torch.", "builtins.", "collections.", "typing.")):
+            continue
+        parent = ctx.parent(call)
+        target = parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
+        owner = _enclosing_class(ctx, call) if target is not None else None
+        if owner is not None and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and target.value.id == "self":
+            held.setdefault((id(owner), target.attr), set()).add(name)
+            calls.setdefault(name, set())
+        else:
+            calls.setdefault(name, set()).add(UNKNOWN_CALLER)
+    if not held:
+        return {name: sorted(markers) for name, markers in calls.items()}
+    for info in ctx.classes.values():
+        attrs = {attr for (owner, attr) in held if owner == id(info.node)}
+        if not attrs:
+            continue
+        for node in ctx.tree_index.nodes_within(info.node, ast.Attribute):
+            if node.attr not in attrs or not isinstance(node.value, ast.Name) or node.value.id != "self" \
+                    or not isinstance(node.ctx, ast.Load):
+                continue
+            markers = _call_markers(ctx, node)
+            for name in held[(id(info.node), node.attr)]:
+                calls[name].update(markers)
+    return {name: sorted(markers) for name, markers in calls.items()}
+
+
+def _call_markers(ctx: FileContext, node: ast.Attribute) -> set[str]:
+    """What a use of `self.<attr>` tells of the calls of the module it holds."""
+    parent = ctx.parent(node)
+    if isinstance(parent, ast.Attribute):
+        return set()  # `self.postnet.gru`: a member of it, not a call of it
+    if not (isinstance(parent, ast.Call) and parent.func is node):
+        return {UNKNOWN_CALLER}  # passed on, stored, iterated: its callers are not known
+    if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
+        return {UNKNOWN_CALLER}
+    return {f"#{len(parent.args)}", *(k.arg for k in parent.keywords)}
+
+
+def _enclosing_class(ctx: FileContext, node: ast.AST) -> ast.ClassDef | None:
+    parent = ctx.parent(node)
+    while parent is not None and not isinstance(parent, ast.ClassDef):
+        parent = ctx.parent(parent)
+    return parent
+
+
+def summarize_calls(ctx: FileContext, result) -> None:
+    """Fill ``result.module_calls`` for the project index."""
+    result.module_calls = ctx.fact(module_calls)

@@ -1,0 +1,98 @@
+"""Guards no run of the wrapped model takes: the call summaries files give the index, and the
+``passed:`` condition it settles from them (dpcheck.analysis.guards)."""
+
+import textwrap
+
+from dpcheck.analysis.file import analyze_source
+from dpcheck.analysis.index import ClassIndex
+from dpcheck.registry import rules_by_code
+
+LAYER = """
+import torch.nn as nn
+
+class Post(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, x, lengths=None, *, mask=None):
+        if lengths is not None:
+            x = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+        out, _ = self.gru(x)
+        if lengths is not None:
+            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        return out
+"""
+
+
+def _result(code, module):
+    rule = rules_by_code()["DP405"]()
+    return analyze_source(textwrap.dedent(code), f"{module}.py", [rule], module)
+
+
+def _caller(call):
+    return _result(f"""
+import torch.nn as nn
+from layer import Post
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.post = Post()
+
+    def forward(self, x, lengths):
+        return {call}
+""", "net")
+
+
+def _kept(*callers):
+    layer = _result(LAYER, "layer")
+    index = ClassIndex([layer, *callers])
+    return [f for f in layer.findings if index.holds(f)]
+
+
+def test_call_summary_records_positional_count_and_keywords():
+    assert _caller("self.post(x)").module_calls == {"layer.Post": ["#1"]}
+    assert _caller("self.post(x, lengths=lengths, mask=None)").module_calls == {
+        "layer.Post": ["#1", "lengths", "mask"]}
+    assert _caller("self.post(*x)").module_calls == {"layer.Post": ["*"]}
+
+
+def test_a_use_other_than_a_call_or_a_build_outside_self_is_an_unknown_caller():
+    passed_on = _caller("run(self.post, x)")
+    assert passed_on.module_calls == {"layer.Post": ["*"]}
+    member = _caller("self.post.gru(x)[0]")
+    assert member.module_calls == {"layer.Post": []}
+    built = _result("from layer import Post\nimport torch.nn as nn\nnet = nn.Sequential(Post())\n", "script")
+    assert built.module_calls == {"layer.Post": ["*"]}
+
+
+def test_branch_on_an_omitted_argument_goes():
+    assert _kept(_caller("self.post(x)")) == []
+
+
+def test_branch_on_a_passed_argument_stays():
+    assert len(_kept(_caller("self.post(x, lengths)"))) == 1
+    assert len(_kept(_caller("self.post(x, lengths=lengths)"))) == 1
+    assert len(_kept(_caller("self.post(x)"), _caller("self.post(x, lengths)"))) == 1
+
+
+def test_unknown_callers_count_as_passing():
+    assert len(_kept()) == 1  # no call seen
+    assert len(_kept(_caller("self.post(x, **kw)"))) == 1
+    assert len(_kept(_caller("run(self.post, x)"))) == 1
+
+
+def test_a_subclass_may_call_it():
+    sub = _result("from layer import Post\n\nclass Longer(Post):\n    pass\n", "sub")
+    assert len(_kept(_caller("self.post(x)"), sub)) == 1
+
+
+def test_only_none_or_false_defaults_and_unrebound_parameters():
+    rebound = LAYER.replace("        x = nn.utils", "        lengths = lengths\n        x = nn.utils", 1)
+    layer = _result(rebound, "layer")
+    index = ClassIndex([layer, _caller("self.post(x)")])
+    assert len([f for f in layer.findings if index.holds(f)]) == 1
+    required = _result(LAYER.replace("lengths=None", "lengths=3"), "layer")
+    index = ClassIndex([required, _caller("self.post(x)")])
+    assert len([f for f in required.findings if index.holds(f)]) == 1
