@@ -94,12 +94,31 @@ def _data_dependent_guard(node, fn):
             for sub in ast.walk(cur.test):
                 if isinstance(sub, ast.Call) and (
                         (isinstance(sub.func, ast.Attribute) and sub.func.attr in _DATA_CALLS)
-                        or (isinstance(sub.func, ast.Name) and sub.func.id == "len")):
+                        or (isinstance(sub.func, ast.Name) and sub.func.id == "len"
+                            and not _same_on_every_replica(sub.args, fn))):
                     return cur.test
                 if isinstance(sub, ast.Attribute) and sub.attr == "shape":
                     return cur.test
         cur = fn.parent(cur)
     return None
+
+
+def _same_on_every_replica(args, fn) -> bool:
+    """`len(layers)` of a forward parameter that defaults to a list, tuple or dict literal (scatter
+    hands every replica a sequence of the same length: numbers whole, tensors a chunk each), or
+    `len(self.blocks)`: the same value on every replica, unlike the length of a scattered tensor."""
+    if len(args) != 1:
+        return False
+    arg = args[0]
+    if fn.self_attr(arg) is not None:
+        return True
+    if not isinstance(arg, ast.Name) or arg.id in fn.local_values:
+        return False
+    spec = fn.node.args
+    positional = [*spec.posonlyargs, *spec.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(spec.defaults):]], spec.defaults))
+    defaults.update((a.arg, d) for a, d in zip(spec.kwonlyargs, spec.kw_defaults) if d is not None)
+    return isinstance(defaults.get(arg.id), (ast.List, ast.Tuple, ast.Dict))
 
 
 def _built_as_container(fn, name) -> bool:

@@ -184,6 +184,8 @@ def _built_here(inner, scope, ctx) -> bool:
         name = (ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
         if isinstance(value.func, ast.Attribute) and not name[:1].isupper():
             return False  # `self.train()`, `obj.build()`: an existing object, or one built elsewhere
+        if isinstance(value.func, ast.Name) and value.func.id == "getattr":
+            return False  # `getattr(self, "net" + name)`: an existing module, built (and moved) elsewhere
         builder = next((n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and isinstance(value.func, ast.Name) and n.name == value.func.id), None)
         if builder is not None and any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda")

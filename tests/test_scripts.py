@@ -603,3 +603,64 @@ def test_a_class_built_only_inside_forward_keeps_no_shared_device_state(project)
                                        "        self.reg = submodule.disparityregression(4)\n\n"
                                        "    def forward(self, x):\n        return self.reg(x)\n")
     assert rows() == [("submodule.py", 9)]
+
+
+def test_a_wrap_traced_through_a_builder_function_or_to_a_lowercase_class_of_the_file():
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        class alexnet(nn.Module):
+            def forward(self, x):
+                return x
+
+        class ResNet(nn.Module):
+            def forward(self, x):
+                return x
+
+        def resnet50(pretrained=False, **kwargs):
+            model = ResNet(**kwargs)
+            if pretrained:
+                model.load_state_dict({})
+            return model
+
+        def opaque(name):
+            return registry[name]()
+
+        class Small(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.DataParallel(alexnet())
+
+        class Big(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = resnet50(width=2)
+                self.encoder = nn.DataParallel(self.encoder)
+
+        class Other(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.DataParallel(opaque("x"))
+    """)
+    result = analyze_source(text, "models.py", [], "models")
+    assert result.wrapped == ["models.ResNet", "models.alexnet"]
+    assert len(result.unresolved_wraps) == 1  # opaque(): what its returns are is not known
+
+
+def test_a_script_that_does_not_parse_and_names_dataparallel_is_an_untraced_wrap(tmp_path):
+    # A script that cannot be read may wrap any class: no demotion to advice.
+    found = _project(tmp_path, {"models.py": _MODELS, "train.py": """
+        import torch.nn as nn
+        from models import Wrapped
+        model = nn.DataParallel(Wrapped())
+    """, "old_train.py": """
+        import torch.nn as nn
+        from models import Unused
+        model = nn.DataParallel(Unused().cuda(async=True))
+    """})
+    assert found[10]["severity"] == found[19]["severity"] == "error"
+    quiet = _project(tmp_path, {"old_train.py": """
+        print "no wrap here"
+    """})
+    assert quiet[19]["severity"] == "info"
+

@@ -222,6 +222,9 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         msg = getattr(exc, "msg", None) or str(exc)
         result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
+        if "DataParallel" in text or "data_parallel" in text:
+            # A script that may wrap a model but cannot be read: what the project wraps is not fully known.
+            result.unresolved_wraps = [row]
         return result
 
     index = TreeIndex(tree)  # walked when a rule first needs it

@@ -114,9 +114,19 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     if isinstance(node, ast.Call):
         name = _class_built(node, ctx)
         last = name.rsplit(".", 1)[-1]
-        if last[:1].isupper() and not name.startswith("torch."):
-            return [node]
-        return []
+        local = name[len(ctx.module) + 1:] if name.startswith(ctx.module + ".") else None
+        if (last[:1].isupper() or local in ctx.classes) and not name.startswith("torch."):
+            return [node]  # (a class of this file whatever its case: CMC's `alexnet(feat_dim)`)
+        builder = _local_builder(local, ctx) if local else None
+        if builder is None:
+            return []
+        # A builder function of this file (`def resnet50(**kw): model = ResNet(...); return model`):
+        # what its returns are instances of.
+        found = []
+        for ret in ctx.tree_index.nodes_within(builder, ast.Return):
+            if ret.value is not None and _enclosing_def(ret, ctx) is builder:
+                found += _constructions_of(ret.value, ret, ctx, depth + 1)
+        return found
     facts = script_facts(ctx)
     text = _text(node)
     if text is None:
@@ -129,6 +139,18 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _constructions_of(sub.value, sub, ctx, depth + 1)
     return found
+
+
+def _local_builder(name: str, ctx: FileContext) -> ast.FunctionDef | None:
+    """The module-level function of this file called ``name``, if any."""
+    return next((stmt for stmt in ctx.tree.body if isinstance(stmt, ast.FunctionDef) and stmt.name == name), None)
+
+
+def _enclosing_def(node: ast.AST, ctx: FileContext) -> ast.AST | None:
+    parent = ctx.parent(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        parent = ctx.parent(parent)
+    return parent
 
 
 def _text(node: ast.AST | None) -> str | None:
