@@ -122,6 +122,8 @@ class HookWritesSharedState(Rule):
                 if isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
                     root = _root_name(func.value)
                     if root is not None and (root == self_name or root not in local):
+                        if func.attr == "append" and len(sub.args) == 1 and _shape_count(sub.args[0], hook):
+                            continue  # one count per replica's chunk: together, the batch's (FLOP counters)
                         yield self._finding(sub, ast.unparse(func.value))
                 elif isinstance(func, ast.Name) and func.id == "setattr" and sub.args \
                         and isinstance(sub.args[0], ast.Name) and sub.args[0].id == self_name:
@@ -150,6 +152,65 @@ def _self_attr(written: str) -> str | None:
     """`self.counts[...]` -> `counts`: the module attribute a hook writes, when it writes one."""
     match = re.match(r"self\.(\w+)", written)
     return match.group(1) if match else None
+
+
+_SIZE_METHODS = frozenset({"size", "numel", "nelement", "dim"})
+
+
+def _shape_count(node, hook, depth=0) -> bool:
+    """Is ``node`` a Python number counted from the sizes of the hook's tensors (`batch * params *
+    h * w` with `batch, c, h, w = input[0].size()`, `input[0].nelement() * 2`), with configuration of
+    the hooked module (`module.kernel_size[0]`) and constants? Each replica then appends the count
+    of its own chunk, and the entries sum to the whole batch's, as on one device."""
+    return _number(node, hook, depth) and any(_size_call(n) for n in _expanded(node, hook, depth))
+
+
+def _number(node, hook, depth) -> bool:
+    if depth > 4:
+        return False
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float))
+    if _size_call(node):
+        return True
+    if isinstance(node, ast.Subscript):
+        inner = node.value
+        return _size_call(inner) or (isinstance(inner, ast.Attribute) and _module_config(inner, hook))
+    if isinstance(node, ast.Attribute):
+        return _module_config(node, hook)
+    if isinstance(node, ast.Name):
+        values = hook.local_values.get(node.id)
+        return bool(values) and all(_number(v, hook, depth + 1) for v in values)
+    if isinstance(node, ast.BinOp):
+        return _number(node.left, hook, depth) and _number(node.right, hook, depth)
+    if isinstance(node, ast.UnaryOp):
+        return _number(node.operand, hook, depth)
+    if isinstance(node, ast.IfExp):
+        return _number(node.body, hook, depth) and _number(node.orelse, hook, depth)
+    return False
+
+
+def _size_call(node) -> bool:
+    """`x.size()`, `x.size(0)`, `x.numel()`, `x.nelement()`, `x.dim()` (a Python int)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SIZE_METHODS
+
+
+def _module_config(node, hook) -> bool:
+    """`module.kernel_size`, `module.in_channels` on the hooked module (the hook's first parameter):
+    its configuration, not a tensor."""
+    params = hook.node.args.posonlyargs + hook.node.args.args
+    return isinstance(node.value, ast.Name) and bool(params) and node.value.id == params[0].arg \
+        and node.attr not in ("weight", "bias")
+
+
+def _expanded(node, hook, depth):
+    """``node``'s subtree with the values of the locals it reads, recursively."""
+    if depth > 4:
+        return
+    for sub in ast.walk(node):
+        yield sub
+        if isinstance(sub, ast.Name):
+            for value in hook.local_values.get(sub.id, ()):
+                yield from _expanded(value, hook, depth + 1)
 
 
 def _root_name(node):
