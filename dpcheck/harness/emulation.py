@@ -252,7 +252,13 @@ class _DeviceContext:
 
 @contextlib.contextmanager
 def emulated_cuda(n_devices: int):
-    """While active: torch.cuda reports N devices, and this thread runs in the tagging mode."""
+    """While active: torch.cuda reports N devices, and this thread runs in the tagging mode.
+    Inside an active one for the same N (this thread), it changes nothing: the harness enters it
+    once per model and each batch's steps enter it again (a second tagging mode on the stack
+    would run every op's Python hook twice)."""
+    if getattr(_thread, "emulating", None) == n_devices:
+        yield
+        return
     cuda = torch.cuda
     patches = {
         "is_available": lambda: True,
@@ -282,10 +288,12 @@ def emulated_cuda(n_devices: int):
 
     autocast.__init__ = autocast_init
     set_current_device(0)
+    outer, _thread.emulating = getattr(_thread, "emulating", None), n_devices
     try:
         with _patched(cuda, patches), _dataparallel_in_model_code(), VirtualDevices():
             yield
     finally:
+        _thread.emulating = outer
         cudnn.is_acceptable, cudnn.enabled = saved_acceptable, saved_enabled
         autocast.__init__ = saved_autocast_init
 

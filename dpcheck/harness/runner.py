@@ -158,6 +158,15 @@ def _deepcopy(obj):
     return copy.deepcopy(obj, memo)
 
 
+def _only_tensors_and_constants(obj, depth: int = 0) -> bool:
+    """Only plain tensors, None, numbers and strings, in lists, tuples and dicts."""
+    if type(obj) is torch.Tensor or obj is None or isinstance(obj, (bool, int, float, str)):
+        return True
+    if depth < 8 and type(obj) in (list, tuple, dict):
+        return all(_only_tensors_and_constants(o, depth + 1) for o in (obj.values() if type(obj) is dict else obj))
+    return False
+
+
 class Backend:
     name = "?"
 
@@ -179,6 +188,11 @@ class Backend:
     def copy(self, obj):
         """A deep copy of ``obj`` (a model not yet placed, the example's arguments)."""
         return _deepcopy(obj)
+
+    def placing_copies(self, *arguments) -> bool:
+        """Does ``place`` give the model a copy of everything in ``arguments``, so that no run can
+        change them (then the eval pass can reuse them without a copy)?"""
+        return False
 
     def seed(self, value: int) -> None:
         """Seed every generator the models' tensors draw from."""
@@ -235,6 +249,11 @@ class EmulatedBackend(Backend):
 
     def generator_states(self) -> list:
         return [torch.default_generator.get_state(), *_host_generator_states()]  # every tensor is on the CPU
+
+    def placing_copies(self, *arguments) -> bool:
+        # emulation.place clones every tensor and rebuilds every list, tuple and dict; anything else
+        # (an object the model could change) is passed as it is.
+        return _only_tensors_and_constants(arguments)
 
     def untagged(self):
         # Outside the tagging mode: its Python hook on every tensor op of a snapshot (summing each
@@ -460,25 +479,29 @@ def run_model(build: Callable[[int], tuple], backend: Backend, batch_sizes: list
     raised: dict[int, bool] = {}
     arguments: dict[int, tuple] = {}  # batch size -> the example's (args, kwargs) at that size
     unrun: dict[int, tuple] = {}  # batch size -> a copy of the example not run yet, for the eval pass
-    for batch in batch_sizes:
-        before = len(report.observations)
-        ok = _run_batch(build, backend, batch, model_file, report, arguments, unrun)
-        if ok is not None:
-            report.compared.append(batch)
-        raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
-    first = batch_sizes[0]
-    if first in raised and not raised[first]:
-        # Runs at a batch divisible by N, raises at an uneven or smaller one. (A failed gather is
-        # about the output, whatever the batch: it is not marked.)
-        report.observations = [
-            replace(o, evidence=f"{o.evidence} (batch {first} ran)", details={**o.details, "first_batch_ran": first})
-            if o.raised and o.batch != first and o.kind != K.GATHER_FAILED else o
-            for o in report.observations]
-    _argument_observations(arguments, backend, report)
-    report.observations = [replace(o, mode=o.mode or report.mode) for o in report.observations]
-    report.modes = [report.mode] if report.mode else []
-    if report.mode == "training" and report.compared:
-        _eval_pass(build, backend, model_file, report, unrun.get(_eval_batch(backend)))
+    # The backend's context once for the model (each batch's steps enter it again at no cost):
+    # entering the emulation patches torch.cuda, cuDNN and autocast and pushes the tagging mode.
+    with backend.context():
+        for batch in batch_sizes:
+            before = len(report.observations)
+            ok = _run_batch(build, backend, batch, model_file, report, arguments, unrun)
+            if ok is not None:
+                report.compared.append(batch)
+            raised[batch] = ok is False and any(o.raised for o in report.observations[before:])
+        first = batch_sizes[0]
+        if first in raised and not raised[first]:
+            # Runs at a batch divisible by N, raises at an uneven or smaller one. (A failed gather is
+            # about the output, whatever the batch: it is not marked.)
+            report.observations = [
+                replace(o, evidence=f"{o.evidence} (batch {first} ran)", details={**o.details, "first_batch_ran": first})
+                if o.raised and o.batch != first and o.kind != K.GATHER_FAILED else o
+                for o in report.observations]
+        with backend.untagged():
+            _argument_observations(arguments, backend, report)
+        report.observations = [replace(o, mode=o.mode or report.mode) for o in report.observations]
+        report.modes = [report.mode] if report.mode else []
+        if report.mode == "training" and report.compared:
+            _eval_pass(build, backend, model_file, report, unrun.get(_eval_batch(backend)))
     return report
 
 
@@ -544,7 +567,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
                 kept = _faithful_copy(ref_model, backend)
                 with contextlib.suppress(Exception):  # arguments deepcopy cannot copy: the pass builds again
                     if kept is not None:
-                        unrun[batch] = (kept, *backend.copy((args, kwargs)), torch.random.get_rng_state())
+                        example = (args, kwargs) if backend.placing_copies(args, kwargs) else backend.copy((args, kwargs))
+                        unrun[batch] = (kept, *example, torch.random.get_rng_state())
             dp_model = _second_model(ref_model, build, batch, backend)
             if eval_pass:
                 ref_model.eval()
@@ -566,14 +590,13 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
             backend.place_module(m, 0)
             _neutralise_randomness(m)
         batchnorm = _per_chunk_batchnorm(ref_model, chunks)
-        with backend.untagged():
-            before = snapshot(ref_model)
-
-        # Reference: everything on device 0, no replication.
-        ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         probe_randomness = batch == report.batches[0] and not eval_pass
         with backend.untagged():
+            before = snapshot(ref_model)
             generators_before = backend.generator_states() if probe_randomness else None
+
+        # Reference: everything on device 0, no replication (placing the arguments draws nothing).
+        ref_args, ref_kwargs = backend.place(args, 0), backend.place(kwargs, 0)
         try:
             _IN_REFERENCE.set()
             with tracing():
@@ -590,12 +613,11 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
                               details={"exception": type(exc).__name__})
             report.reference_failures.append(obs)
             return None
-        with backend.untagged():
-            ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
         # Randomness is the model's, not the batch size's: probed once, at the first batch, on the
         # single-device model itself when its forward changed no state, else on a third model as
         # built (the DataParallel one has not run yet).
         with backend.untagged():
+            ref_state, ref_grads = snapshot(ref_model), _grads(ref_model)
             drew_nothing = probe_randomness and _same_states(generators_before, backend.generator_states())
         if drew_nothing:
             # The step drew nothing from any generator: a run with another seed gives the same
@@ -665,23 +687,26 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
             report.observations.append(Observation(K.MEMORY_IMBALANCE, imbalance, batch=batch))
         gather_warned = any("all input tensors were scalars" in str(w.message) for w in caught)
 
-    found = len(report.observations)
-    _keyword_chunks(kwargs, scattered, batch, report)
-    _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
-    _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model), scratch)
-    if not stochastic:
-        before_grads = len(report.observations)
-        _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
-        if probe and len(report.observations) > before_grads:
-            with tracing():
-                _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch,
-                                    report, before_grads)
-    elif batch == report.batches[0] and not eval_pass:
-        report.errors.append(f"the outputs are random in {report.mode} mode even with dropout off (two "
-                             "single-device runs with different seeds differ): values and gradients were not compared")
-    matched = len(report.observations) == found
-    if batch == report.batches[0]:
-        _batchnorm_observations(batchnorm, chunks, batch, report)  # evidence, not a difference
+    # Comparing reads tensors the model no longer uses: outside the tagging mode, whose Python hook
+    # each op would pay (run_model holds the backend's context across the batches).
+    with backend.untagged():
+        found = len(report.observations)
+        _keyword_chunks(kwargs, scattered, batch, report)
+        _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
+        _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model), scratch)
+        if not stochastic:
+            before_grads = len(report.observations)
+            _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
+            if probe and len(report.observations) > before_grads:
+                with tracing():
+                    _probe_loss_weights(dp_model, dp_out, scalars, chunks, ref_grads, _computed_in(ref_out), batch,
+                                        report, before_grads)
+        elif batch == report.batches[0] and not eval_pass:
+            report.errors.append(f"the outputs are random in {report.mode} mode even with dropout off (two "
+                                 "single-device runs with different seeds differ): values and gradients were not compared")
+        matched = len(report.observations) == found
+        if batch == report.batches[0]:
+            _batchnorm_observations(batchnorm, chunks, batch, report)  # evidence, not a difference
     return matched
 
 
@@ -1116,7 +1141,7 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
                     f"(batch {batch})", output_path=path, batch=batch))
             elif not compare_values:
                 continue
-            elif r.is_floating_point() and not _close(r, d):
+            elif r.is_floating_point() and not (_identical(r, d) or _close(r, d)):
                 diff = float((r.detach().cpu().float() - d.detach().cpu().float()).abs().max())
                 report.observations.append(Observation(
                     K.VALUES_DIFFER, f"{path} differs from the single-device run by up to {diff:.3g} (same shape "
@@ -1129,6 +1154,12 @@ def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_val
             report.observations.append(Observation(
                 K.OUTPUT_VALUE_DIFFERS, f"{path} is {r!r:.60} on one device but {d!r:.60} under DataParallel",
                 output_path=path, batch=batch))
+
+
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same dtype, device and values: one op where `_close` takes several (an output computed
+    row by row, as most are, comes back from the replicas bit for bit)."""
+    return a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
 
 
 def _parameter_names(model: torch.nn.Module) -> list[str]:
@@ -1259,9 +1290,11 @@ def _all_close_summed(pairs, computed_in) -> bool:
     [(atol, rtol)] = tolerances
     a, b = [x.detach() for x, _ in pairs], [y.detach() for _, y in pairs]
     with torch.no_grad():
-        scales = torch.stack(torch._foreach_norm(a, float("inf"))).float()  # each tensor's largest element
-        differences = torch.stack(torch._foreach_norm(torch._foreach_sub(a, b), float("inf"))).float()
-        return bool((differences <= torch.clamp(scales * rtol, min=atol)).all())
+        # Each tensor's largest element, then each difference's, read back at once: four ops in all
+        # (a small model's gradients: a third of the time of comparing the norms as tensors).
+        norms = torch.stack(torch._foreach_norm([*a, *torch._foreach_sub(a, b)], float("inf"))).float().tolist()
+    scales, differences = norms[:len(a)], norms[len(a):]
+    return all(difference <= max(scale * rtol, atol) for scale, difference in zip(scales, differences))
 
 
 def _compare_grads(ref, dp, batch, backend, report, computed_in=None):
