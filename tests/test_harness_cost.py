@@ -398,3 +398,117 @@ def test_device0_memory_is_measured_once_at_the_first_and_largest_batch():
     assert report.modes == ["training", "eval"]  # the eval pass ran and did not measure again
     assert (backend.resets, backend.reads) == (1, 1)
     assert [o.batch for o in report.observations if o.kind == K.MEMORY_IMBALANCE] == [sizes[0]]
+
+
+def test_the_emulation_is_entered_once_per_model_and_a_nested_entry_adds_no_second_mode(monkeypatch):
+    from torch.overrides import _get_current_function_mode_stack
+
+    from dpcheck.harness import emulation
+    from dpcheck.harness.runner import default_batch_sizes, make_backend, run_model
+
+    def tagging_modes():
+        return sum(isinstance(m, emulation.VirtualDevices) for m in _get_current_function_mode_stack())
+
+    available = torch.cuda.is_available
+    with emulation.emulated_cuda(2):
+        with emulation.emulated_cuda(2):
+            assert tagging_modes() == 1  # a second mode would run every op's Python hook twice
+            assert torch.cuda.device_count() == 2
+        assert tagging_modes() == 1 and torch.cuda.is_available()  # the inner exit undid nothing
+    assert tagging_modes() == 0 and torch.cuda.is_available is available
+
+    entered = []
+    original = emulation._dataparallel_in_model_code
+
+    def counting():
+        entered.append(1)
+        return original()
+    monkeypatch.setattr(emulation, "_dataparallel_in_model_code", counting)
+    report = run_model(counted(Counter, []), make_backend("emulated", 2), default_batch_sizes(2))
+    assert report.compared == [4, 3, 1] and report.modes == ["training", "eval"]
+    # Once for the model (three batches and the eval pass), not once per batch; the model file's
+    # import enters it once more in the child.
+    assert len(entered) == 1
+
+
+def test_outputs_and_gradients_are_compared_outside_the_emulations_tagging_mode(monkeypatch):
+    from torch.overrides import _get_current_function_mode_stack
+
+    from dpcheck.harness import emulation, runner
+
+    seen = []
+
+    def watch(name):
+        original = getattr(runner, name)
+
+        def watched(*args, **kwargs):
+            seen.append((name, torch._C._is_torch_function_enabled() and any(
+                isinstance(m, emulation.VirtualDevices) for m in _get_current_function_mode_stack())))
+            return original(*args, **kwargs)
+        monkeypatch.setattr(runner, name, watched)
+
+    for name in ("_compare_outputs", "_compare_state", "_compare_grads", "_argument_observations"):
+        watch(name)
+    report = runner.run_model(counted(Counter, []), runner.make_backend("emulated", 2), [4, 3])
+    assert report.compared == [4, 3]
+    assert {name for name, _ in seen} == {"_compare_outputs", "_compare_state", "_compare_grads",
+                                          "_argument_observations"}
+    assert not any(under_mode for _, under_mode in seen), seen
+
+
+@pytest.mark.parametrize(("a", "b", "summed"), [
+    ([1.0, 2.0], [1.0, 2.0], False),
+    ([1.0, 2.0], [1.0 + 5e-5, 2.0], False),           # within atol
+    ([1.0, 2.0], [1.0 + 5e-4, 2.0], False),           # beyond atol, within rtol * |b|
+    ([1.0, 2.0], [1.1, 2.0], False),                  # beyond both
+    ([1e4, 1.0], [1e4 + 5.0, 1.0], False),            # within rtol of a large element
+    ([1e4, 1.0], [1e4, 1.5], True),                   # summed: the scale admits it
+    ([1e4, 1.0], [1e4, 1.5], False),                  # element-wise it does not
+    ([float("nan"), 1.0], [float("nan"), 1.0], False),
+    ([float("nan"), 1.0], [0.0, 1.0], False),
+    ([float("inf"), 1.0], [float("inf"), 1.0], False),
+    ([1.0, 1.0], [float("inf"), 1.0], False),         # an infinity is close only to itself
+    ([float("inf"), 1.0], [1.0, 1.0], False),
+    ([float("-inf"), 1.0], [float("inf"), 1.0], False),
+])
+def test_the_quick_closeness_check_agrees_with_allclose(a, b, summed):
+    from dpcheck.harness.runner import _all_close_summed, _close
+
+    x, y = torch.tensor(a), torch.tensor(b)
+    atol, rtol = 1e-4, 1e-3
+    if summed:
+        atol = max(atol, rtol * float(x.abs().nan_to_num(posinf=0.0, neginf=0.0).max()))
+    expected = torch.allclose(x, y, atol=atol, rtol=rtol, equal_nan=True)
+    assert _close(x, y, summed=summed) == expected
+    if summed:
+        # The fused check over many gradients may only say "close" where the pair is.
+        assert not _all_close_summed([(x, y), (y, y)], None) or expected
+
+
+def test_the_eval_pass_reuses_the_arguments_only_where_placing_them_copies_everything():
+    from dpcheck.harness.runner import default_batch_sizes, make_backend, run_model
+
+    class Notes:
+        """An argument the model changes: placing passes it as it is."""
+
+        def __init__(self):
+            self.seen = 0
+
+    class Noting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x, notes):
+            if not self.training and notes.seen:
+                raise RuntimeError("the eval pass got the arguments the training run changed")
+            notes.seen += 1
+            return self.fc(x)
+
+    backend = make_backend("emulated", 2)
+    assert backend.placing_copies((torch.randn(2, 4), [torch.randn(2)], {"k": (1, "s", None)}), {})
+    assert not backend.placing_copies((torch.randn(2, 4), Notes()), {})
+    assert not backend.placing_copies((torch.nn.Parameter(torch.randn(2)),), {})  # a subclass: not assumed
+    report = run_model(lambda batch: (Noting(), (torch.randn(batch, 4), Notes())), backend, default_batch_sizes(2))
+    assert report.modes == ["training", "eval"]
+    assert not report.notes, report.notes

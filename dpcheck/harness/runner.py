@@ -66,6 +66,11 @@ def _close(a: torch.Tensor, b: torch.Tensor, computed_in: torch.dtype | None = N
     than 1e-3 of their scale."""
     atol, rtol = _tolerance(a, b, computed_in)
     a, b = a.detach().cpu().float(), b.detach().cpu().float()
+    if a.shape == b.shape and a.numel() and float((a - b).abs().max()) <= atol:
+        # Every element within atol, which allclose allows whatever rtol and the scale add: three
+        # ops where allclose takes a dozen (0.1 ms on a 4x4 tensor). A NaN or an infinity makes the
+        # maximum NaN or too large, and allclose decides.
+        return True
     if summed and a.numel():
         scale = float(a.abs().nan_to_num(posinf=0.0, neginf=0.0).max())
         atol = max(atol, rtol * scale)
@@ -578,9 +583,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
             return None
         arguments[batch] = (args, kwargs)
         if not report.classes:
-            report.classes = sorted({c for classes in _owners(ref_model).values() for c in classes})
-            report.parameters = _parameter_names(ref_model)
             report.owner_classes = _owners(ref_model)
+            report.classes = sorted({c for classes in report.owner_classes.values() for c in classes})
+            report.parameters = _parameter_names(ref_model)
             report.scattered_to = report.owner_classes.get("", [])
         # The mode the example returned (training by default, as nn.Module starts): what a
         # training step under DataParallel runs, `if self.training:` branches included.
