@@ -512,3 +512,37 @@ def test_the_eval_pass_reuses_the_arguments_only_where_placing_them_copies_every
     report = run_model(lambda batch: (Noting(), (torch.randn(batch, 4), Notes())), backend, default_batch_sizes(2))
     assert report.modes == ["training", "eval"]
     assert not report.notes, report.notes
+
+
+def test_the_model_copy_makes_plain_tensors_as_deepcopy_does_sharing_and_attributes_kept():
+    import copy
+
+    from dpcheck.harness import emulation
+    from dpcheck.harness.runner import _deepcopy
+
+    class Buffers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.BatchNorm1d(4)
+            self.register_buffer("table", torch.arange(6.0).reshape(2, 3))
+            self.register_buffer("row", self.table[1])  # a view: shares the table's storage
+            self.register_buffer("transposed", torch.randn(3, 2).t())
+            self.register_buffer("trainable", torch.zeros(2, requires_grad=True))
+            self.register_buffer("absent", None)
+            self.mask = torch.ones(3)
+            self.prefix = self.mask[:2]
+
+    model = Buffers()
+    emulation.set_tag(model.table, 1)
+    model.row.note = [1, 2]
+    for copied in (copy.deepcopy(model), _deepcopy(model)):
+        assert copied.row.untyped_storage().data_ptr() == copied.table.untyped_storage().data_ptr()
+        assert copied.prefix.untyped_storage().data_ptr() == copied.mask.untyped_storage().data_ptr()
+        assert copied.table.untyped_storage().data_ptr() != model.table.untyped_storage().data_ptr()
+        assert copied.row.storage_offset() == 3 and copied.transposed.stride() == (1, 2)
+        assert emulation.tag_of(copied.table) == 1 and copied.row.note == [1, 2] and copied.row.note is not model.row.note
+        assert copied.trainable.requires_grad and copied.trainable.is_leaf and copied.absent is None
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(copied.state_dict()[name], tensor) and copied.state_dict()[name].dtype == tensor.dtype
+        copied.table.add_(1)
+        assert model.table[0, 0] == 0 and copied.row[0] == 4.0  # the copy's own storage, still shared by the view

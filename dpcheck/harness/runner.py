@@ -160,7 +160,38 @@ def _deepcopy(obj):
             for value in vars(module).values():
                 if type(value) in (dict, collections.OrderedDict) and not value:
                     memo[id(value)] = type(value)()
+                elif type(value) is torch.Tensor:
+                    _copy_plain_tensor(value, memo)
+            for buffer in module._buffers.values():
+                if type(buffer) is torch.Tensor:
+                    _copy_plain_tensor(buffer, memo)
     return copy.deepcopy(obj, memo)
+
+
+def _copy_plain_tensor(tensor: torch.Tensor, memo: dict) -> None:
+    """Put in deepcopy's ``memo`` the copy ``Tensor.__deepcopy__`` makes of a plain dense leaf
+    tensor (a buffer, a tensor attribute), made directly: its storage cloned through the same
+    per-storage memo, so tensors that share storage still share it in the copy, and its attributes
+    (the emulation's device tag) deep-copied. ``Tensor.__deepcopy__`` goes through TypedStorage's
+    Python wrappers: 0.1 ms a buffer, ten times a clone (resnet18's 60 BatchNorm buffers: 6 ms a
+    copy). Anything else (a subclass, a view with a graph, a gradient, a quantized, sparse,
+    conjugated or negated tensor) is left to deepcopy."""
+    if (id(tensor) in memo or not tensor.is_leaf or tensor.layout != torch.strided or tensor.is_quantized
+            or tensor.device.type not in ("cpu", "cuda") or tensor.is_conj() or tensor.is_neg()
+            or tensor.grad is not None):
+        return
+    storage = tensor.untyped_storage()
+    storages = memo.setdefault("torch", {})  # UntypedStorage.__deepcopy__'s memo
+    copied = storages.get(storage._cdata)
+    if copied is None:
+        copied = storages[storage._cdata] = storage.clone()
+    with torch.no_grad():
+        new = tensor.new_empty([])
+        new.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
+    if tensor.requires_grad:
+        new.requires_grad_()
+    new.__dict__ = copy.deepcopy(tensor.__dict__, memo)
+    memo[id(tensor)] = new
 
 
 def _only_tensors_and_constants(obj, depth: int = 0) -> bool:
