@@ -767,8 +767,9 @@ def _faithful_copy(model: torch.nn.Module, backend: Backend) -> torch.nn.Module 
     or None where deepcopy fails or the copy would still reach the original."""
     with contextlib.suppress(Exception):  # an attribute deepcopy cannot copy
         copied = backend.copy(model)
-        if not _refers_to(copied, model):
-            return copied
+        with backend.untagged():  # each tensor's `_backward_hooks` read would pay the mode's hook
+            if not _refers_to(copied, model):
+                return copied
     return None
 
 
