@@ -28,19 +28,26 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _code_fingerprint() -> str:
-    """Size and mtime of dpcheck's own modules: an edited rule (in a development install)
-    must not be served results its previous version computed."""
-    import dpcheck
-    import dpcheck.rules
+def _code_fingerprint(packages=None) -> str:
+    """Size and mtime of dpcheck's own modules, subpackages included (`dpcheck/analysis/`
+    holds most of the facts rules read): an edited module in a development install must not
+    be served results its previous version computed."""
+    if packages is None:
+        import dpcheck
+        import dpcheck.rules
 
+        packages = (dpcheck, dpcheck.rules)
     parts = []
-    for package in (dpcheck, dpcheck.rules):
-        for folder in package.__path__:
+    for package in packages:
+        pending = list(package.__path__)
+        while pending:
+            folder = pending.pop()
             for entry in sorted(os.scandir(folder), key=lambda e: e.name):
                 if entry.name.endswith(".py"):
                     stat = entry.stat()
-                    parts.append(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
+                    parts.append(f"{entry.path}:{stat.st_size}:{stat.st_mtime_ns}")
+                elif entry.is_dir() and entry.name != "__pycache__":
+                    pending.append(entry.path)
     return _digest("|".join(parts).encode())[:16]
 
 

@@ -102,3 +102,28 @@ def test_pool_results_come_back_in_input_order(tmp_path):
     assert [r.filename for r in parallel] == [str(p) for p in paths]
     assert [r.to_dict() for r in parallel] == [r.to_dict() for r in serial]
     assert sum(len(r.findings) for r in parallel) > 0
+
+def test_code_fingerprint_covers_subpackages(tmp_path):
+    """An edit to a module in a subpackage (dpcheck/analysis/ holds most facts) changes the
+    cache key, so a development install is never served results of the previous code."""
+    import os
+    import types
+
+    from dpcheck.cache import _code_fingerprint
+
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "top.py").write_text("x = 1\n")
+    nested = tmp_path / "analysis" / "facts.py"
+    nested.write_text("y = 1\n")
+    package = types.SimpleNamespace(__path__=[str(tmp_path)])
+    before = _code_fingerprint([package])
+    nested.write_text("y = 22\n")
+    assert _code_fingerprint([package]) != before
+    stamp = nested.stat().st_mtime_ns
+    before = _code_fingerprint([package])
+    os.utime(nested, ns=(stamp + 10**9, stamp + 10**9))
+    assert _code_fingerprint([package]) != before
+    before = _code_fingerprint([package])
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "stale.py").write_text("")
+    assert _code_fingerprint([package]) == before  # bytecode caches are not code
