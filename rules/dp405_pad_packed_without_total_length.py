@@ -115,7 +115,26 @@ def _padded_input(fn, resolve) -> str | None:
             if batch_first is None and len(call.args) > 2:
                 batch_first = call.args[2]
             dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
-            return f"{call.args[0].id}.size({dim})"
+            padded = _still_padded(call.args[0].id, fn, resolve)
+            return None if padded is None else f"{padded}.size({dim})"
+    return None
+
+
+def _still_padded(name, fn, resolve) -> str | None:
+    """A name that holds the padded tensor wherever the fix reads it: `name` itself unless the
+    function rebinds it to the packed sequence (`x = pack_padded_sequence(x, ...)`, where
+    `x.size(1)` would raise); then the one plain name it was copied from (`x = inputs`), if that
+    is never packed in turn; else None (no fix is offered)."""
+    def packed(values):
+        return any(isinstance(v, ast.Call) and (resolve(v.func) or "").endswith("pack_padded_sequence")
+                   for v in values)
+
+    values = fn.local_values.get(name) or []
+    if not packed(values):
+        return name
+    sources = [v for v in values if not packed([v])]
+    if len(sources) == 1 and isinstance(sources[0], ast.Name) and not packed(fn.local_values.get(sources[0].id) or []):
+        return sources[0].id
     return None
 
 
