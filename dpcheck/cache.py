@@ -21,7 +21,7 @@ from dpcheck import __version__
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 5
+_FORMAT = 6
 
 
 def _digest(data: bytes) -> str:

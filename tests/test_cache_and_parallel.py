@@ -127,3 +127,18 @@ def test_code_fingerprint_covers_subpackages(tmp_path):
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "stale.py").write_text("")
     assert _code_fingerprint([package]) == before  # bytecode caches are not code
+
+
+def test_file_result_round_trips_through_the_cache_format():
+    """The cross-file name lists are stored as space-separated strings: what comes back from
+    the cache equals what the analysis produced, empty lists included."""
+    from dpcheck.analysis.file import FileResult
+
+    result = FileResult("m.py", "m")
+    result.built_per_call = ["disparityregression", "Head"]
+    result.built_elsewhere = []
+    result.module_calls = {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}
+    back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.built_per_call == ["disparityregression", "Head"]
+    assert back.built_elsewhere == []
+    assert back.module_calls == {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}

@@ -81,8 +81,11 @@ class FileResult:
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
                 "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
                 "unresolved_wraps": self.unresolved_wraps, "unused": self.unused,
-                "built_per_call": self.built_per_call, "built_elsewhere": self.built_elsewhere,
-                "module_calls": self.module_calls}
+                # Name lists of the cross-file facts as one space-separated string each (names and
+                # call markers hold no spaces): on a large tree they are most of the cache's strings,
+                # and a warm run reads every file's entry.
+                "built_per_call": " ".join(self.built_per_call), "built_elsewhere": " ".join(self.built_elsewhere),
+                "module_calls": {k: " ".join(v) for k, v in self.module_calls.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -95,8 +98,8 @@ class FileResult:
                    [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
-                   [str(n) for n in data["built_per_call"]], [str(n) for n in data["built_elsewhere"]],
-                   {str(k): [str(m) for m in v] for k, v in dict(data["module_calls"]).items()})
+                   data["built_per_call"].split(), data["built_elsewhere"].split(),
+                   {str(k): v.split() for k, v in dict(data["module_calls"]).items()})
 
 
 def read_bytes(path: Path) -> bytes:
