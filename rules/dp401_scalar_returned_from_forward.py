@@ -9,7 +9,9 @@ DataParallel gathers outputs by concatenating them along dim 0. A 0-dim tensor h
 dim 0, so gather warns `Was asked to gather along dimension 0, but all input tensors
 were scalars; will instead unsqueeze and return a vector` and returns one value per
 GPU. `loss.backward()` then fails with `grad can be implicitly created only for scalar
-outputs`, and a `.mean()` of the vector weights uneven chunks equally.
+outputs`, and a `.mean()` of the vector weights uneven chunks equally. Under
+`DataParallel(model, dim=k)` with k other than 0, gather views each scalar as a one-element
+vector and then cannot concatenate those along dim k: the forward call raises.
 
 Classes whose name ends in `Loss`, `Criterion` or `Metric`, and classes built as
 children of another module in the same file, are not checked: DataParallel gathers
@@ -27,7 +29,10 @@ gathered vector in the training loop (`loss = loss.mean()`).
 
 from __future__ import annotations
 
+import ast
+
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves, scalar_reason
+from dpcheck.analysis.wrapping import wrapped_batch_dim
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -66,10 +71,19 @@ class ScalarReturnedFromForward(Rule):
     def check_class(self, model):
         if not gathered_class(model):
             return
+        consequence = _gather_consequence(wrapped_batch_dim(model))
         for leaf, fn, anchor in returned_leaves(model):
             reason = scalar_reason(leaf, fn, model)
             if reason:
-                yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): DataParallel "
-                                     "gathers it into a vector with one value per GPU",
+                yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",
                                      severity=optional_severity(anchor, model, leaf))
+
+
+def _gather_consequence(dim: ast.AST | None) -> str:
+    """What gather does with the scalars, given the `dim=` a script of this file wraps the class with."""
+    if dim is None or isinstance(dim, ast.Constant) and dim.value == 0:
+        return "DataParallel gathers it into a vector with one value per GPU"
+    # Gather turns each scalar into a one-element vector, which has no dim 1 (or -2, ...) to concatenate on.
+    return (f"DataParallel(dim={ast.unparse(dim)}) cannot gather it: the one-element vectors it makes of "
+            "the scalars have no such dim, so the call raises")
 
