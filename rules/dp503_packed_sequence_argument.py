@@ -1,8 +1,8 @@
 """
 ## What it does
 Flags a `forward` that receives a `PackedSequence`: an argument annotated
-`PackedSequence`, or one fed straight into an RNN or `pad_packed_sequence` and checked
-with `isinstance(arg, PackedSequence)`.
+`PackedSequence` (an error), or one that forward tests with `isinstance(arg, PackedSequence)`
+(a warning: forward accepts packed input, but callers may pass padded tensors only).
 
 ## Why is this bad?
 `PackedSequence` is a namedtuple, so DataParallel's scatter chunks each of its fields,
@@ -77,12 +77,13 @@ class PackedSequenceArgument(Rule):
             if isinstance(call.func, ast.Name) and call.func.id == "isinstance" and len(call.args) == 2 \
                     and isinstance(call.args[0], ast.Name) and call.args[0].id in params \
                     and (resolve(call.args[1]) or "").endswith("PackedSequence"):
-                yield self._finding(call.args[0])
+                yield self._finding(call.args[0], Severity.WARNING)
 
-    def _finding(self, node):
+    def _finding(self, node, severity=None):
         name = getattr(node, "arg", None) or getattr(node, "id", "?")
-        return self.violation(node, f"forward receives `{name}` as a PackedSequence: DataParallel scatters "
-                              "its data, batch_sizes and sorted_indices fields independently")
+        how = "receives" if severity is None else "accepts"
+        return self.violation(node, f"forward {how} `{name}` as a PackedSequence: DataParallel scatters "
+                              "its data, batch_sizes and sorted_indices fields independently", severity=severity)
 
     def matches(self, finding, observation, ran):
         # The DataParallel step failed on a PackedSequence.
