@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.devices import (
     parameter_device,
     pinned_device,
@@ -137,8 +138,7 @@ def _pinned_parameter(ctx, class_name: str, init: ast.FunctionDef, name: str, de
     params = [a.arg for a in positional][1:]
     if name not in params and name not in [a.arg for a in args.kwonlyargs]:
         return None
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    defaults = parameter_defaults(args)
     if name in defaults and _pinned_value(defaults[name], ctx):
         return f"a fixed device (the default `{name}={ast.unparse(defaults[name])}`)"
     required = _index_required(init, name)

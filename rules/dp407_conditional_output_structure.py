@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -114,11 +115,7 @@ def _same_on_every_replica(args, fn) -> bool:
         return True
     if not isinstance(arg, ast.Name) or arg.id in fn.local_values:
         return False
-    spec = fn.node.args
-    positional = [*spec.posonlyargs, *spec.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(spec.defaults):]], spec.defaults))
-    defaults.update((a.arg, d) for a, d in zip(spec.kwonlyargs, spec.kw_defaults) if d is not None)
-    return isinstance(defaults.get(arg.id), (ast.List, ast.Tuple, ast.Dict))
+    return isinstance(parameter_defaults(fn.node.args).get(arg.id), (ast.List, ast.Tuple, ast.Dict))
 
 
 def _built_as_container(fn, name) -> bool:

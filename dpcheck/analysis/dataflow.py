@@ -22,6 +22,15 @@ def parameters_of(fn: FunctionInfo) -> list[str]:
     return names[1:] if names and names[0] == fn.self_name and fn.owner is not None else names
 
 
+def parameter_defaults(args: ast.arguments) -> dict[str, ast.expr]:
+    """Parameter name -> its default expression, for the parameters that have one (positional
+    defaults belong to the last positional parameters; a keyword-only one may have none)."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return defaults
+
+
 _RESHAPERS = frozenset({"transpose", "permute", "t", "T", "swapaxes", "swapdims", "movedim", "mT"})
 
 
@@ -673,15 +682,8 @@ def _enclosing_def(ctx, node: ast.AST) -> ast.FunctionDef | None:
 
 
 def _param_default(fn: FunctionInfo, name: str):
-    args = fn.node.args
-    positional = args.posonlyargs + args.args
-    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
-        if arg.arg == name:
-            return default.value if isinstance(default, ast.Constant) else _MISSING
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        if arg.arg == name and default is not None:
-            return default.value if isinstance(default, ast.Constant) else _MISSING
-    return _MISSING
+    default = parameter_defaults(fn.node.args).get(name)
+    return default.value if isinstance(default, ast.Constant) else _MISSING
 
 
 def time_major_source(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0) -> ast.Call | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.wrapping import WRAPPED, wrap_evidence
 
 if TYPE_CHECKING:
@@ -61,13 +62,9 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
 def _forward_params(fn: FunctionInfo) -> dict[str, tuple[int, bool]]:
     """Parameter name -> (position after self, -1 for keyword-only; defaults to None/False)."""
     args = fn.node.args
-    positional = [*args.posonlyargs, *args.args][1:]
-    found: dict[str, tuple[int, bool]] = {}
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    for i, (arg, default) in enumerate(zip(positional, defaults)):
-        found[arg.arg] = (i, _is_off(default))
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        found[arg.arg] = (-1, _is_off(default))
+    defaults = parameter_defaults(args)
+    found = {arg.arg: (i, _is_off(defaults.get(arg.arg))) for i, arg in enumerate([*args.posonlyargs, *args.args][1:])}
+    found.update((arg.arg, (-1, _is_off(defaults.get(arg.arg)))) for arg in args.kwonlyargs)
     return found
 
 

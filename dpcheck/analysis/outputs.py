@@ -17,6 +17,7 @@ import re
 from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
@@ -627,12 +628,10 @@ def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
     if init is None:
         return [value]
     args = init.node.args
-    positional = args.posonlyargs + args.args
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    defaults = parameter_defaults(args)
     if value.id in defaults:
         return [defaults[value.id]]
-    return [] if value.id in {a.arg for a in positional + args.kwonlyargs} else [value]
+    return [] if value.id in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} else [value]
 
 
 _PY_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round", "repr", "format"})
@@ -695,10 +694,7 @@ def optional_path(anchor: ast.AST, model: ModelClass, flags_only: bool = False) 
     forward = model.forward
     if forward is None:
         return None
-    args = forward.node.args
-    positional = args.posonlyargs + args.args
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    defaults = parameter_defaults(forward.node.args)
     child, cur = anchor, forward.parent(anchor)
     while cur is not None and cur is not forward.node:
         if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
