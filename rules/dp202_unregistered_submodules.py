@@ -124,9 +124,7 @@ def _weighted_only_on_a_branch(model, fn, name) -> bool:
     if not weighted or len(weighted) == len(appends):
         return False
     for call in weighted:
-        branch = fn.parent(call)
-        while branch is not None and not isinstance(branch, ast.If):
-            branch = fn.parent(branch)
+        branch = fn.enclosing(call, ast.If)
         if branch is None or not branch.orelse:
             return False
         other = [c for c in appends if any(c is n for s in branch.orelse for n in ast.walk(s))]

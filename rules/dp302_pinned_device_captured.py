@@ -194,9 +194,7 @@ def _index_required(init: ast.FunctionDef, name: str) -> ast.AST | None:
 
 def _enclosing_init(ctx, node) -> tuple[str, ast.FunctionDef] | None:
     """(class name, its `__init__`) when ``node`` sits in the `__init__` of a class of this file."""
-    cur = ctx.parent(node)
-    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        cur = ctx.parent(cur)
+    cur = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     if cur is None or cur.name != "__init__":
         return None
     owner = ctx.parent(cur)

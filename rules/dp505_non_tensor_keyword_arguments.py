@@ -144,9 +144,7 @@ def _targets(node):
 
 def _loader_of(call, ctx, facts):
     """The `DataLoader(...)` construction the `for` loop around ``call`` iterates, if this file shows it."""
-    cur = facts.parent(call)
-    while cur is not None and not isinstance(cur, (ast.For, ast.AsyncFor)):
-        cur = facts.parent(cur)
+    cur = ctx.enclosing(call, (ast.For, ast.AsyncFor))
     if cur is None:
         return None
     source, at = cur.iter, cur

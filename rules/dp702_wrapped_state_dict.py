@@ -167,9 +167,7 @@ def _from_checkpoint(node, ctx, depth: int = 0) -> bool:
 
 def _local_values(name, ctx):
     """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
-    scope = name
-    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        scope = ctx.parent(scope)
+    scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
     nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
     return [n.value for n in nodes if isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]

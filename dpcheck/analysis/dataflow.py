@@ -506,9 +506,7 @@ def _guards(fn: FunctionInfo, read: ast.AST, write: ast.AST) -> bool:
     Such a write re-derives the value whenever the inputs call for it. An early exit when the
     value is already the one wanted (`if value == self.mode: return` before `self.mode = value`)
     guards the same way: the old value only decides whether to write."""
-    cur = fn.parent(read)
-    while cur is not None and not isinstance(cur, ast.stmt):
-        cur = fn.parent(cur)
+    cur = fn.enclosing(read, ast.stmt)
     if not isinstance(cur, ast.If):
         return False
     if all(isinstance(s, (ast.Return, ast.Pass)) for s in cur.body) and not cur.orelse \
@@ -664,7 +662,7 @@ def _constructor_default(model: ModelClass, init: FunctionInfo, name: str):
         if isinstance(arg, ast.Constant):
             found.add(arg.value)
             continue
-        owner = _enclosing_def(model.ctx, call)
+        owner = model.ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
         if not (isinstance(arg, ast.Name) and owner is not None and owner.name == "__init__"):
             return _MISSING
         default = _param_default(FunctionInfo(owner, None, model.ctx.tree_index), arg.id)
@@ -672,13 +670,6 @@ def _constructor_default(model: ModelClass, init: FunctionInfo, name: str):
             return _MISSING
         found.add(default)
     return found.pop() if len(found) == 1 else _MISSING
-
-
-def _enclosing_def(ctx, node: ast.AST) -> ast.FunctionDef | None:
-    cur = ctx.parent(node)
-    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        cur = ctx.parent(cur)
-    return cur
 
 
 def _param_default(fn: FunctionInfo, name: str):

@@ -125,7 +125,7 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
             continue
         parent = ctx.parent(call)
         target = parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
-        owner = _enclosing_class(ctx, call) if target is not None else None
+        owner = ctx.enclosing(call, ast.ClassDef) if target is not None else None
         if owner is not None and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id == "self":
             held.setdefault((id(owner), target.attr), set()).add(name)
@@ -158,13 +158,6 @@ def _call_markers(ctx: FileContext, node: ast.Attribute) -> set[str]:
     if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
         return {UNKNOWN_CALLER}
     return {f"#{len(parent.args)}", *(k.arg for k in parent.keywords)}
-
-
-def _enclosing_class(ctx: FileContext, node: ast.AST) -> ast.ClassDef | None:
-    parent = ctx.parent(node)
-    while parent is not None and not isinstance(parent, ast.ClassDef):
-        parent = ctx.parent(parent)
-    return parent
 
 
 def summarize_calls(ctx: FileContext, result) -> None:

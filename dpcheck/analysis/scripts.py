@@ -212,7 +212,7 @@ class ScriptFacts:
                 if self._script_like and _builder_like(func.id, resolved):
                     return Source(call, frozenset({f"builder:{resolved}"}))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            cls = self._enclosing(call, ast.ClassDef)
+            cls = self.ctx.enclosing(call, ast.ClassDef)
             key = f"{cls.name}.{func.attr}" if cls is not None else None
             if key in self._builders:
                 return self._builders[key]
@@ -329,7 +329,7 @@ class ScriptFacts:
 
     def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
         for node in self.ctx.tree_index.nodes_within(fn, ast.Return):
-            if node.value is not None and self._enclosing(node, _FUNCTIONS) is fn:
+            if node.value is not None and self.ctx.enclosing(node, _FUNCTIONS) is fn:
                 yield node
 
     def _parameter_wraps(self) -> list[Wrap]:
@@ -367,7 +367,7 @@ class ScriptFacts:
                 init = self._local_functions.get(f"{func.id}.__init__")
                 return (init, 1) if init is not None else (None, 0)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            cls = self._enclosing(call, ast.ClassDef)
+            cls = self.ctx.enclosing(call, ast.ClassDef)
             if cls is not None:
                 fn = self._local_functions.get(f"{cls.name}.{func.attr}")
                 if fn is not None:
@@ -398,7 +398,7 @@ class ScriptFacts:
             return None
         for wrap in self._wraps_by_name.get(text, ()):
             if wrap.parameter:
-                if wrap.start < node.lineno < wrap.end and self._enclosing(node, _FUNCTIONS) is wrap.scope:
+                if wrap.start < node.lineno < wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope:
                     return wrap
                 continue
             origin = wrap.origin
@@ -407,7 +407,7 @@ class ScriptFacts:
             if not (wrap.start < node.lineno <= wrap.end if wrap.end != float("inf") else wrap.start < node.lineno):
                 # `self.x` holds the wrapper in the other methods, and after the assignment in its own.
                 if not (text.startswith("self.") and wrap.scope is not self.ctx.tree) or (
-                        origin is not None and self._enclosing(node, _FUNCTIONS) is self._enclosing(origin, _FUNCTIONS)):
+                        origin is not None and self.ctx.enclosing(node, _FUNCTIONS) is self.ctx.enclosing(origin, _FUNCTIONS)):
                     continue
             if not self._inside(node, wrap.scope):
                 continue
@@ -534,12 +534,6 @@ class ScriptFacts:
                 return cur
             cur = self.parents.get(cur)
         return self.ctx.tree
-
-    def _enclosing(self, node: ast.AST, kinds) -> ast.AST | None:
-        cur = self.parents.get(node)
-        while cur is not None and not isinstance(cur, kinds):
-            cur = self.parents.get(cur)
-        return cur
 
     def _within(self, node: ast.AST, outer: ast.AST) -> bool:
         """Is ``node`` in the subtree of ``outer``?"""

@@ -372,6 +372,14 @@ class _Indexed:
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self._index[1].get(node)
 
+    def enclosing(self, node: ast.AST, kinds: type | tuple[type, ...]) -> ast.AST | None:
+        """The nearest ancestor of ``node`` (not ``node`` itself) that is one of ``kinds``, or None."""
+        parents = self._index[1]
+        cur = parents.get(node)
+        while cur is not None and not isinstance(cur, kinds):
+            cur = parents.get(cur)
+        return cur
+
 
 @record
 class FunctionInfo(_Indexed):
@@ -453,17 +461,10 @@ class FunctionInfo(_Indexed):
     def returns(self) -> Iterator[ast.AST]:
         """Values this function itself returns (not those of nested functions)."""
         for node in self.nodes(ast.Return):
-            if node.value is not None and self._enclosing_function(node) is self.node:
+            if node.value is not None and self.enclosing(node, FunctionNode) is self.node:
                 yield node.value
         if isinstance(self.node, ast.Lambda):
             yield self.node.body
-
-    def _enclosing_function(self, node: ast.AST) -> ast.AST | None:
-        cur = self.parent(node)
-        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                        ast.Lambda)):
-            cur = self.parent(cur)
-        return cur
 
 
 def _bind(target: ast.AST, value: ast.AST, values: dict[str, list[ast.AST]]) -> None:

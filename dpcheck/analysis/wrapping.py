@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
+from dpcheck.analysis.torch_api import FunctionNode
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
 from dpcheck.record import record
 
@@ -124,7 +125,7 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         # what its returns are instances of.
         found = []
         for ret in ctx.tree_index.nodes_within(builder, ast.Return):
-            if ret.value is not None and _enclosing_def(ret, ctx) is builder:
+            if ret.value is not None and ctx.enclosing(ret, FunctionNode) is builder:
                 found += _constructions_of(ret.value, ret, ctx, depth + 1)
         return found
     facts = script_facts(ctx)
@@ -144,13 +145,6 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
 def _local_builder(name: str, ctx: FileContext) -> ast.FunctionDef | None:
     """The module-level function of this file called ``name``, if any."""
     return next((stmt for stmt in ctx.tree.body if isinstance(stmt, ast.FunctionDef) and stmt.name == name), None)
-
-
-def _enclosing_def(node: ast.AST, ctx: FileContext) -> ast.AST | None:
-    parent = ctx.parent(node)
-    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        parent = ctx.parent(parent)
-    return parent
 
 
 def _text(node: ast.AST | None) -> str | None:
