@@ -214,14 +214,13 @@ def _constructions(ctx, class_name: str) -> list[ast.Call]:
 
 def _calls_by_local_name(ctx) -> dict[str, list[ast.Call]]:
     """Calls of this file by the in-file name they call (`Net(...)`, `module.Net(...)`), in order."""
-    prefix = f"{ctx.module}."
     found: dict[str, list[ast.Call]] = {}
     for call in ctx.nodes(ast.Call):
         func = call.func
         if isinstance(func, ast.Name):
             found.setdefault(func.id, []).append(call)
         elif isinstance(func, ast.Attribute):
-            resolved = ctx.resolve(func) or ""
-            if resolved.startswith(prefix):
-                found.setdefault(resolved[len(prefix):], []).append(call)
+            local = ctx.local_name(ctx.resolve(func))
+            if local is not None:
+                found.setdefault(local, []).append(call)
     return found

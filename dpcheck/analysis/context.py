@@ -99,6 +99,13 @@ class FileContext(_Indexed):
         """(certainly a module, or else the unresolved names any one of which would make it one)."""
         return self.module_status.get(name, (False, frozenset()))
 
+    def local_name(self, dotted: str | None) -> str | None:
+        """The in-file name a resolved dotted name of this module has (`pkg.model.Net` in
+        pkg/model.py: `Net`), or None for a name of another module."""
+        if dotted and dotted.startswith(self.module + "."):
+            return dotted[len(self.module) + 1:]
+        return None
+
     def callee_module_status(self, call: ast.AST) -> tuple[bool, frozenset[str]]:
         """Is ``call`` a construction of an nn.Module? (sure, or conditions on the index)."""
         if not isinstance(call, ast.Call):
@@ -106,8 +113,8 @@ class FileContext(_Indexed):
         name = self.resolve(call.func)
         if is_torch_nn_class(name):
             return True, frozenset()
-        if name and name.startswith(self.module + "."):
-            local = name[len(self.module) + 1:]
+        local = self.local_name(name)
+        if local is not None:
             if local in self.classes:
                 return self.class_is_module(local)
             return False, frozenset()

@@ -805,7 +805,7 @@ def _built_layout_keeping(value: ast.AST, ctx, depth: int) -> bool:
         # Layers that take several sequences or return a tuple whose first element is not what the
         # code goes on with are left out.
         return name.rsplit(".", 1)[-1] not in _SPLITTING_LAYERS
-    local = name[len(ctx.module) + 1:] if name.startswith(ctx.module + ".") else None
+    local = ctx.local_name(name)
     info = ctx.classes.get(local) if local else None
     if info is None:
         return False

@@ -85,7 +85,7 @@ class ModelClass:
                 continue
             order.append(cur)
             for base in cur.bases:
-                local = base[len(self.ctx.module) + 1:] if base.startswith(self.ctx.module + ".") else None
+                local = self.ctx.local_name(base)
                 if local and local in self.ctx.classes:
                     stack.append(self.ctx.classes[local])
         return order

@@ -673,7 +673,7 @@ def _plain_dataclass(ctx: FileContext, info, depth: int) -> bool:
     if not decorated:
         return False
     for base in info.bases:
-        local = base[len(ctx.module) + 1:] if base.startswith(ctx.module + ".") else None
+        local = ctx.local_name(base)
         if local is None or local not in ctx.classes or not _plain_dataclass(ctx, ctx.classes[local], depth + 1):
             return False
     return True

@@ -127,9 +127,8 @@ class ScriptFacts:
     def _dp_name(self, resolved: str, local_only: bool = False) -> bool:
         if resolved in DATAPARALLEL_CLASSES:
             return True
-        prefix = self.ctx.module + "."
-        if resolved.startswith(prefix):
-            local = resolved[len(prefix):]
+        local = self.ctx.local_name(resolved)
+        if local is not None:
             if local == "DataParallel" and local not in self.ctx.classes and self._star_dataparallel:
                 return True
             if not local_only and local in self.local_dataparallel_classes:
@@ -147,7 +146,7 @@ class ScriptFacts:
         if dim is None and len(call.args) > 3:
             dim = call.args[3]
         if self._dp_name(resolved):
-            local = resolved[len(self.ctx.module) + 1:] if resolved.startswith(self.ctx.module + ".") else ""
+            local = self.ctx.local_name(resolved) or ""
             return Source(call, frozenset(), dim, self.local_dataparallel_classes.get(local, ""))
         last = resolved.rsplit(".", 1)[-1]
         if "Parallel" in last and last[:1].isupper() and not resolved.startswith(

@@ -115,7 +115,7 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     if isinstance(node, ast.Call):
         name = _class_built(node, ctx)
         last = name.rsplit(".", 1)[-1]
-        local = name[len(ctx.module) + 1:] if name.startswith(ctx.module + ".") else None
+        local = ctx.local_name(name)
         if (last[:1].isupper() or local in ctx.classes) and not name.startswith("torch."):
             return [node]  # (a class of this file whatever its case: CMC's `alexnet(feat_dim)`)
         builder = _local_builder(local, ctx) if local else None
