@@ -91,9 +91,10 @@ class FileContext(_Indexed):
         return values
 
     @cached_property
-    def module_functions(self) -> list[FunctionInfo]:
-        self._index  # noqa: B018 - make sure the tree index exists
-        return [FunctionInfo(n, None, self.tree_index) for n in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef)]
+    def module_functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions the module defines at its top level, by name (the last definition of a
+        name, as Python binds it)."""
+        return {stmt.name: stmt for stmt in self.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def class_is_module(self, name: str) -> tuple[bool, frozenset[str]]:
         """(certainly a module, or else the unresolved names any one of which would make it one)."""

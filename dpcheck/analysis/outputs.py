@@ -469,14 +469,10 @@ def _callee(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo
     if isinstance(call.func, ast.Attribute):
         return _helper_method(call, fn, model)
     if isinstance(call.func, ast.Name) and call.func.id not in fn.local_values:
-        node = model.ctx.fact(_module_functions).get(call.func.id)
+        node = model.ctx.module_functions.get(call.func.id)
         if node is not None:
             return model.ctx.function(node, None)
     return None
-
-
-def _module_functions(ctx: FileContext) -> dict[str, ast.AST]:
-    return {stmt.name: stmt for stmt in ctx.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass, depth: int) -> str | None:

@@ -118,8 +118,8 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         local = ctx.local_name(name)
         if (last[:1].isupper() or local in ctx.classes) and not name.startswith("torch."):
             return [node]  # (a class of this file whatever its case: CMC's `alexnet(feat_dim)`)
-        builder = _local_builder(local, ctx) if local else None
-        if builder is None:
+        builder = ctx.module_functions.get(local) if local else None
+        if not isinstance(builder, ast.FunctionDef):
             return []
         # A builder function of this file (`def resnet50(**kw): model = ResNet(...); return model`):
         # what its returns are instances of.
@@ -140,11 +140,6 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _constructions_of(sub.value, sub, ctx, depth + 1)
     return found
-
-
-def _local_builder(name: str, ctx: FileContext) -> ast.FunctionDef | None:
-    """The module-level function of this file called ``name``, if any."""
-    return next((stmt for stmt in ctx.tree.body if isinstance(stmt, ast.FunctionDef) and stmt.name == name), None)
 
 
 def _text(node: ast.AST | None) -> str | None:
@@ -388,8 +383,7 @@ def summarize_construction(ctx: FileContext, models: list[ModelClass], result) -
     # keep the per-call work in C.)
     in_forward = _called_names(forward_calls, modules)
     everywhere = _called_names(ctx.nodes(ast.Call), modules)
-    skip = _BUILTIN_NAMES.union(stmt.name for stmt in ctx.tree.body
-                                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    skip = _BUILTIN_NAMES.union(ctx.module_functions)
     result.built_per_call = sorted(in_forward.keys() - skip)
     result.built_elsewhere = sorted(name for name, count in everywhere.items()
                                     if count > in_forward.get(name, 0) and name not in skip)
