@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import argument
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -120,8 +121,7 @@ def _cache_size(ctx, decorator):
         return _NOT_A_CACHE
     if not isinstance(decorator, ast.Call):
         return 128
-    size = next((k.value for k in decorator.keywords if k.arg == "maxsize"),
-                decorator.args[0] if decorator.args else None)
+    size = argument(decorator, 0, "maxsize")
     if size is None:
         return 128
     if isinstance(size, ast.Constant):

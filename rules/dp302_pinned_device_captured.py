@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import parameter_defaults
+from dpcheck.analysis.dataflow import keyword, parameter_defaults
 from dpcheck.analysis.devices import (
     parameter_device,
     pinned_device,
@@ -146,7 +146,7 @@ def _pinned_parameter(ctx, class_name: str, init: ast.FunctionDef, name: str, de
         return (f"a fixed device (`{name}` must name a GPU index: `{ast.unparse(required)}` "
                 f"on line {required.lineno})")
     for call in _constructions(ctx, class_name):
-        passed = next((k.value for k in call.keywords if k.arg == name), None)
+        passed = keyword(call, name)
         if passed is None and name in params and params.index(name) < len(call.args):
             passed = call.args[params.index(name)]
         if passed is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import keyword
+from dpcheck.analysis.dataflow import argument, keyword
 from dpcheck.analysis.guards import branch_requires
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
@@ -75,7 +75,7 @@ class PadPackedWithoutTotalLength(Rule):
                 requires = branch_requires(model, fn, call)
                 if requires is None:
                     continue  # behind a guard no run of the wrapped model takes
-                total = keyword(call, "total_length") or (call.args[3] if len(call.args) > 3 else None)
+                total = argument(call, 3, "total_length")
                 if total is None:
                     if _repadded_to_argument(fn, call):
                         continue  # padded up to the length every replica's argument shares

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import parameters_of, rnn_kind
+from dpcheck.analysis.dataflow import argument, parameters_of, rnn_kind
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -67,7 +67,7 @@ class HiddenStateArgument(Rule):
         for call in fn.nodes(ast.Call):
             if rnn_kind(model, fn.self_attr(call.func)) not in _RNNS:
                 continue
-            state = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "hx"), None)
+            state = argument(call, 1, "hx")
             names = [n for n in ast.walk(state)] if state is not None else []
             for sub in names:
                 if isinstance(sub, ast.Name) and sub.id in params and not _rebound_before(fn, sub.id, call.lineno):

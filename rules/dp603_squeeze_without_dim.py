@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import is_batch_tensor, keyword
+from dpcheck.analysis.dataflow import argument, is_batch_tensor
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -285,5 +285,5 @@ def _single_output(receiver, fn, model) -> bool:
     value = facts.assignments[0][1]
     if not (isinstance(value, ast.Call) and (model.ctx.resolve(value.func) or "").endswith("nn.Linear")):
         return False
-    out = value.args[1] if len(value.args) > 1 else keyword(value, "out_features")
+    out = argument(value, 1, "out_features")
     return isinstance(out, ast.Constant) and out.value == 1

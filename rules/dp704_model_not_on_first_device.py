@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import re
 
+from dpcheck.analysis.dataflow import keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -131,7 +132,7 @@ def _handed_on(inner, call, holders, scope, facts) -> bool:
 
 
 def _first_device(call) -> int | None:
-    ids = next((k.value for k in call.keywords if k.arg == "device_ids"), None)
+    ids = keyword(call, "device_ids")
     if ids is None and len(call.args) > 1:
         ids = call.args[1]
     if ids is None:
@@ -154,7 +155,7 @@ def _moves_in(node):
 
 def _target_index(move) -> int | None:
     if not move.args:
-        device = next((k.value for k in move.keywords if k.arg == "device"), None)
+        device = keyword(move, "device")
         if device is None:
             return 0 if move.func.attr == "cuda" else None
     else:

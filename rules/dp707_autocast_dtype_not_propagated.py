@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -57,7 +58,7 @@ class AutocastDtypeNotPropagated(Rule):
             for item in node.items:
                 expr = item.context_expr
                 if isinstance(expr, ast.Call) and (ctx.resolve(expr.func) or "") in _AUTOCAST:
-                    value = next((k.value for k in expr.keywords if k.arg == "dtype"), None)
+                    value = keyword(expr, "dtype")
                     if value is not None and ast.unparse(value).rsplit(".", 1)[-1] not in ("float16", "half"):
                         dtype = ast.unparse(value)
                         # `dtype16 = torch.float16 if fp16 else torch.bfloat16`: bfloat16 only behind an option.

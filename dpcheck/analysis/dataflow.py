@@ -171,7 +171,14 @@ def rnn_kind(model: ModelClass, attr: str | None) -> str | None:
 
 
 def keyword(call: ast.Call, name: str) -> ast.AST | None:
+    """The value ``call`` passes as keyword argument ``name``, or None."""
     return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
+    """The value ``call`` passes for a parameter: its positional argument ``position``, else its
+    keyword argument ``name`` (a valid call passes one at the most), or None."""
+    return call.args[position] if len(call.args) > position else keyword(call, name)
 
 
 def is_true(node: ast.AST | None) -> bool:
@@ -231,7 +238,7 @@ def stacks_new_leading_dim(call: ast.Call, fn: FunctionInfo, derived: dict[str, 
     if name != "stack" or not call.args or not (isinstance(func, ast.Name) or (
             isinstance(func.value, ast.Name) and func.value.id == "torch")):
         return False
-    dim = keyword(call, "dim") or (call.args[1] if len(call.args) > 1 else None)
+    dim = argument(call, 1, "dim")
     if dim is not None and not (isinstance(dim, ast.Constant) and dim.value == 0):
         return False
     return _per_step_list(call.args[0], fn, batch_derived(fn) if derived is None else derived)
@@ -655,7 +662,7 @@ def _constructor_default(model: ModelClass, init: FunctionInfo, name: str):
     for call in model.ctx.nodes(ast.Call):
         if not (isinstance(call.func, ast.Name) and call.func.id == model.name):
             continue
-        arg = next((k.value for k in call.keywords if k.arg == name), None)
+        arg = keyword(call, name)
         if arg is None and index is not None and index < len(call.args) \
                 and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
             arg = call.args[index]

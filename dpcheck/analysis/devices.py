@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from dpcheck.analysis.dataflow import keyword
+
 _INDEXED = re.compile(r"^cuda:\d+$")
 
 
@@ -31,7 +33,7 @@ def pinned_device(node: ast.AST, resolve) -> str | None:
         return repr(node.value)
     if isinstance(node, ast.Call) and resolve(node.func) == "torch.device":
         args = list(node.args)
-        index = next((k.value for k in node.keywords if k.arg == "index"), None)
+        index = keyword(node, "index")
         if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
             if _INDEXED.match(args[0].value):
                 return ast.unparse(node)

@@ -33,6 +33,7 @@ import ast
 from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.tree import cached_property
 from dpcheck.constants import DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES
 from dpcheck.record import record
@@ -87,8 +88,7 @@ class Wrap:
         call = self.source.call
         if not isinstance(call, ast.Call):
             return None
-        return call.args[0] if call.args else next(
-            (k.value for k in call.keywords if k.arg == "module"), None)
+        return argument(call, 0, "module")
 
 
 class ScriptFacts:
@@ -142,9 +142,7 @@ class ScriptFacts:
         resolved = self.ctx.resolve(call.func)
         if not resolved:
             return None
-        dim = next((k.value for k in call.keywords if k.arg == "dim"), None)
-        if dim is None and len(call.args) > 3:
-            dim = call.args[3]
+        dim = argument(call, 3, "dim")
         if self._dp_name(resolved):
             local = self.ctx.local_name(resolved) or ""
             return Source(call, frozenset(), dim, self.local_dataparallel_classes.get(local, ""))

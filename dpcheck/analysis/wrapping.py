@@ -30,6 +30,7 @@ from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
+from dpcheck.analysis.dataflow import argument, keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
 from dpcheck.analysis.torch_api import FunctionNode
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
@@ -73,10 +74,10 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
         return found, unresolved, frozenset()
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
-    sites += [(call, next((k.value for k in call.keywords if k.arg == "dim"), None))
+    sites += [(call, keyword(call, "dim"))
               for call in facts.data_parallel_calls]
     for call, dim in sites:
-        inner = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "module"), None)
+        inner = argument(call, 0, "module")
         constructions = _constructions_of(inner, call, ctx)
         for construction in constructions:
             found.setdefault(_class_built(construction, ctx), dim)
@@ -200,8 +201,7 @@ def parallelises_own_submodule(model: ModelClass) -> str | None:
         for node in fn.nodes(ast.Call):
             resolved = ctx.resolve(node.func) or ""
             if resolved in DATAPARALLEL_FUNCTIONS:
-                inner = node.args[0] if node.args else next(
-                    (k.value for k in node.keywords if k.arg == "module"), None)
+                inner = argument(node, 0, "module")
                 name = fn.self_attr(inner) if inner is not None else None
                 if name is not None:
                     return name
