@@ -44,9 +44,11 @@ WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
 # Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
 _ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
-# Over every name or string of a file, in C (map, compress) rather than a Python step per node.
+# Over every name, string or call of a file, in C (map, compress) rather than a Python step per node.
 _id_of = attrgetter("id")
 _value_of = attrgetter("value")
+_attr_of = attrgetter("attr")
+_func_of = attrgetter("func")
 
 
 def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
@@ -347,8 +349,6 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
                            for name, source in script_facts(ctx).builders.items() if name in qualify}
 
 
-
-
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
@@ -389,21 +389,14 @@ def summarize_construction(ctx: FileContext, models: list[ModelClass], result) -
                                     if count > in_forward.get(name, 0) and name not in skip)
 
 
-_func_of = attrgetter("func")
-
-
 def _called_names(calls, modules: set[str]) -> Counter:
     """How often each name is called: `Head(...)`, and `layers.Head(...)` through a module in ``modules``."""
     funcs = list(map(_func_of, calls))
     kinds = list(map(type, funcs))
     counts = Counter(map(_id_of, compress(funcs, map(is_, kinds, repeat(ast.Name)))))
     attributes = list(compress(funcs, map(is_, kinds, repeat(ast.Attribute))))
-    receivers = list(map(_value_of_node, attributes))
+    receivers = list(map(_value_of, attributes))
     named = list(compress(attributes, map(is_, map(type, receivers), repeat(ast.Name))))
-    through_module = compress(named, map(modules.__contains__, map(_id_of, map(_value_of_node, named))))
+    through_module = compress(named, map(modules.__contains__, map(_id_of, map(_value_of, named))))
     counts.update(map(_attr_of, through_module))
     return counts
-
-
-_value_of_node = attrgetter("value")
-_attr_of = attrgetter("attr")
