@@ -21,6 +21,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.dataflow import parameter_defaults
+from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.wrapping import WRAPPED, wrap_evidence
 
 if TYPE_CHECKING:
@@ -50,8 +51,8 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
         if isinstance(parent, ast.If) and child is not parent.test:
             taken = child in parent.body
             for name in _required_params(parent.test, taken, params):
-                position, default = params[name]
-                if default and not _rebound(fn, name):
+                position, off_by_default = params[name]
+                if off_by_default and name not in fn.local_values:  # (a parameter forward rebinds tells nothing)
                     requires.append(frozenset({f"{PASSED_CONDITION}{fn.owner.qualname}:{name}@{position}"}))
             if taken and _tests_packed(parent.test, params, model):
                 return _NEVER
@@ -70,10 +71,6 @@ def _forward_params(fn: FunctionInfo) -> dict[str, tuple[int, bool]]:
 
 def _is_off(default: ast.AST | None) -> bool:
     return isinstance(default, ast.Constant) and (default.value is None or default.value is False)
-
-
-def _rebound(fn: FunctionInfo, name: str) -> bool:
-    return name in fn.local_values
 
 
 def _required_params(test: ast.AST, taken: bool, params: dict) -> list[str]:
@@ -126,9 +123,9 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
         parent = ctx.parent(call)
         target = parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
         owner = ctx.enclosing(call, ast.ClassDef) if target is not None else None
-        if owner is not None and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                and target.value.id == "self":
-            held.setdefault((id(owner), target.attr), set()).add(name)
+        attr = self_attr(target) if owner is not None else None
+        if attr is not None:
+            held.setdefault((id(owner), attr), set()).add(name)
             calls.setdefault(name, set())
         else:
             calls.setdefault(name, set()).add(UNKNOWN_CALLER)
@@ -139,8 +136,7 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
         if not attrs:
             continue
         for node in ctx.tree_index.nodes_within(info.node, ast.Attribute):
-            if node.attr not in attrs or not isinstance(node.value, ast.Name) or node.value.id != "self" \
-                    or not isinstance(node.ctx, ast.Load):
+            if node.attr not in attrs or self_attr(node) is None or not isinstance(node.ctx, ast.Load):
                 continue
             markers = _call_markers(ctx, node)
             for name in held[(id(info.node), node.attr)]:
