@@ -96,3 +96,22 @@ def test_only_none_or_false_defaults_and_unrebound_parameters():
     required = _result(LAYER.replace("lengths=None", "lengths=3"), "layer")
     index = ClassIndex([required, _caller("self.post(x)")])
     assert len([f for f in required.findings if index.holds(f)]) == 1
+
+
+def test_code_outside_forward_has_no_guard_conditions_a_lambda_hook_included():
+    # A hook registered as a lambda is forward-reachable code with no name of its own: DP405 asks
+    # about its call like any other (it once raised AttributeError, an internal error DP002).
+    hooked = _result("""
+import torch.nn as nn
+from torch.nn.utils.rnn import pad_packed_sequence
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8)
+        self.rnn.register_forward_hook(lambda module, inputs, output: pad_packed_sequence(output[0]))
+
+    def forward(self, x, lengths=None):
+        return self.rnn(x)[0]
+""", "hooked")
+    assert [(f.code, f.requires) for f in hooked.findings] == [("DP405", ())]

@@ -39,7 +39,7 @@ _NEVER = None  # branch_requires: the node does not run when the model is wrappe
 def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple[frozenset[str], ...] | None:
     """The cross-file conditions (a ``Finding.requires`` tuple, empty when there are none) under which
     ``node`` of ``fn`` runs when ``model`` is wrapped; None when it does not run then."""
-    if fn.node.name != "forward" or fn.owner is None:
+    if fn.name != "forward" or fn.owner is None:  # (a lambda hook has no ``node.name``)
         return ()
     params = _forward_params(fn)
     if not params:
