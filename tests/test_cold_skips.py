@@ -22,7 +22,6 @@ from dpcheck.analysis.context import FileContext, code_names
 from dpcheck.analysis.file import analyze_source, read_bytes
 from dpcheck.analysis.tree import TreeIndex
 from dpcheck.registry import rules_by_code
-from dpcheck.rule import Rule
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))
@@ -121,8 +120,8 @@ def test_asking_every_rule_about_every_class_finds_the_same(monkeypatch):
     fast = [_findings(text, name) for name, text in _sources()]
     for rule in rules_by_code().values():
         monkeypatch.setattr(rule, "forward_code_only", False, raising=False)
-    # Every rule asked about every class, the file-only ones too (their check_class answers nothing).
-    monkeypatch.setattr(Rule, "check_class", lambda self, model: iter(()))
+    # (File-only rules stay unasked: they inherit Rule.check_class, which answers nothing, and
+    # the analysis recognises them by that.)
     slow = [_findings(text, name) for name, text in _sources()]
     assert fast == slow
 
@@ -130,11 +129,6 @@ def test_asking_every_rule_about_every_class_finds_the_same(monkeypatch):
 def test_forward_code_only_rules_find_nothing_in_classes_without_forward_code(monkeypatch):
     """Each rule that declares it finds nothing in a class whose reachable code is empty, asked anyway."""
     asked = []
-
-    def run(text):
-        result = analyze_source(textwrap.dedent(text), "m.py", [], "m")
-        return result
-
     from dpcheck.analysis import file as file_analysis
 
     original = file_analysis._run_rules
@@ -153,7 +147,7 @@ def test_forward_code_only_rules_find_nothing_in_classes_without_forward_code(mo
 
     monkeypatch.setattr(file_analysis, "_run_rules", record)
     for _, text in _sources():
-        run(text)
+        analyze_source(textwrap.dedent(text), "m.py", [], "m")
     assert asked  # classes without forward code were met
 
 
