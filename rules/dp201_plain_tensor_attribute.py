@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -76,7 +77,7 @@ class PlainTensorAttribute(Rule):
             return
         # An instance built only inside forward-reachable code is built on each replica's own thread
         # and device (parallel_apply sets it) and shared by none: its attributes are its replica's.
-        model.conditions.add(f"outlives_call:{model.info.qualname}")
+        model.conditions.add(f"{OUTLIVES_CALL_CONDITION}{model.info.qualname}")
         used, moved = set(), set()
         for fn in model.reachable:
             for node in fn.nodes(ast.Attribute):

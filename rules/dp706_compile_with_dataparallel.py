@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
@@ -57,7 +58,8 @@ class CompileWithDataParallel(Rule):
                         or _compiles_function(value.args[0], ctx) \
                         or model.find_method(self_attr(value.args[0]) or "") is not None:
                     continue  # a function or a bound method: no module state to replicate
-                requires = () if model.wrap_evidence == WRAPPED else (frozenset({f"wrapped:{model.info.qualname}"}),)
+                requires = () if model.wrap_evidence == WRAPPED \
+                    else (frozenset({f"{WRAPPED_CONDITION}{model.info.qualname}"}),)
                 yield self.violation(value, f"`self.{name}` is a torch.compile'd module inside `{model.name}`, "
                                      "which a script wraps in nn.DataParallel: the replicas' compiled code "
                                      "refers to the original's parameters and replica 0 raises", requires=requires)

@@ -350,6 +350,9 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
+# The condition of a finding about an instance's own state: an instance of the class may outlive
+# one forward call (ClassIndex.outlives_call settles it from the lists summarize_construction makes).
+OUTLIVES_CALL_CONDITION = "outlives_call:"
 
 
 def summarize_construction(ctx: FileContext, models: list[ModelClass], result) -> None:
