@@ -26,6 +26,9 @@ DISTRIBUTED_DATAPARALLEL_CLASSES = frozenset({"torch.nn.parallel.DistributedData
                                               "torch.nn.parallel.distributed.DistributedDataParallel"})
 # The functional form: `nn.parallel.data_parallel(module, inputs, ...)`.
 DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
+# `replicate(module, devices)`: the copies a hand-written data-parallel step (replicate, scatter,
+# parallel_apply, gather) runs its chunks on; the code that calls it runs once, on the calling device.
+REPLICATE_FUNCTIONS = frozenset({"torch.nn.parallel.replicate", "torch.nn.parallel.replicate.replicate"})
 # Modules whose `import *` brings DataParallel into a file.
 DATAPARALLEL_STAR_MODULES = frozenset({"torch.nn", "torch.nn.parallel"})
 

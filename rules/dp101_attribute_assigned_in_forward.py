@@ -16,7 +16,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
 
 - a value forward clears to None on another path (`else: self.state = None`, a decoding
   cache under `use_cache`) carries over only in that mode, and a write behind a non-default
-  option matters only with it on: warnings;
+  option matters only with it on: warnings; so is sequence state that forward starts afresh
+  when an argument says a sequence begins (`if t == 0: self.init_attention(x)`) in a model
+  that may be driven step by step through the wrapper;
 - caches, lazily built or converted tables, warn-once flags and latches are rebuilt or
   re-checked on every call (a speed cost or a repeated message): warnings (cost-only);
 - a stash the model never reads back matters only to code that reads it after forward:
@@ -25,7 +27,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
   a setter that skips an unchanged value, a literal default filled in under
   `if self.x is None:`), or a per-call chunk cache that another module's
   forward resets on its layers at the start of each call (a causal video VAE's
-  `module._clear_conv_cache()`), is not reported: nothing is lost. On the judged
+  `module._clear_conv_cache()`), or such sequence state in a layer, whose parent runs the
+  whole sequence within one call (Tacotron's location-sensitive attention), is not reported:
+  nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
 
 ## How to fix
@@ -47,6 +51,7 @@ from dpcheck.analysis.dataflow import (
     scripting_only,
     under_lazy_guard,
 )
+from dpcheck.analysis.wrapping import SUBMODULE, wrap_evidence
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
@@ -221,10 +226,49 @@ def _kind(model, fn, name: str, value, node) -> str:
     if use == "memo":
         return "lazy"
     if use == "accumulates" or reads_before_write(model, fn, name, node):
+        if _restarted_by_argument(model, name):
+            # Sequence state its caller restarts (`if t == 0: self.init_attention(...)`): a layer's
+            # lives for its parent's loop, within one call; a model driven step by step through
+            # the wrapper loses it between steps.
+            return "scratch" if wrap_evidence(model) == SUBMODULE else "decoding"
         return "decoding" if cleared_in_forward(model, name) else "state"
     if read_in_forward(model, name):
         return "scratch"
     return "stash"
+
+
+def _restarted_by_argument(model, name: str) -> bool:
+    """Does forward start `self.<name>` afresh when an argument says a new sequence begins: under
+    `if <test on a forward parameter>:` (`if t == 0:`), a write of a value that does not read the
+    old one, or a call of a method of this class that makes such a write (Tacotron's location-
+    sensitive attention: `if t == 0: self.init_attention(x)`)? Then the value is state carried
+    between the calls of one sequence, which the caller drives and restarts."""
+    forward = model.forward
+    if forward is None:
+        return False
+    params = {a.arg for a in (*forward.node.args.posonlyargs, *forward.node.args.args,
+                              *forward.node.args.kwonlyargs)[1:]}
+    if not params:
+        return False
+    methods = {m.name: m for m in model.all_methods}
+    for branch in forward.nodes(ast.If):
+        if not any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(branch.test)):
+            continue
+        for stmt in branch.body:
+            if _writes_fresh(forward, stmt, name):
+                return True
+            call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+            method = methods.get(forward.self_attr(call.func)) if call is not None else None
+            if method is not None and method is not forward and any(
+                    _writes_fresh(method, s, name) for s in method.node.body):
+                return True
+    return False
+
+
+def _writes_fresh(fn, stmt, name: str) -> bool:
+    """Is ``stmt`` `self.<name> = <value>` whose value does not read `self.<name>`?"""
+    return isinstance(stmt, ast.Assign) and any(fn.self_attr(t) == name for t in stmt.targets) \
+        and not any(isinstance(n, ast.Attribute) and fn.self_attr(n) == name for n in ast.walk(stmt.value))
 
 
 def _reset_by_owner_per_call(model, name: str) -> bool:

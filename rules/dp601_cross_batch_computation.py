@@ -16,6 +16,11 @@ different from the single-device run.
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
 observed values) differs only for the rows that take the fallback: a warning (latent).
 
+A loss module (`*Loss`, `*Criterion`, owning no layers) reduces over the batch by design: it
+is reported only where a scanned file wraps it or builds it inside a module (the wrapped
+model's layer, or a part handed to its constructor). A criterion a script applies to the
+gathered output runs on one device and sees the whole batch.
+
 ## How to fix
 Return the embeddings from forward and compute batch-wide terms after gather (or with
 `all_gather` under DistributedDataParallel).
@@ -25,8 +30,9 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
-from dpcheck.analysis.outputs import gathered_class
+from dpcheck.analysis.outputs import gathered_class, is_loss_module
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -74,6 +80,11 @@ class CrossBatchComputation(Rule):
     def check_class(self, model):
         if not batch_dim_is_zero(model):
             return  # wrapped with `dim=k`: dim 0 of forward's inputs is not what DataParallel splits
+        if is_loss_module(model):
+            # A loss module reduces over the batch by design, and runs on replicas only inside the
+            # wrapped model (as its layer, or wrapped itself): a criterion a script applies to the
+            # gathered output sees the whole batch on one device.
+            model.conditions.add(f"{IN_MODEL_CONDITION}{model.info.qualname}")
         resolve = model.ctx.resolve
         # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
         outputs_gathered = gathered_class(model)

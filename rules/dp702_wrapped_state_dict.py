@@ -5,7 +5,8 @@ saving the `state_dict()` of a name that holds an `nn.DataParallel` wrapper (dir
 dict, or through a helper that calls `torch.save`), unless the same file loads its
 checkpoints back into the wrapper and never into the bare model; and loading into the
 wrapper (`model.load_state_dict(...)`) a state dict in the bare format (pretrained weights
-from a URL, or a file that this script saves only as `model.module.state_dict()`).
+from a URL, or a file that this script saves only as `model.module.state_dict()`, or whose
+payload a method of it returns that way for a logger or helper to write).
 Saving from the wrapper and resuming into the wrapper is consistent and not reported; so is
 a load whose source this file does not show, and a save or load through a helper that returns
 the wrapper's `.module` on its wrapped path (`return self.model.module if n_gpu > 1 else
@@ -62,11 +63,10 @@ class WrappedStateDict(Rule):
             through_module = isinstance(owner, ast.Attribute) and owner.attr == "module" \
                 and facts.wrap_for(owner.value) is not None
             if node.func.attr == "state_dict":
-                if _saved(node, facts, ctx):
-                    if wrap is not None:
-                        saves_wrapped.append((node, wrap))
-                    elif through_module:
-                        saves_bare.append(node)
+                if wrap is not None and _saved(node, facts, ctx):
+                    saves_wrapped.append((node, wrap))
+                elif through_module and (_saved(node, facts, ctx) or _returned(node, facts)):
+                    saves_bare.append(node)
             elif wrap is not None:
                 loads_wrapped.append((node, wrap))
             elif node.args and (through_module or _bare_model(owner, facts)) and _from_checkpoint(node.args[0], ctx):
@@ -123,6 +123,17 @@ def _saved(node, facts, ctx) -> bool:
             isinstance(a, ast.Name) and a.id == name for arg in [*c.args, *(k.value for k in c.keywords)]
             for a in ast.walk(arg)) for c in nodes)
     return False
+
+
+def _returned(node, facts) -> bool:
+    """Is the state dict returned from a function, alone or in a dict, tuple or conditional
+    expression (`return {"model": self.model.module.state_dict() if parallel else ...}`)? A
+    method that returns the model's weights hands a checkpoint's payload to the code that writes
+    it (a logger or checkpoint helper in another file)."""
+    cur = facts.parent(node)
+    while isinstance(cur, (ast.Dict, ast.Tuple, ast.List, ast.IfExp)):
+        cur = facts.parent(cur)
+    return isinstance(cur, ast.Return)
 
 
 def _saver(call, ctx) -> bool:

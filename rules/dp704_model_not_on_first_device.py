@@ -5,7 +5,9 @@ In training scripts, flags a model moved to a GPU other than `device_ids[0]`
 (as a warning) a model built in the same function that is never moved to a GPU at all:
 not before wrapping, not through the wrapper later in the file, not by its own class
 (`self.to(device)` in `__init__`), and not by code it is handed to (a builder that returns
-it, a parameter, a function or method it is passed to, which may move it).
+it, a parameter, a function or method it is passed to, which may move it). A function that
+wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
+its caller built the model and may have moved it.
 
 ## Why is this bad?
 DataParallel requires the module's parameters and buffers on `device_ids[0]` (by
@@ -87,7 +89,7 @@ class ModelNotOnFirstDevice(Rule):
                     yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
                                          f"device_ids[0] is {first}: forward fails with `module must have "
                                          f"its parameters and buffers on device cuda:{first}`")
-            if not moves and _built_here(inner, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
+            if not moves and _built_here(inner, call, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
                                      severity=Severity.WARNING)
@@ -171,12 +173,14 @@ def _target_index(move) -> int | None:
     return None
 
 
-def _built_here(inner, scope, ctx) -> bool:
+def _built_here(inner, call, scope, ctx) -> bool:
     """The wrapped model is constructed in this scope (so we can see all its moves), and neither
-    its class's constructor nor a builder function of this file moves it."""
+    its class's constructor nor a builder function of this file moves it. The wrap rebinding the
+    name (`model = nn.DataParallel(model)`) builds no model: a function that only does that wraps
+    a model it was given (a parameter), which its caller built and may have moved."""
     values = [inner] if isinstance(inner, ast.Call) else [
         n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
-        and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
+        and n.value is not call and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
     if not values:
         return False
     for value in values:

@@ -14,7 +14,7 @@ from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.scripts import script_facts
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.tree import TreeIndex
-from dpcheck.analysis.wrapping import wrap_evidence, wrapped_batch_dim
+from dpcheck.analysis.wrapping import harness_condition, parallelises_own_submodule, wrap_evidence, wrapped_batch_dim
 from dpcheck.registry import rules_by_code
 
 
@@ -191,6 +191,70 @@ def test_wrap_evidence_wrapped_submodule_top_level():
     assert wrap_evidence(models["Alone"]) == "top-level"
     assert wrap_evidence(models["Replicated"]) == "wrapped"  # data_parallel in another forward
     assert ast.unparse(wrapped_batch_dim(models["Replicated"])) == "1"
+
+
+def test_a_class_that_replicates_its_own_submodule_by_hand_is_a_harness():
+    text = """
+        import torch.nn as nn
+        from torch.nn.parallel.replicate import replicate
+        from torch.nn.parallel import parallel_apply, scatter, gather
+
+        class Mlp(nn.Module):
+            def forward(self, x):
+                return x
+
+        class ByHand(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bot = Mlp()
+
+            def forward(self, x):
+                replicas = replicate(self.bot, [0, 1])
+                return gather(parallel_apply(replicas, scatter(x, [0, 1])), 0)
+
+        class GivenModel(nn.Module):
+            def forward(self, model, x):
+                return parallel_apply(replicate(model, [0, 1]), scatter(x, [0, 1]))
+    """
+    ctx = context(text)
+    models = {name: ModelClass(ctx, info, frozenset()) for name, info in ctx.classes.items()}
+    assert parallelises_own_submodule(models["ByHand"]) == "bot"
+    assert harness_condition(models["ByHand"]) == "wrapped:m.ByHand"
+    assert parallelises_own_submodule(models["GivenModel"]) is None  # replicates an argument, not its own layer
+    assert parallelises_own_submodule(models["Mlp"]) is None
+
+
+def test_in_model_holds_for_wrapped_classes_and_layers_only():
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        class FocalLoss(nn.Module):
+            def forward(self, x):
+                return x.sum(0)
+
+        class NCECriterion(nn.Module):
+            def forward(self, x):
+                return x.sum(0)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.loss = FocalLoss()
+
+        class Alone(nn.Module):
+            def forward(self, x):
+                return x
+
+        model = nn.DataParallel(Alone().cuda())
+        criterion = NCECriterion()
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    index = ClassIndex([analyze_source(text, "m.py", [], "m")])
+    assert index.condition("in_model:m.FocalLoss")  # a layer of Net
+    assert index.condition("in_model:m.Alone")  # wrapped
+    assert not index.condition("in_model:m.NCECriterion")  # built by the script, applied on one device
+    assert not index.condition("in_model:m.Net")  # built nowhere: its forward runs on no replica we see
 
 
 def test_file_result_summarises_builders_wrapped_and_submodules():

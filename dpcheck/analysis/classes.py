@@ -71,6 +71,9 @@ def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
 UNKNOWN_BASE = "unknown:"
 # A condition on the project index: some scanned file wraps the named class in DataParallel.
 WRAPPED_CONDITION = "wrapped:"
+# A condition on the project index: some scanned file wraps the named class in DataParallel or
+# builds it inside a module (a layer, or a part handed to the wrapped model's constructor).
+IN_MODEL_CONDITION = "in_model:"
 
 
 def module_status(classes: dict[str, ClassInfo], module: str, imports: ImportMap | None = None,

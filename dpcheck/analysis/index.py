@@ -5,7 +5,8 @@ used to settle findings whose class's module-ness depended on a base in another 
 and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
 DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
 (wrapped in some scanned file, or built as a layer in none), ``dim0:<class>`` (wrapped
-with the default batch dim wherever a scanned file wraps it), ``outlives_call:<class>`` (an
+with the default batch dim wherever a scanned file wraps it), ``in_model:<class>`` (wrapped,
+or built inside a module, in some scanned file), ``outlives_call:<class>`` (an
 instance may outlive one forward call: not built only inside forward-reachable code) and
 ``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
 or a caller is not known; see dpcheck.analysis.guards).
@@ -168,6 +169,13 @@ class ClassIndex:
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 
+    def in_model(self, name: str) -> bool:
+        """Does some scanned file wrap this class, or build it inside a module (a layer, or a part
+        handed to the constructor of the model a script wraps)? Then its forward may run on replicas."""
+        self.gathered(name)
+        wrapped, submodules = self._canonical
+        return name in wrapped or name in submodules
+
     def unwrapped(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: the scanned files show what runs
         under DataParallel (see _classes_in_use) and no class of this simple name is part of it.
@@ -270,6 +278,8 @@ class ClassIndex:
             return self.gathered(name)
         if kind == "wrapped" and name:
             return self.wrapped(name)
+        if kind == "in_model" and name:
+            return self.in_model(name)
         if kind == "dim0" and name:
             return self.batch_dim_is_zero(name)
         if kind == "outlives_call" and name:

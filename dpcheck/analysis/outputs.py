@@ -51,7 +51,6 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
     """(could its output be gathered, only on the condition that no other file uses it as a layer)."""
     from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, harness_condition, wrap_evidence
 
-    name = model.name
     evidence = wrap_evidence(model)
     if evidence == WRAPPED:
         return True, False
@@ -59,11 +58,19 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
         # A harness that parallelises its own model: gathered only where a scanned file wraps the
         # harness too, the condition every class rule's findings in it carry (see dpcheck.analysis.file).
         return True, False
-    if _LOSS_CLASS.search(name) and not _owns_layers(model) and not any(w in name for w in ("Model", "Net", "With")):
+    if is_loss_module(model):
         return False, False  # a loss module; a model that owns layers and a loss is still checked
     if evidence == SUBMODULE:
         return False, False
     return True, True
+
+
+def is_loss_module(model: ModelClass) -> bool:
+    """A loss module: named *Loss, *CrossEntropy, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
+    owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
+    name = model.name
+    return bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
+        and not any(w in name for w in ("Model", "Net", "With"))
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`).

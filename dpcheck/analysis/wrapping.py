@@ -33,7 +33,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
 from dpcheck.analysis.torch_api import FunctionNode
-from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES
+from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES, REPLICATE_FUNCTIONS
 from dpcheck.record import record
 
 if TYPE_CHECKING:
@@ -192,22 +192,25 @@ def parallelises_own_submodule(model: ModelClass) -> str | None:
     """The attribute of this class that a method of it runs in parallel itself, or None: one it
     assigns a (Distributed)DataParallel wrapper to (`self.model = nn.DataParallel(self.model)`,
     conditionally too; timm's `self.trainable_module = DDP(self.trainable_module)`), or one it
-    passes to the functional `nn.parallel.data_parallel(self.net, x)`. Such a class is the
-    harness around the parallel model: its own code runs once, on the calling device, and the
-    class of that attribute is the wrapped model (see ``harness_condition``)."""
-    if not mentions_script_token(model.ctx):
-        return None
+    passes to the functional `nn.parallel.data_parallel(self.net, x)` or replicates by hand
+    (`replicas = replicate(self.net, device_ids)`, then scatter/parallel_apply/gather: DLRM's
+    `parallel_forward`, DARTS's search controller). Such a class is the harness around the
+    parallel model: its own code runs once, on the calling device, and the class of that
+    attribute is the wrapped model (see ``harness_condition``)."""
     ctx = model.ctx
-    facts = script_facts(ctx)
+    # (Script facts only where a DataParallel form is named: `replicate` alone needs none.)
+    facts = script_facts(ctx) if mentions_script_token(ctx) else None
+    if facts is None and "replicate" not in ctx.source.text:
+        return None
     for fn in model.all_methods:
         for node in fn.nodes(ast.Call):
             resolved = ctx.resolve(node.func) or ""
-            if resolved in DATAPARALLEL_FUNCTIONS:
-                inner = argument(node, 0, "module")
+            if resolved in DATAPARALLEL_FUNCTIONS or resolved in REPLICATE_FUNCTIONS:
+                inner = argument(node, 0, "network" if resolved in REPLICATE_FUNCTIONS else "module")
                 name = fn.self_attr(inner) if inner is not None else None
                 if name is not None:
                     return name
-            elif resolved in DISTRIBUTED_DATAPARALLEL_CLASSES or (
+            elif resolved in DISTRIBUTED_DATAPARALLEL_CLASSES or facts is not None and (
                     (source := facts.dp_class(node)) is not None and not source.requires):
                 name = _assigned_self_attr(node, fn, ctx)
                 if name is not None:
