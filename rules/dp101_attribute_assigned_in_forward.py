@@ -228,9 +228,10 @@ def _kind(model, fn, name: str, value, node) -> str:
     if use == "accumulates" or reads_before_write(model, fn, name, node):
         if _restarted_by_argument(model, name):
             # Sequence state its caller restarts (`if t == 0: self.init_attention(...)`): a layer's
-            # lives for its parent's loop, within one call; a model driven step by step through
-            # the wrapper loses it between steps.
-            return "scratch" if wrap_evidence(model) == SUBMODULE else "decoding"
+            # lives for its parent's step loop, within one call; driven step by step from outside
+            # (through the wrapper, or a parent that passes the step on) it is lost between steps.
+            steps_within_call = wrap_evidence(model) == SUBMODULE and model.ctx.fact(_steps_layers_in_a_loop)
+            return "scratch" if steps_within_call else "decoding"
         return "decoding" if cleared_in_forward(model, name) else "state"
     if read_in_forward(model, name):
         return "scratch"
@@ -262,6 +263,28 @@ def _restarted_by_argument(model, name: str) -> bool:
             if method is not None and method is not forward and any(
                     _writes_fresh(method, s, name) for s in method.node.body):
                 return True
+    return False
+
+
+def _steps_layers_in_a_loop(ctx) -> bool:
+    """Does a module's forward in this file run a layer step by step within the call, passing it
+    the loop's index (`for t in range(steps): ... self.decoder(x, t)`, Tacotron's decoder loop)?
+    Then a layer's sequence restarts (`if t == 0:`) come from inside one call of the model."""
+    for cls in ctx.nodes(ast.ClassDef):
+        for fn in cls.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward":
+                continue
+            for loop in ast.walk(fn):
+                if not isinstance(loop, ast.For) or not isinstance(loop.target, ast.Name):
+                    continue
+                index = loop.target.id
+                for call in (n for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+                    func = call.func
+                    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                            and func.value.id == "self" and any(
+                            isinstance(a, ast.Name) and a.id == index
+                            for a in (*call.args, *(k.value for k in call.keywords))):
+                        return True
     return False
 
 
