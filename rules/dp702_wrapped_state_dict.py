@@ -82,7 +82,7 @@ class WrappedStateDict(Rule):
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
                                      f"`module.`-prefixed keys {why}",
                                      requires=wrap.requires, fix=self.offer_fix(
-                                         f"Save `{wrap.name}.module.state_dict()`", Applicability.SAFE))
+                                         f"Save `{wrap.name}.module.state_dict()`", _applicability(wrap, node, facts)))
         for node, wrap in loads_wrapped:
             source = node.args[0] if node.args else None
             pretrained = source is not None and _pretrained(source, ctx)
@@ -93,7 +93,7 @@ class WrappedStateDict(Rule):
                 yield self.violation(node, f"`{wrap.name}.load_state_dict(...)` on the DataParallel wrapper expects "
                                      f"`module.`-prefixed keys but gets {what}: load into `{wrap.name}.module`",
                                      requires=wrap.requires, fix=self.offer_fix(
-                                         f"Load into `{wrap.name}.module`", Applicability.SAFE))
+                                         f"Load into `{wrap.name}.module`", _applicability(wrap, node, facts)))
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -105,6 +105,18 @@ class WrappedStateDict(Rule):
 
 
 _SAVERS = ("torch.save", "save_file")
+
+
+def _applicability(wrap, node, facts) -> Applicability:
+    """Safe where the name holds the wrapper whenever ``node`` runs. Where it is wrapped only under an
+    `if` that does not enclose ``node`` (`if n_gpu > 1: model = nn.DataParallel(model)`), or by one arm
+    of a conditional expression, the bare model may reach ``node`` and `.module` would raise: unsafe."""
+    origin = wrap.origin
+    if origin is None:
+        return Applicability.SAFE
+    if isinstance(origin, ast.Assign) and isinstance(origin.value, ast.IfExp) or facts.guarded_apart(origin, node):
+        return Applicability.UNSAFE
+    return Applicability.SAFE
 
 
 def _saved(node, facts, ctx) -> bool:
