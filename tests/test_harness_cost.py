@@ -2,6 +2,7 @@
 untraced, the tracer is on only where the model's code runs, each example is built once per batch
 size, and the processes that run models let idle OpenMP threads sleep."""
 
+import collections
 import json
 import subprocess
 import sys
@@ -546,3 +547,127 @@ def test_the_model_copy_makes_plain_tensors_as_deepcopy_does_sharing_and_attribu
             assert torch.equal(copied.state_dict()[name], tensor) and copied.state_dict()[name].dtype == tensor.dtype
         copied.table.add_(1)
         assert model.table[0, 0] == 0 and copied.row[0] == 4.0  # the copy's own storage, still shared by the view
+
+
+class _Colour(__import__("enum").Enum):
+    RED = 1
+
+
+class _Opaque:
+    """An object only deepcopy's generic path copies."""
+
+    def __init__(self):
+        self.items = [1, 2]
+
+
+class _OwnCopy(torch.nn.Linear):
+    """A module with its own __deepcopy__: left to deepcopy."""
+
+    def __deepcopy__(self, memo):
+        clone = _OwnCopy(2, 2)
+        clone.load_state_dict(self.state_dict())
+        clone.note = "copied by its own __deepcopy__"
+        return clone
+
+
+def _structure(root, original_ids=frozenset()):
+    """Everything deepcopy decides about a copy, as data: each object's type, values (tensors: dtype,
+    shape, stride, offset, values, leaf and grad flags, attributes), which paths reach the same
+    object (or the same tensor storage), and which objects are the original's (``original_ids``)."""
+    seen: dict[int, str] = {}
+    storages: dict[int, str] = {}
+    out = []
+
+    def walk(obj, path, depth=0):
+        if id(obj) in seen:
+            out.append((path, "same as", seen[id(obj)]))
+            return
+        if obj is None or isinstance(obj, (bool, int, float, str, __import__("enum").Enum)):
+            out.append((path, repr(obj)))
+            return
+        seen[id(obj)] = path
+        if id(obj) in original_ids:
+            out.append((path, "the original's"))
+        if isinstance(obj, torch.Tensor):
+            storage = obj.untyped_storage().data_ptr()
+            out.append((path, type(obj).__name__, str(obj.dtype), tuple(obj.shape), obj.stride(), obj.storage_offset(),
+                        obj.detach().tolist(), obj.requires_grad, obj.is_leaf, storages.setdefault(storage, path)))
+            walk(dict(vars(obj)), path + ".__dict__", depth + 1)
+        elif isinstance(obj, dict):
+            out.append((path, type(obj).__name__, list(obj)))
+            for key, value in obj.items():
+                walk(value, f"{path}[{key!r}]", depth + 1)
+        elif isinstance(obj, (list, tuple, set)):
+            out.append((path, type(obj).__name__, len(obj)))
+            for i, value in enumerate(sorted(obj) if isinstance(obj, set) else obj):
+                walk(value, f"{path}[{i}]", depth + 1)
+        elif callable(obj) and not isinstance(obj, torch.nn.Module):
+            out.append((path, "callable", getattr(obj, "__name__", type(obj).__name__)))
+        else:
+            out.append((path, type(obj).__name__))
+            walk(dict(vars(obj)), path + ".__dict__", depth + 1)
+
+    walk(root, "model")
+    return out, set(seen)
+
+
+def _awkward_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 2, 3), torch.nn.BatchNorm1d(4),
+                                torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)]),
+                                torch.nn.ModuleDict({"head": torch.nn.Linear(2, 1)}),
+                                torch.nn.ParameterList([torch.nn.Parameter(torch.ones(3))]))
+    model.widths = [8, (4, 4), {"k": 1}]
+    model.kinds = {"relu", "gelu"}
+    model.colour = _Colour.RED
+    model.table = torch.arange(6.0).reshape(2, 3)
+    model.row = model.table[1]  # a view sharing the table's storage
+    model.register_buffer("steps", torch.zeros((), dtype=torch.long))
+    model.named = {"weight": model[2][0].weight, "table": model.table}  # shared with the module's own
+    model[2][1].weight = model[2][0].weight  # a shared parameter
+    model[3].parent_ref = model[2]  # a module reached twice
+    model[2][0].hooks_like = collections.OrderedDict(a=1)
+    return model
+
+
+def test_the_model_copy_is_the_copy_deepcopy_makes():
+    import copy
+
+    from dpcheck.harness.runner import _deepcopy
+
+    model = _awkward_model()
+    model.own = _OwnCopy(2, 2)  # a module with its own __deepcopy__, inside a plain one
+    model.opaque = _Opaque()
+    expected, copied = copy.deepcopy(model), _deepcopy(model)
+    _, original_ids = _structure(model)
+    assert _structure(copied, original_ids)[0] == _structure(expected, original_ids)[0]
+    assert copied.own.note == "copied by its own __deepcopy__"
+    copied.table.add_(1)
+    assert model.table[0, 0] == 0 and copied.row[0] == 4.0  # the copy's own storage, shared by its view
+
+
+def test_a_copy_made_of_new_objects_alone_skips_the_check_that_it_reaches_the_original(monkeypatch):
+    from dpcheck.harness import runner
+
+    delegated: list = []
+    runner._deepcopy(_awkward_model(), delegated)
+    assert delegated == []  # modules, containers, tensors, atoms and enum members: copied directly
+
+    checked = []
+    original = runner._refers_to
+    monkeypatch.setattr(runner, "_refers_to", lambda *args: checked.append(1) or original(*args))
+    backend = runner.make_backend("emulated", 2)
+    assert runner._faithful_copy(_awkward_model(), backend) is not None and not checked
+
+    for value in (lambda: None, _Opaque(), [__import__("weakref").ref(backend)]):
+        model = _awkward_model()
+        model.extra = value
+        delegated = []
+        runner._deepcopy(model, delegated)
+        assert delegated, value  # what deepcopy's generic path copies, or a function or weak reference kept
+        assert runner._faithful_copy(model, backend) is not None and checked
+        checked.clear()
+
+    holder = _awkward_model()
+    holder.stash = lambda: holder  # reaches the original: the copy is refused, the model is built again
+    assert runner._faithful_copy(holder, backend) is None

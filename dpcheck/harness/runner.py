@@ -15,6 +15,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
+import copyreg
+import enum
 import functools
 import math
 import re
@@ -150,22 +152,149 @@ def _same_states(a: list, b: list) -> bool:
     return True
 
 
-def _deepcopy(obj):
-    """``copy.deepcopy(obj)``, with each empty hook dict of a module copied as a new empty one
-    directly: an OrderedDict goes through ``__reduce_ex__`` and ``_reconstruct`` (a dozen per
-    module), half the time of copying a small model. The memo keeps any sharing as deepcopy would."""
+def _deepcopy(obj, delegated: list | None = None):
+    """``copy.deepcopy(obj)``, made faster for models: a module of a plain class (see
+    _plain_module_class) is copied by _copy_module, and each plain tensor and empty hook dict
+    directly (see _copy_plain_tensor, _copy_value); the memo keeps any sharing as deepcopy would.
+    ``delegated``: where given, gets the type of each value left to deepcopy's generic path or
+    holding a function or weak reference (see _copy_value); while it stays empty, the copy is made
+    only of new containers, modules and tensors and of immutable values, and shares nothing with
+    ``obj`` that could reach it."""
+    delegated = [] if delegated is None else delegated
     memo: dict[int, Any] = {}
+    if isinstance(obj, torch.nn.Module) and _plain_module_class(type(obj)):
+        return _copy_module(obj, memo, delegated)
+    delegated.append(type(obj))
     if isinstance(obj, torch.nn.Module):
-        for module in obj.modules():
-            for value in vars(module).values():
-                if type(value) in (dict, collections.OrderedDict) and not value:
-                    memo[id(value)] = type(value)()
-                elif type(value) is torch.Tensor:
-                    _copy_plain_tensor(value, memo)
-            for buffer in module._buffers.values():
-                if type(buffer) is torch.Tensor:
-                    _copy_plain_tensor(buffer, memo)
+        _copy_tensors_and_empty_dicts(obj, memo)
     return copy.deepcopy(obj, memo)
+
+
+def _copy_tensors_and_empty_dicts(model: torch.nn.Module, memo: dict) -> None:
+    """Put in deepcopy's ``memo`` the copy of each plain tensor (see _copy_plain_tensor) and of each
+    empty hook dict of ``model``'s modules, before ``copy.deepcopy`` copies the rest: an empty
+    OrderedDict goes through ``__reduce_ex__`` and ``_reconstruct`` (a dozen per module), half the
+    time of copying a small model."""
+    for module in model.modules():
+        for value in vars(module).values():
+            if type(value) in (dict, collections.OrderedDict) and not value:
+                memo[id(value)] = type(value)()
+            elif type(value) is torch.Tensor:
+                _copy_plain_tensor(value, memo)
+        for buffer in module._buffers.values():
+            if type(buffer) is torch.Tensor:
+                _copy_plain_tensor(buffer, memo)
+
+
+_MISSING = object()
+# Module classes copy.deepcopy copies as every module (see _plain_module_class).
+_plain_module_classes: dict[type, bool] = {}
+
+
+def _plain_module_class(cls: type) -> bool:
+    """Does ``copy.deepcopy`` copy instances of ``cls`` the way it copies every nn.Module:
+    ``cls.__new__(cls)``, then its ``__setstate__`` with a deep copy of ``nn.Module.__getstate__``'s
+    dict? Not where the class has its own ``__deepcopy__``, reduce, ``__getstate__`` or
+    constructor-argument protocol, or a copyreg entry."""
+    plain = _plain_module_classes.get(cls)
+    if plain is None:
+        module = torch.nn.Module
+        plain = _plain_module_classes[cls] = (
+            issubclass(cls, module) and not issubclass(cls, (type, list, dict)) and cls not in copy._deepcopy_dispatch
+            and getattr(cls, "__deepcopy__", None) is None and cls not in copyreg.dispatch_table
+            and cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
+            and cls.__getstate__ is module.__getstate__
+            and not hasattr(cls, "__getnewargs_ex__") and not hasattr(cls, "__getnewargs__"))
+    return plain
+
+
+def _copy_module(module: torch.nn.Module, memo: dict, delegated: list) -> torch.nn.Module:
+    """``copy.deepcopy(module, memo)`` for a module of a plain class (see _plain_module_class):
+    deepcopy's own steps without its generic reduce protocol (a new instance, in the memo before
+    its state is copied; the state, without ``_compiled_call_impl`` as ``nn.Module.__getstate__``
+    leaves it out, copied value by value; then ``__setstate__``). deepcopy went through
+    ``__reduce_ex__`` and ``_reconstruct`` for every module and every non-empty OrderedDict, and
+    through its dispatch for every attribute: two thirds of the time of copying a small model."""
+    cls = type(module)
+    new = cls.__new__(cls)
+    memo[id(module)] = new
+    state = {}
+    for key, value in module.__dict__.items():
+        kind = type(value)
+        if key == "_compiled_call_impl":
+            continue
+        if kind in _INERT_ATOMS:  # most attributes: never in the memo, shared as they are
+            state[key] = value
+        elif kind is collections.OrderedDict and not value and id(value) not in memo and not vars(value):
+            state[key] = memo[id(value)] = collections.OrderedDict()  # an empty hook dict
+        else:
+            state[key] = _copy_value(value, memo, delegated)
+    new.__setstate__(state)
+    return new
+
+
+# The types of most module attributes that copy.deepcopy shares as they are (copy._deepcopy_atomic).
+_INERT_ATOMS = frozenset({type(None), bool, int, float, str})
+
+
+# Immutable values that copy.deepcopy shares (copy._deepcopy_atomic) and through which nothing can
+# reach the original model: not a function (its closure may hold the model) or a weak reference.
+# An enum member too: Enum.__deepcopy__ returns the member itself.
+def _inert(value) -> bool:
+    cls = type(value)
+    if isinstance(value, enum.Enum):
+        return getattr(cls, "__deepcopy__", None) is enum.Enum.__deepcopy__
+    return copy._deepcopy_dispatch.get(cls) is copy._deepcopy_atomic and cls not in (types.FunctionType, weakref.ref)
+
+
+def _copy_value(value, memo: dict, delegated: list):
+    """``copy.deepcopy(value, memo)``, with what modules hold most copied directly: immutable values,
+    dicts and OrderedDicts, sets of immutable values, plain tensors and parameters whose attributes
+    are immutable values, modules of plain classes. Anything else goes to deepcopy, its type to
+    ``delegated``."""
+    found = memo.get(id(value), _MISSING)
+    if found is not _MISSING:
+        return found
+    cls = type(value)
+    if copy._deepcopy_dispatch.get(cls) is copy._deepcopy_atomic or isinstance(value, enum.Enum) and _inert(value):
+        if not _inert(value):
+            delegated.append(cls)
+        return value
+    if cls is dict or cls is collections.OrderedDict and not vars(value):
+        # deepcopy's steps for a dict (and, through OrderedDict's reduce, for an OrderedDict without
+        # instance attributes): the new one in the memo first, then each key and value.
+        new = cls()
+        memo[id(value)] = new
+        for key, item in value.items():
+            new[_copy_value(key, memo, delegated)] = _copy_value(item, memo, delegated)
+        return new
+    if cls is list:
+        new = []  # deepcopy's steps for a list
+        memo[id(value)] = new
+        for item in value:
+            new.append(_copy_value(item, memo, delegated))
+        return new
+    if cls is tuple and all(_inert(item) for item in value):
+        return value  # deepcopy returns a tuple whose items it shares as it is (and memoizes nothing)
+    if cls is set and all(_inert(item) for item in value):
+        new = set(value)  # deepcopy rebuilds a set from a deep copy of its items: the same items here
+        memo[id(value)] = new
+        return new
+    if cls is torch.Tensor or cls is torch.nn.Parameter:
+        # A plain tensor made by _copy_plain_tensor, or a parameter (Parameter.__deepcopy__ makes a
+        # new one from a clone of its data), is new; its attributes and hooks need looking into.
+        if cls is torch.Tensor:
+            _copy_plain_tensor(value, memo)
+        if (cls is torch.Tensor and id(value) not in memo or value._backward_hooks
+                or not all(_inert(item) for item in vars(value).values())):
+            delegated.append(cls)
+        return memo[id(value)] if id(value) in memo else copy.deepcopy(value, memo)
+    if isinstance(value, torch.nn.Module) and _plain_module_class(cls):
+        return _copy_module(value, memo, delegated)
+    delegated.append(cls)
+    if isinstance(value, torch.nn.Module):
+        _copy_tensors_and_empty_dicts(value, memo)
+    return copy.deepcopy(value, memo)
 
 
 def _copy_plain_tensor(tensor: torch.Tensor, memo: dict) -> None:
@@ -221,9 +350,10 @@ class Backend:
     def dataparallel(self, module, args, kwargs, record):
         raise NotImplementedError
 
-    def copy(self, obj):
-        """A deep copy of ``obj`` (a model not yet placed, the example's arguments)."""
-        return _deepcopy(obj)
+    def copy(self, obj, delegated: list | None = None):
+        """A deep copy of ``obj`` (a model not yet placed, the example's arguments); ``delegated``:
+        see _deepcopy."""
+        return _deepcopy(obj, delegated)
 
     def placing_copies(self, *arguments) -> bool:
         """Does ``place`` give the model a copy of everything in ``arguments``, so that no run can
@@ -268,14 +398,14 @@ class EmulatedBackend(Backend):
         from dpcheck.harness import emulation
         return emulation.place(obj, device)
 
-    def copy(self, obj):
+    def copy(self, obj, delegated: list | None = None):
         # Outside the tagging mode, even when called inside it: every tensor op of a copy made under
         # the mode goes through its Python hook (Faster R-CNN: 6.8 s against 0.02 s). Plain tensors
         # keep their device tag (Tensor.__deepcopy__ copies __dict__); parameters lose it, and get
         # it back from place_module.
         from dpcheck.harness import emulation
         with emulation.outside_mode():
-            return _deepcopy(obj)
+            return _deepcopy(obj, delegated)
 
     def seed(self, value: int) -> None:
         # The CPU generator only: every emulated tensor lives on the CPU. torch.manual_seed also
@@ -729,7 +859,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         found = len(report.observations)
         _keyword_chunks(kwargs, scattered, batch, report)
         _compare_outputs(ref_out, dp_out, batch, backend, report, gather_warned, compare_values=not stochastic)
-        _compare_state(before, ref_state, dp_state, batch, backend, report, _owners(ref_model), scratch)
+        _compare_state(before, ref_state, dp_state, batch, backend, report, ref_model, scratch)
         if not stochastic:
             before_grads = len(report.observations)
             _compare_grads(ref_grads, dp_grads, batch, backend, report, _computed_in(ref_out))
@@ -766,7 +896,10 @@ def _faithful_copy(model: torch.nn.Module, backend: Backend) -> torch.nn.Module 
     """A deep copy of ``model`` (made outside the emulation's mode) that shares nothing with it,
     or None where deepcopy fails or the copy would still reach the original."""
     with contextlib.suppress(Exception):  # an attribute deepcopy cannot copy
-        copied = backend.copy(model)
+        delegated: list[type] = []
+        copied = backend.copy(model, delegated)
+        if not delegated:
+            return copied  # new modules, containers and tensors and immutable values: nothing reaches the original
         with backend.untagged():  # each tensor's `_backward_hooks` read would pay the mode's hook
             if not _refers_to(copied, model):
                 return copied
@@ -1275,7 +1408,10 @@ def _note(events, key, event) -> None:
         seen.append(event)
 
 
-def _compare_state(before, ref, dp, batch, backend, report, owners=None, scratch=frozenset()):
+def _compare_state(before, ref, dp, batch, backend, report, model=None, scratch=frozenset()):
+    """``model``: the single-device model after its step, whose classes own each attribute (read
+    only where something differed)."""
+    owners = None
     for key in sorted(set(before) | set(ref) | set(dp)):
         b, r, d = before.get(key), ref.get(key), dp.get(key)
         if r == b or r == d or key in scratch:
@@ -1301,7 +1437,9 @@ def _compare_state(before, ref, dp, batch, backend, report, owners=None, scratch
             kind = K.STATE_DIFFERS
             evidence = (f"after one forward, {where} is {_show(r)} in the single-device run but {_show(d)} "
                         f"under DataParallel on {backend.n} devices")
-        classes = (owners or {}).get(key.rpartition(".")[0], [])
+        if owners is None:
+            owners = _owners(model) if model is not None else {}
+        classes = owners.get(key.rpartition(".")[0], [])
         report.observations.append(Observation(kind, evidence, attr=attr, batch=batch,
                                                class_name=classes[0] if classes else None,
                                                details={"path": key, "classes": classes}))
