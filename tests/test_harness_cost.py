@@ -671,3 +671,47 @@ def test_a_copy_made_of_new_objects_alone_skips_the_check_that_it_reaches_the_or
     holder = _awkward_model()
     holder.stash = lambda: holder  # reaches the original: the copy is refused, the model is built again
     assert runner._faithful_copy(holder, backend) is None
+
+
+def test_forwards_parameter_names_are_those_inspect_signature_gives():
+    import functools
+    import inspect
+
+    from dpcheck.harness.runner import _parameter_names
+
+    def wrapping(f):
+        @functools.wraps(f)
+        def wrapper(self, *args, **kwargs):
+            return f(self, *args, **kwargs)
+        return wrapper
+
+    class Plain(torch.nn.Module):
+        def forward(self, x, mask=None, *rest, scale=1.0, **extra):
+            return x
+
+    class PositionalOnly(torch.nn.Module):
+        def forward(self, x, /, y):
+            return x
+
+    class StarOnly(torch.nn.Module):
+        def forward(*args):
+            return args
+
+    class Wrapped(torch.nn.Module):
+        @wrapping
+        def forward(self, input_ids, attention_mask=None):
+            return input_ids
+
+    class Signed(torch.nn.Module):
+        def forward(self, *args):
+            return args
+        forward.__signature__ = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                                                   inspect.Parameter("z", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+
+    expected = {Plain: ["x", "mask"], PositionalOnly: ["x", "y"], StarOnly: [], Wrapped: ["input_ids", "attention_mask"],
+                Signed: ["z"], torch.nn.Linear: ["input"]}
+    for cls, names in expected.items():
+        model = cls(4, 4) if cls is torch.nn.Linear else cls()
+        assert _parameter_names(model) == names, cls
+        assert names == [p.name for p in inspect.signature(model.forward).parameters.values()
+                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)], cls

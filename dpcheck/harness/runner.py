@@ -1010,7 +1010,7 @@ def _neutralise_randomness(model: torch.nn.Module) -> None:
         if isinstance(module, _DropoutNd):
             module.p = 0.0
         for key, value in vars(module).items():
-            if "drop" in key.lower() and isinstance(value, float) and not isinstance(value, bool) and 0 < value < 1:
+            if isinstance(value, float) and not isinstance(value, bool) and 0 < value < 1 and "drop" in key.lower():
                 setattr(module, key, 0.0)
 
 
@@ -1332,9 +1332,21 @@ def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.device == b.device and torch.equal(a, b)
 
 
+# Attributes through which inspect.signature finds a function's signature elsewhere than in its code.
+_SIGNATURE_ATTRIBUTES = ("__wrapped__", "__signature__", "_partialmethod", "__partialmethod__")
+
+
 def _parameter_names(model: torch.nn.Module) -> list[str]:
     """forward's positional parameter names (those a positional argument can bind to)."""
     import inspect
+    forward = model.forward
+    function = getattr(forward, "__func__", None)
+    if (type(forward) is types.MethodType and type(function) is types.FunctionType
+            and not any(hasattr(function, name) for name in _SIGNATURE_ATTRIBUTES)):
+        # What inspect.signature finds for a method defined with def (its code's positional
+        # parameters, the first one bound), without building a Signature (0.06 ms).
+        code = function.__code__
+        return list(code.co_varnames[1:code.co_argcount])
     try:
         parameters = inspect.signature(model.forward).parameters.values()
     except (TypeError, ValueError):
