@@ -592,7 +592,7 @@ def _structure(root, original_ids=frozenset()):
             storage = obj.untyped_storage().data_ptr()
             out.append((path, type(obj).__name__, str(obj.dtype), tuple(obj.shape), obj.stride(), obj.storage_offset(),
                         obj.detach().tolist(), obj.requires_grad, obj.is_leaf, storages.setdefault(storage, path)))
-            walk(dict(vars(obj)), path + ".__dict__", depth + 1)
+            attributes(obj, path, depth)
         elif isinstance(obj, dict):
             out.append((path, type(obj).__name__, list(obj)))
             for key, value in obj.items():
@@ -605,7 +605,12 @@ def _structure(root, original_ids=frozenset()):
             out.append((path, "callable", getattr(obj, "__name__", type(obj).__name__)))
         else:
             out.append((path, type(obj).__name__))
-            walk(dict(vars(obj)), path + ".__dict__", depth + 1)
+            attributes(obj, path, depth)
+
+    def attributes(obj, path, depth):  # the instance's own dict is walked as part of it
+        out.append((path + ".__dict__", list(vars(obj))))
+        for key, value in vars(obj).items():
+            walk(value, f"{path}.{key}", depth + 1)
 
     walk(root, "model")
     return out, set(seen)
@@ -637,6 +642,7 @@ def test_the_model_copy_is_the_copy_deepcopy_makes():
 
     model = _awkward_model()
     model.own = _OwnCopy(2, 2)  # a module with its own __deepcopy__, inside a plain one
+    model[1].__deepcopy__ = lambda memo: torch.nn.Identity()  # ... and one set on an instance
     model.opaque = _Opaque()
     expected, copied = copy.deepcopy(model), _deepcopy(model)
     _, original_ids = _structure(model)

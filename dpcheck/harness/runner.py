@@ -162,7 +162,7 @@ def _deepcopy(obj, delegated: list | None = None):
     ``obj`` that could reach it."""
     delegated = [] if delegated is None else delegated
     memo: dict[int, Any] = {}
-    if isinstance(obj, torch.nn.Module) and _plain_module_class(type(obj)):
+    if isinstance(obj, torch.nn.Module) and _plain_module(obj):
         return _copy_module(obj, memo, delegated)
     delegated.append(type(obj))
     if isinstance(obj, torch.nn.Module):
@@ -208,8 +208,18 @@ def _plain_module_class(cls: type) -> bool:
     return plain
 
 
+# Names deepcopy looks up on the instance (an attribute of the instance's own would come first).
+_COPY_PROTOCOL = frozenset({"__deepcopy__", "__reduce_ex__", "__reduce__", "__getstate__"})
+
+
+def _plain_module(module: torch.nn.Module) -> bool:
+    """A module of a plain class (see _plain_module_class) with none of deepcopy's protocol
+    methods set on the instance itself."""
+    return _plain_module_class(type(module)) and _COPY_PROTOCOL.isdisjoint(module.__dict__)
+
+
 def _copy_module(module: torch.nn.Module, memo: dict, delegated: list) -> torch.nn.Module:
-    """``copy.deepcopy(module, memo)`` for a module of a plain class (see _plain_module_class):
+    """``copy.deepcopy(module, memo)`` for a plain module (see _plain_module):
     deepcopy's own steps without its generic reduce protocol (a new instance, in the memo before
     its state is copied; the state, without ``_compiled_call_impl`` as ``nn.Module.__getstate__``
     leaves it out, copied value by value; then ``__setstate__``). deepcopy went through
@@ -237,10 +247,10 @@ def _copy_module(module: torch.nn.Module, memo: dict, delegated: list) -> torch.
 _INERT_ATOMS = frozenset({type(None), bool, int, float, str})
 
 
-# Immutable values that copy.deepcopy shares (copy._deepcopy_atomic) and through which nothing can
-# reach the original model: not a function (its closure may hold the model) or a weak reference.
-# An enum member too: Enum.__deepcopy__ returns the member itself.
 def _inert(value) -> bool:
+    """An immutable value that copy.deepcopy shares (copy._deepcopy_atomic) and through which nothing
+    can reach the original model: not a function (its closure may hold the model) or a weak
+    reference. An enum member too: Enum.__deepcopy__ returns the member itself."""
     cls = type(value)
     if isinstance(value, enum.Enum):
         return getattr(cls, "__deepcopy__", None) is enum.Enum.__deepcopy__
@@ -289,7 +299,7 @@ def _copy_value(value, memo: dict, delegated: list):
                 or not all(_inert(item) for item in vars(value).values())):
             delegated.append(cls)
         return memo[id(value)] if id(value) in memo else copy.deepcopy(value, memo)
-    if isinstance(value, torch.nn.Module) and _plain_module_class(cls):
+    if isinstance(value, torch.nn.Module) and _plain_module(value):
         return _copy_module(value, memo, delegated)
     delegated.append(cls)
     if isinstance(value, torch.nn.Module):
