@@ -31,7 +31,12 @@ def _digest(data: bytes) -> str:
 def _code_fingerprint(packages=None) -> str:
     """Size and mtime of dpcheck's own modules, subpackages included (`dpcheck/analysis/`
     holds most of the facts rules read): an edited module in a development install must not
-    be served results its previous version computed."""
+    be served results its previous version computed.
+
+    Only package folders (with an `__init__.py`) are walked: in a source checkout dpcheck's
+    ``__path__`` also holds the checkout's root (so that `dpcheck.rules` is found in ../rules),
+    and walking that would stat every file of the checkout, its virtual environment and
+    benchmark corpora included (most of a cached run's time on a development install)."""
     if packages is None:
         import dpcheck
         import dpcheck.rules
@@ -39,14 +44,15 @@ def _code_fingerprint(packages=None) -> str:
         packages = (dpcheck, dpcheck.rules)
     parts = []
     for package in packages:
-        pending = list(package.__path__)
+        pending = [folder for folder in package.__path__ if os.path.isfile(os.path.join(folder, "__init__.py"))]
         while pending:
             folder = pending.pop()
             for entry in sorted(os.scandir(folder), key=lambda e: e.name):
                 if entry.name.endswith(".py"):
                     stat = entry.stat()
                     parts.append(f"{entry.path}:{stat.st_size}:{stat.st_mtime_ns}")
-                elif entry.is_dir() and entry.name != "__pycache__":
+                elif entry.name != "__pycache__" and entry.is_dir() \
+                        and os.path.isfile(os.path.join(entry.path, "__init__.py")):
                     pending.append(entry.path)
     return _digest("|".join(parts).encode())[:16]
 

@@ -112,6 +112,8 @@ def test_code_fingerprint_covers_subpackages(tmp_path):
     from dpcheck.cache import _code_fingerprint
 
     (tmp_path / "analysis").mkdir()
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "analysis" / "__init__.py").write_text("")
     (tmp_path / "top.py").write_text("x = 1\n")
     nested = tmp_path / "analysis" / "facts.py"
     nested.write_text("y = 1\n")
@@ -127,6 +129,31 @@ def test_code_fingerprint_covers_subpackages(tmp_path):
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "stale.py").write_text("")
     assert _code_fingerprint([package]) == before  # bytecode caches are not code
+
+
+def test_code_fingerprint_walks_only_dpcheck_packages(monkeypatch):
+    """In a source checkout dpcheck's ``__path__`` also names the checkout's root (for
+    ../rules): the fingerprint must not walk that folder's virtual environment, corpora or
+    tests (it did, and that was most of a cached run's time), only dpcheck's packages."""
+    import os
+
+    import dpcheck
+    import dpcheck.rules
+    from dpcheck.cache import _code_fingerprint
+
+    walked = []
+    real_scandir = os.scandir
+
+    def scandir(folder):
+        walked.append(os.path.realpath(folder))
+        return real_scandir(folder)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    _code_fingerprint()
+    own = [os.path.realpath(os.path.dirname(dpcheck.__file__))] + [os.path.realpath(p)
+                                                                   for p in dpcheck.rules.__path__]
+    assert walked and own[0] in walked
+    assert all(any(folder == top or folder.startswith(top + os.sep) for top in own) for folder in walked), walked
 
 
 def test_file_result_round_trips_through_the_cache_format():
