@@ -7,6 +7,13 @@ settled after loading, see ``dpcheck.index``), so a change to a base class in an
 file is picked up without invalidating its subclasses' entries. Entries that fail to
 load or validate are treated as misses, never trusted. JSON, not pickle: a cache
 folder that someone else wrote cannot run code.
+
+Beside it, a second, small file keeps the last settled run of the same selection (its
+findings after the cross-file phase) with a digest of everything settling read: the
+scanned files' names, real paths, modules, contents and per-file ignores, and the modules
+outside them that the class index looked for (see ``engine.settled_from_cache``). A run
+whose inputs are all unchanged reads that file only; the per-file results are loaded
+only when something changed.
 """
 
 from __future__ import annotations
@@ -18,10 +25,10 @@ from pathlib import Path
 from typing import Sequence
 
 from dpcheck import __version__
-from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.file import FileResult, read_bytes
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 6
+_FORMAT = 7
 
 
 def _digest(data: bytes) -> str:
@@ -62,25 +69,55 @@ def _key(path: Path, summary_only: bool) -> str:
 
 
 class Cache:
-    def __init__(self, file: Path, entries: dict) -> None:
+    def __init__(self, file: Path, entries: dict | None = None) -> None:
         self.file = file
-        self.entries = entries
+        # The per-file results, read from ``file`` when first needed: a run whose settled run
+        # is still valid (``settled``) never reads them.
+        self._entries = entries
         self.dirty = False
+        self._digests: dict[str, str | None] = {}  # path -> SHA-256 of its bytes, read once per run
+
+    @property
+    def settled_file(self) -> Path:
+        """Where the last settled run of this selection is kept (see ``settled``)."""
+        return self.file.with_name("settled-" + self.file.name.removeprefix("results-"))
 
     @classmethod
     def open(cls, folder: Path, codes: Sequence[str]) -> "Cache":
         key = _digest(f"{__version__}|{_FORMAT}|{_code_fingerprint()}|{','.join(sorted(codes))}".encode())[:16]
-        file = Path(folder) / f"results-{key}.json"
-        entries: dict = {}
+        return cls(Path(folder) / f"results-{key}.json")
+
+    @property
+    def entries(self) -> dict:
+        if self._entries is None:
+            self._entries = {}
+            data = self._read(self.file)
+            if data is not None and isinstance(data.get("entries"), dict):
+                self._entries = data["entries"]
+        return self._entries
+
+    @staticmethod
+    def _read(file: Path) -> dict | None:
+        """One of this cache's JSON files, if dpcheck of this version and format wrote it."""
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and data.get("tool") == "dpcheck" \
-                    and data.get("version") == __version__ and data.get("format") == _FORMAT \
-                    and isinstance(data.get("entries"), dict):
-                entries = data["entries"]
         except (OSError, ValueError, UnicodeDecodeError):
-            entries = {}
-        return cls(file, entries)
+            return None
+        if isinstance(data, dict) and data.get("tool") == "dpcheck" \
+                and data.get("version") == __version__ and data.get("format") == _FORMAT:
+            return data
+        return None
+
+    def content_digest(self, path: Path | str) -> str | None:
+        """SHA-256 of the file's bytes (None: it cannot be read), read once per run: the
+        settled run's check, the per-file lookups and the writes share it."""
+        key = str(path)
+        if key not in self._digests:
+            try:
+                self._digests[key] = _digest(read_bytes(path))
+            except OSError:
+                self._digests[key] = None
+        return self._digests[key]
 
     def get(self, path: Path, summary_only: bool = False) -> FileResult | None:
         """The cached result for ``path``; ``summary_only`` entries (class summaries of modules
@@ -88,12 +125,11 @@ class Cache:
         entry = self.entries.get(_key(path, summary_only))
         if not isinstance(entry, dict):
             return None
-        try:
-            data = path.read_bytes()
-        except OSError:
+        digest = self.content_digest(path)
+        if digest is None:
             return None
         try:
-            if entry["sha256"] != _digest(data) or entry["module"] != module_name_for(path) \
+            if entry["sha256"] != digest or entry["module"] != module_name_for(path) \
                     or entry["result"]["filename"] != str(path):
                 return None
             return FileResult.from_dict(entry["result"])
@@ -101,30 +137,44 @@ class Cache:
             return None
 
     def put(self, path: Path, result: FileResult, summary_only: bool = False) -> None:
-        try:
-            data = path.read_bytes()
-        except OSError:
+        digest = self.content_digest(path)
+        if digest is None:
             return
-        self.entries[_key(path, summary_only)] = {"sha256": _digest(data), "module": result.module,
-                                             "result": result.to_dict()}
+        self.entries[_key(path, summary_only)] = {"sha256": digest, "module": result.module,
+                                                 "result": result.to_dict()}
         self.dirty = True
 
+    def settled(self, inputs: str) -> dict | None:
+        """The last settled run kept for this selection, if its inputs' digest is ``inputs``:
+        ``{"inputs", "findings", "suppressed", "probes"}`` as ``put_settled`` wrote it (the
+        caller checks the probes and reads the findings; anything malformed is a miss)."""
+        data = self._read(self.settled_file)
+        if data is None or data.get("inputs") != inputs:
+            return None
+        return data
+
+    def put_settled(self, inputs: str, findings: list[dict], suppressed: list[dict], probes: dict) -> None:
+        self._write(self.settled_file, {"inputs": inputs, "findings": findings, "suppressed": suppressed,
+                                        "probes": probes})
+
     def save(self) -> None:
-        if not self.dirty:
-            return
+        if self.dirty:
+            self._write(self.file, {"entries": self.entries})
+            self.dirty = False
+
+    def _write(self, file: Path, body: dict) -> None:
         # Imported here: tempfile brings shutil, random and the compression modules (8 ms),
         # and a run whose every file was a cache hit writes nothing.
         import tempfile
 
         try:
-            self.file.parent.mkdir(parents=True, exist_ok=True)
-            gitignore = self.file.parent / ".gitignore"
+            file.parent.mkdir(parents=True, exist_ok=True)
+            gitignore = file.parent / ".gitignore"
             if not gitignore.exists():
                 gitignore.write_text("# Automatically created by dpcheck.\n*\n")
-            fd, tmp = tempfile.mkstemp(dir=self.file.parent, suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"tool": "dpcheck", "version": __version__, "format": _FORMAT,
-                           "entries": self.entries}, handle)
-            os.replace(tmp, self.file)
+                json.dump({"tool": "dpcheck", "version": __version__, "format": _FORMAT, **body}, handle)
+            os.replace(tmp, file)
         except OSError:
             pass  # a read-only checkout still gets its findings

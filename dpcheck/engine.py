@@ -368,8 +368,12 @@ class _RealFolders:
 
 def package_root(result: FileResult, real_folder: _RealFolders) -> str | None:
     """The folder a file's dotted module name starts from (its real path), or None."""
-    path = real_folder.file(result.filename)
-    depth = result.module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
+    return _root_above(real_folder.file(result.filename), result.module)
+
+
+def _root_above(path: str, module: str) -> str | None:
+    """The folder the dotted ``module`` of the file at the real path ``path`` starts from, or None."""
+    depth = module.count(".") + (1 if os.path.basename(path) == "__init__.py" else 0)
     root = path
     for _ in range(depth + 1):
         parent = os.path.dirname(root)
@@ -390,14 +394,19 @@ def module_file(roots: Sequence[Path | str], module: str) -> Path | None:
     return None
 
 
-def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSummaries | None = None):
+def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSummaries | None = None,
+                  probes: dict | None = None):
     """Find and summarise modules that were not scanned, from the scanned files' package roots
     (a summary the pool already made, in ``summaries``, is taken instead of made again).
 
     The roots are found on the first call only: most runs never need a module they did not scan.
     A module that is a scanned file under another dotted name (`onmt.Models` for `onmt/Models.py`
     scanned as `Models`: a folder without `__init__.py`) names the scanned file's classes: its
-    summary only points at them, so that each class has one name in the index."""
+    summary only points at them, so that each class has one name in the index.
+
+    ``probes``, if given, gets what each load found, for ``settled_from_cache`` to check again:
+    module -> None (no file), or [its file, that file's real path, the SHA-256 of its bytes
+    (None for a scanned file's twin, whose bytes the run's inputs already cover)]."""
     roots: list[Path] | None = None
     scanned: dict[str, FileResult] | None = None  # real path -> result, made on the first load
 
@@ -424,8 +433,13 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
             roots = package_roots()
         candidate = module_file(roots, module)
         if candidate is None:
+            if probes is not None:
+                probes[module] = None
             return None
         twin = scanned_file(candidate)
+        if probes is not None:
+            probes[module] = [str(candidate), real_folder.file(str(candidate)),
+                              None if twin is not None or cache is None else cache.content_digest(candidate) or ""]
         if twin is not None:
             prefix = len(twin.module) + 1
             return FileResult(str(candidate), module, aliases={
@@ -576,9 +590,10 @@ class ModuleSummaries:
 
 
 def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
-           summaries: ModuleSummaries | None = None) -> RunResult:
-    """Keep the findings whose cross-file conditions hold; apply per-file ignores."""
-    index = ClassIndex(results, module_loader(results, cache, summaries))
+           summaries: ModuleSummaries | None = None, probes: dict | None = None) -> RunResult:
+    """Keep the findings whose cross-file conditions hold; apply per-file ignores. ``probes``:
+    see ``module_loader``."""
+    index = ClassIndex(results, module_loader(results, cache, summaries, probes))
     run = RunResult(files=len(results), index=index, per_file_ignores=per_file_ignores)
     for result in results:
         run.internal_error |= result.internal_error
@@ -587,6 +602,101 @@ def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
         run.suppressed.extend(suppressed)
     run.findings.sort(key=lambda f: (f.filename, f.cell or 0, f.row, f.col, f.code))
     return run
+
+
+@record
+class RunInputs:
+    """What settling a run reads of its scanned files, as one digest (see ``run_inputs``), and
+    what checking a kept run's probes again needs: each file's real path and module."""
+
+    digest: str
+    reals: list[str]
+    modules: list[str]
+
+
+def run_inputs(paths: Sequence[Path], per_file_ignores: Callable[[str], list[str]], cache) -> RunInputs | None:
+    """The inputs of settling ``paths`` (None when a file cannot be read): each file's name as
+    reported, real path, dotted module, bytes (``cache.content_digest``) and per-file ignores,
+    in order. Same inputs and the same answers to the module loader's probes (``_probes_hold``)
+    give the same settled run: each file's result is a function of its name, module and bytes
+    (the selection and dpcheck's code are in the cache's key), and the package roots and twins
+    the loader finds are a function of the real paths and modules."""
+    import hashlib
+
+    inputs = hashlib.sha256()
+    real_folder = _RealFolders()
+    reals: list[str] = []
+    modules: list[str] = []
+    for path in paths:
+        name = str(path)
+        digest = cache.content_digest(path)
+        if digest is None:
+            return None
+        real, module = real_folder.file(name), module_name_for(path)
+        reals.append(real)
+        modules.append(module)
+        inputs.update("\0".join((name, real, module, digest, *per_file_ignores(name), "\n"))
+                      .encode("utf-8", "surrogatepass"))
+    return RunInputs(inputs.hexdigest(), reals, modules)
+
+
+def settled_from_cache(inputs: RunInputs, paths: Sequence[Path], per_file_ignores, cache) -> RunResult | None:
+    """The run kept by ``keep_settled`` for the same inputs, if every module the class index
+    looked for outside the scanned files is found where it was, with the same bytes; else None.
+    Such a run has no class index (``--fix`` and ``--add-noqa``, which re-check files against
+    it, do not use the cache)."""
+    kept = cache.settled(inputs.digest)
+    if kept is None:
+        return None
+    try:
+        if not _probes_hold(kept["probes"], inputs, cache):
+            return None
+        findings = [Finding.from_dict(f) for f in kept["findings"]]
+        suppressed = [Finding.from_dict(f) for f in kept["suppressed"]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return RunResult(findings, suppressed, files=len(paths), cache_hits=len(paths),
+                     per_file_ignores=per_file_ignores)
+
+
+def keep_settled(run: RunResult, inputs: RunInputs, probes: dict, cache) -> None:
+    """Keep a settled run for ``settled_from_cache``; a run with an internal error is not kept
+    (its files are analysed again next time, like their uncached results)."""
+    if run.internal_error:
+        return
+    cache.put_settled(inputs.digest, [f.to_dict() for f in run.findings], [f.to_dict() for f in run.suppressed],
+                      probes)
+
+
+def _probes_hold(probes: dict, inputs: RunInputs, cache) -> bool:
+    """Would ``module_loader`` find what it found when the run was kept: the same file (with the
+    same real path and bytes) for each module, or still none?"""
+    if not isinstance(probes, dict):
+        return False
+    if not probes:
+        return True
+    roots: dict[str, None] = {}  # first seen first, as module_loader orders them
+    root_of: dict[tuple[str, int], str | None] = {}
+    for real, module in zip(inputs.reals, inputs.modules):
+        # Files of one folder at one depth share a root.
+        key = (os.path.dirname(real), module.count(".") + (os.path.basename(real) == "__init__.py"))
+        if key not in root_of:
+            root_of[key] = _root_above(real, module)
+        if root_of[key] is not None:
+            roots.setdefault(root_of[key])
+    found_in = list(roots)
+    real_folder = _RealFolders()
+    for module, seen in probes.items():
+        candidate = module_file(found_in, module)
+        if seen is None or candidate is None:
+            if seen is not candidate:
+                return False
+            continue
+        path, real, digest = seen
+        if str(candidate) != path or real_folder.file(path) != real \
+                or digest is not None and cache.content_digest(candidate) != digest:
+            return False
+    return True
 
 
 def check_stdin(text: str, display: str, codes: Sequence[str]) -> FileResult:

@@ -142,15 +142,12 @@ def run_check(options: CheckOptions) -> int:
                 echo(str(path))
             return EXIT_CLEAN
         stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if reading_stdin else None
-        results, files, settings_of, caches, summaries = _analyze(options, resolver, paths, stdin_text)
+        run, files, settings_of, caches = _analyze(options, resolver, paths, stdin_text)
     except ConfigError as exc:
         return _error(str(exc))
     # Each stage after analysis is guarded: a dpcheck bug there is reported on stderr and
     # exits 2, but every result that was computed is still printed as a complete document.
     failures: list[str] = []
-    from dpcheck import engine
-    run = engine.settle(results, lambda name: settings_of[name].ignored_for(Path(name)),
-                        next(iter(caches), None), summaries)
     for cache in caches:
         cache.save()
     findings = [f for f in run.findings if f.code in settings_of[f.filename].codes]
@@ -301,22 +298,27 @@ def _cuda_problem(devices: int | None) -> str | None:
 
 
 def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin_text: str | None):
-    """(file results, the files checked, each result's settings by filename, the caches used,
-    the module summaries made alongside, see ``engine.ModuleSummaries``): from stdin
-    (``stdin_text``) or from disk. Each file runs the rules its own settings select."""
+    """(the settled run, the files checked, each result's settings by filename, the caches
+    used): from stdin (``stdin_text``) or from disk. Each file runs the rules its own settings
+    select. Through one cache, a run whose inputs are all unchanged is read back settled
+    (``engine.settled_from_cache``), and a run settled anew is kept for the next one."""
     from dpcheck import engine
 
     if stdin_text is not None:
         display = _stdin_name(options)
         settings = resolver.for_file(Path(display)) if options.stdin_filename else resolver.default
         if settings.force_exclude and options.stdin_filename and _excluded(Path(display), resolver):
-            return [], [], {}, [], None
-        codes = settings.codes
+            return engine.settle([]), [], {}, []
         startup.resume()
-        return [engine.check_stdin(stdin_text, display, codes)], [], {display: settings}, [], None
+        result = engine.check_stdin(stdin_text, display, settings.codes)
+        return engine.settle([result], lambda name: settings.ignored_for(Path(name))), [], {display: settings}, []
 
     files = _discover(resolver, paths)
     settings_of = {str(f): resolver.for_file(f) for f in files}
+
+    def per_file_ignores(name: str) -> list[str]:
+        return settings_of[name].ignored_for(Path(name))
+
     caches: dict[tuple, object] = {}
     selections: list[engine.Selection] = []
     index: dict[tuple, int] = {}
@@ -335,11 +337,22 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
             index[key] = len(selections)
             selections.append(engine.Selection(settings.codes, cache))
         choice.append(index[key])
-    # The cache settle will read module summaries from (see run_check): the first one.
-    summaries = engine.ModuleSummaries([str(f) for f in files], next(iter(caches.values()), None))
+    # The cache settling reads module summaries from: the first one.
+    cache = next(iter(caches.values()), None)
+    inputs = engine.run_inputs(files, per_file_ignores, cache) if len(caches) == 1 else None
+    if inputs is not None:
+        run = engine.settled_from_cache(inputs, files, per_file_ignores, cache)
+        if run is not None:
+            startup.resume()
+            return run, files, settings_of, [cache]
+    summaries = engine.ModuleSummaries([str(f) for f in files], cache)
     startup.resume()
     results, _hits = engine.analyze_selected(files, choice, selections, options.jobs, summaries)
-    return results, files, settings_of, list(caches.values()), summaries
+    probes: dict = {}
+    run = engine.settle(results, per_file_ignores, cache, summaries, probes)
+    if inputs is not None:
+        engine.keep_settled(run, inputs, probes, cache)
+    return run, files, settings_of, list(caches.values())
 
 
 def _confirm(findings: list[Finding], files: list[Path], settings: Settings, settings_of: dict[str, Settings],

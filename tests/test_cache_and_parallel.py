@@ -56,7 +56,9 @@ def test_base_class_change_in_another_file_reaches_cached_subclass(project):
 def test_corrupt_or_foreign_cache_is_ignored(project):
     (project / "model.py").write_text(HAZARD)
     expected = findings(project)
-    for cache_file in (project / ".dpcheck_cache").glob("results-*.json"):
+    cache_files = list((project / ".dpcheck_cache").glob("*.json"))
+    assert {f.name.split("-")[0] for f in cache_files} == {"results", "settled"}
+    for cache_file in cache_files:
         cache_file.write_text("{not json")
     assert findings(project) == expected
     for cache_file in (project / ".dpcheck_cache").glob("results-*.json"):
@@ -64,7 +66,62 @@ def test_corrupt_or_foreign_cache_is_ignored(project):
         for entry in data["entries"].values():
             entry["result"]["findings"] = [{"code": "DP999"}]  # malformed entry, right hash
         cache_file.write_text(json.dumps(data))
+    for cache_file in (project / ".dpcheck_cache").glob("settled-*.json"):
+        data = json.loads(cache_file.read_text())
+        data["findings"] = [{"code": "DP999"}]  # malformed settled run, right inputs
+        cache_file.write_text(json.dumps(data))
     assert findings(project) == expected
+
+
+def test_settled_run_follows_modules_outside_the_scanned_files(project):
+    """A run whose scanned files are unchanged is read back settled only while the modules the
+    class index looked for outside them are unchanged too: here the base class of the one
+    scanned file is missing, then appears, then changes."""
+    pkg = make_package(project)
+
+    def child_findings():
+        proc = run_cli("pkg/child.py", "--output-format", "concise", "--cache-dir", "cache", cwd=project)
+        assert proc.returncode in (0, 1), proc.stderr
+        return [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("pkg/")]
+
+    (pkg / "base.py").unlink()
+    assert child_findings() == []
+    assert child_findings() == []
+    (pkg / "base.py").write_text(BASE)  # a module the index found no file for is there now
+    assert child_findings() == ["DP101"]
+    assert child_findings() == ["DP101"]
+    (pkg / "base.py").write_text(PLAIN_BASE)  # Base is no longer an nn.Module
+    assert child_findings() == []
+
+
+def test_settled_run_follows_per_file_ignores(project):
+    (project / "model.py").write_text(HAZARD)
+    assert [f[2] for f in findings(project)] == ["DP101", "DP301"]
+    (project / "pyproject.toml").write_text('[tool.dpcheck]\nper-file-ignores = {"model.py" = ["DP101"]}\n')
+    assert [f[2] for f in findings(project)] == ["DP301"]
+
+
+def test_unchanged_run_is_not_settled_again(project, monkeypatch, capsys):
+    """Nothing changed since the last run: its settled findings are read back, the per-file
+    results and the cross-file phase are not (in process, so the engine can be watched)."""
+    from dpcheck import engine
+    from dpcheck.run import CheckOptions, run_check
+
+    make_package(project)
+    (project / "model.py").write_text(HAZARD)
+    monkeypatch.chdir(project)
+    options = CheckOptions(paths=[project], output_format="concise", cache_dir=project / "cache", exit_zero=True)
+    run_check(options)
+    first = capsys.readouterr().out
+
+    def no_settling(*args, **kwargs):
+        raise AssertionError("settled again")
+
+    monkeypatch.setattr(engine, "settle", no_settling)
+    monkeypatch.setattr(engine, "analyze_selected", no_settling)
+    run_check(options)
+    assert capsys.readouterr().out == first
+    assert "DP101" in first and "child.py" in first
 
 
 def test_parallel_workers_give_the_same_findings(project):
