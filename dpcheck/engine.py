@@ -413,7 +413,16 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
     def package_roots() -> list[Path]:
         found: dict[str, None] = {}  # in first-seen order
         real_folder = _RealFolders()
+        done: set[tuple[str, int]] = set()
         for result in results:
+            # Files of one folder at one depth share a root, unless a file is a link of its own.
+            filename = result.filename
+            if not os.path.islink(filename):
+                key = (os.path.dirname(filename), result.module.count(".")
+                       + (os.path.basename(filename) == "__init__.py"))
+                if key in done:
+                    continue
+                done.add(key)
             root = package_root(result, real_folder)
             if root is not None:
                 found.setdefault(root)

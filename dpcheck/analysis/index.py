@@ -52,7 +52,9 @@ class ClassIndex:
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
         self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
-        self._imported: set[str] = set()  # `module.Class` tails of every import target
+        # Every import target, in the order added; their `module.Class` tails are taken only when
+        # ``offline`` is first asked (the guessing index of engine.ModuleSummaries never asks it).
+        self._import_targets: list[str] = []
         self._used: frozenset[str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
@@ -71,9 +73,10 @@ class ClassIndex:
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
             self._by_tail.setdefault(_tail(cls.qualname), []).append(cls.qualname)
+        module = result.module
         for name, target in result.aliases.items():
-            self.aliases[f"{result.module}.{name}"] = target
-            self._imported.add(_tail(target))
+            self.aliases[f"{module}.{name}"] = target
+        self._import_targets.extend(result.aliases.values())
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
@@ -207,7 +210,7 @@ class ClassIndex:
             simple = qualname.rsplit(".", 1)[-1]
             if simple in candidates:
                 same.setdefault(simple, []).append(qualname)
-        used = set(self._imported)  # `module.Class` tails
+        used = set(map(_tail, self._import_targets))  # `module.Class` tails
         used.update(_tail(self.lookup(n) or n) for n in [*self._wrapped_names, *self._submodule_names])
         base_names = {base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases}
         return frozenset(simple for simple, qualnames in same.items()
