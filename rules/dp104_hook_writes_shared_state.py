@@ -195,11 +195,19 @@ def _size_call(node) -> bool:
 
 
 def _module_config(node, hook) -> bool:
-    """`module.kernel_size`, `module.in_channels` on the hooked module (the hook's first parameter):
-    its configuration, not a tensor."""
-    params = hook.node.args.posonlyargs + hook.node.args.args
-    return isinstance(node.value, ast.Name) and bool(params) and node.value.id == params[0].arg \
+    """`module.kernel_size`, `module.in_channels` on the hooked module: its configuration, not a tensor."""
+    return isinstance(node.value, ast.Name) and node.value.id == _hooked_module(hook) \
         and node.attr not in ("weight", "bias")
+
+
+def _hooked_module(hook) -> str | None:
+    """The parameter the hooked module comes in: the hook's first, or for a method of a class (a bound
+    hook, `layer.register_forward_hook(self.count)`) the first after the instance's own."""
+    params = [*hook.node.args.posonlyargs, *hook.node.args.args]
+    if isinstance(hook.parent(hook.node), ast.ClassDef) and not any(
+            isinstance(d, ast.Name) and d.id == "staticmethod" for d in hook.node.decorator_list):
+        params = params[1:]
+    return params[0].arg if params else None
 
 
 def _expanded(node, hook, depth):
