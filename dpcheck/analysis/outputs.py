@@ -506,13 +506,13 @@ def _unpacked_loss_and_stats(call: ast.Call, fn: FunctionInfo) -> bool:
     """`loss, loss_stats = self.loss(outputs, batch)` (CenterNet), `loss, _ = ...`: a loss module that
     returns its loss and what it logs returns the loss first. Not `cls_loss, reg_loss = ...`: several
     component losses, whose shapes (a 0-dim mean or a per-replica `(1,)`) the call site does not show."""
-    for stmt in fn.nodes(ast.Assign):
-        if stmt.value is call and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
-            rest = stmt.targets[0].elts[1:]
-            return bool(rest) and all(isinstance(e, ast.Name) and (
-                e.id == "_" or any(w in e.id.lower() for w in _STATS_WORDS) or "loss" not in e.id.lower())
-                for e in rest)
-    return False
+    stmt = fn.parent(call)
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], (ast.Tuple, ast.List))):
+        return False
+    rest = stmt.targets[0].elts[1:]
+    return bool(rest) and all(isinstance(e, ast.Name) and (
+        e.id == "_" or any(w in e.id.lower() for w in _STATS_WORDS) or "loss" not in e.id.lower()) for e in rest)
 
 
 def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str],
