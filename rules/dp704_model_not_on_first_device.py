@@ -26,7 +26,7 @@ import ast
 import re
 
 from dpcheck.analysis.dataflow import keyword
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -80,7 +80,7 @@ class ModelNotOnFirstDevice(Rule):
             holders = [w for w in facts.wraps if w.call is call]
             for node in ctx.nodes(ast.Call):
                 if isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda") \
-                        and any(_text(node.func.value) == w.name for w in holders) \
+                        and any(target_text(node.func.value) == w.name for w in holders) \
                         and facts.wrap_for(node.func.value) in holders:
                     moves.append(node)
             for move in moves:
@@ -93,14 +93,6 @@ class ModelNotOnFirstDevice(Rule):
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
                                      severity=Severity.WARNING)
-
-
-def _text(node) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return f"self.{node.attr}"
-    return None
 
 
 # Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
@@ -117,17 +109,17 @@ def _handed_on(inner, call, holders, scope, facts) -> bool:
         names.add(inner.id)
     for node in ast.walk(scope):
         if isinstance(node, ast.Return) and node.value is not None and (
-                _text(node.value) in names or node.value is call):
+                target_text(node.value) in names or node.value is call):
             return True
         if isinstance(node, ast.Call) and node is not call:
             args = [*node.args, *(k.value for k in node.keywords)]
-            if any(_text(a) in names for a in args):
+            if any(target_text(a) in names for a in args):
                 return True
             # (a method the wrapper lacks raises instead: DP701)
             if isinstance(node.func, ast.Attribute) and isinstance(inner, ast.Name) \
-                    and _text(node.func.value) == inner.id and node.func.attr not in _NON_MOVING:
+                    and target_text(node.func.value) == inner.id and node.func.attr not in _NON_MOVING:
                 return True
-        if isinstance(node, ast.Assign) and (_text(node.value) in names or node.value is call) \
+        if isinstance(node, ast.Assign) and (target_text(node.value) in names or node.value is call) \
                 and any(isinstance(t, ast.Attribute) for t in node.targets):
             return True
     return any(w.scope is not scope for w in holders)

@@ -178,7 +178,7 @@ class ScriptFacts:
                 return None
             if isinstance(node, ast.IfExp):
                 return self.wrapper_value(node.body, at) or self.wrapper_value(node.orelse, at)
-            if isinstance(node, (ast.Name, ast.Attribute)) and _target_text(node) is not None \
+            if isinstance(node, (ast.Name, ast.Attribute)) and target_text(node) is not None \
                     and hasattr(node, "lineno"):
                 wrap = self.wrap_for(node)
                 return wrap.source if wrap is not None else None
@@ -246,7 +246,7 @@ class ScriptFacts:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 for elt in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                    text = _target_text(elt)
+                    text = target_text(elt)
                     if text is None:
                         continue
                     scope = self.scope_of(node, attribute=text.startswith("self."))
@@ -259,12 +259,12 @@ class ScriptFacts:
         """What an assignment binds to ``text`` (None for a tuple target we cannot split)."""
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
-            if _target_text(target) == text:
+            if target_text(target) == text:
                 return node.value
             if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
                     and len(node.value.elts) == len(target.elts):
                 for elt, value in zip(target.elts, node.value.elts):
-                    if _target_text(elt) == text:
+                    if target_text(elt) == text:
                         return value
         return None
 
@@ -386,7 +386,7 @@ class ScriptFacts:
 
     def wrap_for(self, node: ast.AST) -> Wrap | None:
         """The wrapper an expression (`model`, `self.model`) refers to at its position, if any."""
-        text = _target_text(node)
+        text = target_text(node)
         if text is None:
             return None
         self._ensure()
@@ -444,11 +444,11 @@ class ScriptFacts:
         return None
 
     def _wrapper_test(self, test: ast.AST, text: str) -> bool:
-        flag = _target_text(test) if isinstance(test, ast.Attribute) else None
+        flag = target_text(test) if isinstance(test, ast.Attribute) else None
         if flag is not None and flag.startswith("self.") and text.startswith("self."):
             return self._flag_set_with_wrap(flag, text)
         if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and len(test.args) == 2
-                and _target_text(test.args[0]) == text):
+                and target_text(test.args[0]) == text):
             return False
         kind = test.args[1]
         if test.func.id == "isinstance":
@@ -470,7 +470,7 @@ class ScriptFacts:
         for node in self.ctx.nodes(ast.Assign):
             if len(node.targets) != 1 or not isinstance(node.value, ast.Call) or self.dp_class(node.value) is None:
                 continue
-            text = _target_text(node.targets[0])
+            text = target_text(node.targets[0])
             parent = self.parents.get(node)
             if text is None or not text.startswith("self."):
                 continue
@@ -480,7 +480,7 @@ class ScriptFacts:
                     found.update((flag, text) for stmt in stmts if isinstance(stmt, ast.Assign)
                                  and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Constant)
                                  and stmt.value.value is True
-                                 for flag in [_target_text(stmt.targets[0])] if flag is not None)
+                                 for flag in [target_text(stmt.targets[0])] if flag is not None)
         return frozenset(found)
 
     # --- branches ----------------------------------------------------------------------
@@ -624,7 +624,9 @@ def _binds(scope: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(scope))
 
 
-def _target_text(node: ast.AST) -> str | None:
+def target_text(node: ast.AST | None) -> str | None:
+    """`x` or `self.x`: how a script or a method names what holds a model (a plain name or an
+    attribute of self), else None."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":

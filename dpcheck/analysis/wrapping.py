@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword
-from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts, target_text
 from dpcheck.analysis.torch_api import FunctionNode
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES, REPLICATE_FUNCTIONS
 from dpcheck.record import record
@@ -132,25 +132,17 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
                 found += _constructions_of(ret.value, ret, ctx, depth + 1)
         return found
     facts = script_facts(ctx)
-    text = _text(node)
+    text = target_text(node)
     if text is None:
         return []
     attribute = text.startswith("self.")
     scope = facts.scope_of(at, attribute=attribute)
     found: list[ast.Call] = []
     for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
-        if any(_text(t) == text for t in sub.targets) \
+        if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _constructions_of(sub.value, sub, ctx, depth + 1)
     return found
-
-
-def _text(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return f"self.{node.attr}"
-    return None
 
 
 def submodule_classes(ctx: FileContext) -> frozenset[str]:
