@@ -40,6 +40,26 @@ def run_json(*args, cwd=None, stdin=None):
     return json.loads(proc.stdout), proc
 
 
+def file_context(text, module="m", filename=None):
+    """The analysis' FileContext of ``text`` (dedented), built as analyze_source builds one."""
+    import ast
+    import textwrap
+
+    from dpcheck.analysis.classes import collect_classes, module_status
+    from dpcheck.analysis.context import FileContext
+    from dpcheck.analysis.names import ImportMap
+    from dpcheck.analysis.source import SourceFile
+    from dpcheck.analysis.tree import TreeIndex
+
+    text = textwrap.dedent(text)
+    tree = ast.parse(text)
+    imports = ImportMap(tree, module)
+    classes = collect_classes(tree, imports, module)
+    index = TreeIndex(tree)
+    return FileContext(SourceFile(filename or f"{module}.py", text), tree, module, imports, classes,
+                       module_status(classes, module, imports, index), index)
+
+
 @pytest.fixture
 def project(tmp_path):
     """A throwaway project folder with a git marker, so .gitignore and config apply."""

@@ -8,14 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import file_context
 
-from dpcheck.analysis.classes import _reads_like_module, collect_classes, module_status
-from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.classes import _reads_like_module
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.index import ClassIndex, Pending
 from dpcheck.analysis.model_class import ModelClass, registers_hooks
-from dpcheck.analysis.names import ImportMap
-from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.tree import TreeIndex, _walk_recursively, _walk_with_stack
 from dpcheck.analysis.wrapping import _unused_outside_api
 
@@ -98,16 +96,6 @@ def test_a_tree_built_by_hand_with_a_missing_field_is_walked_by_hand():
     assert index.parents.get(call.args[0]) is call
 
 
-def context(text, module="m"):
-    text = textwrap.dedent(text)
-    tree = ast.parse(text)
-    imports = ImportMap(tree, module)
-    classes = collect_classes(tree, imports, module)
-    index = TreeIndex(tree)
-    return FileContext(SourceFile(f"{module}.py", text), tree, module, imports, classes,
-                       module_status(classes, module, imports, index), index)
-
-
 def _unused_by_hand(ctx):
     """The plain reading of ``_unused_outside_api``: a Python step per call, name and string."""
     declared = None
@@ -131,7 +119,7 @@ def _unused_by_hand(ctx):
 
 
 def test_unused_outside_api_picks_the_same_classes_as_the_plain_reading():
-    ctx = context('''
+    ctx = file_context('''
         import torch.nn as nn
         __all__ = ["Public"]
 
@@ -170,7 +158,7 @@ def test_unused_outside_api_picks_the_same_classes_as_the_plain_reading():
 
 
 def test_reads_like_module_from_the_walk_equals_ast_walk():
-    ctx = context('''
+    ctx = file_context('''
         from mylib import Base, Other
         import torch
 
@@ -197,7 +185,7 @@ def test_reads_like_module_from_the_walk_equals_ast_walk():
 
 
 def test_hooks_are_searched_only_in_files_that_register_one():
-    with_hook = context('''
+    with_hook = file_context('''
         import torch.nn as nn
 
         class Net(nn.Module):
@@ -209,7 +197,7 @@ def test_hooks_are_searched_only_in_files_that_register_one():
             def forward(self, x):
                 return self.fc(x)
     ''')
-    without = context('''
+    without = file_context('''
         import torch.nn as nn
 
         class Net(nn.Module):
@@ -223,7 +211,7 @@ def test_hooks_are_searched_only_in_files_that_register_one():
 
 
 def test_resolve_remembers_each_node_and_keeps_it():
-    ctx = context("import torch.nn as nn\nx = nn.Linear\n")
+    ctx = file_context("import torch.nn as nn\nx = nn.Linear\n")
     node = ctx.tree.body[1].value
     assert ctx.resolve(node) == "torch.nn.Linear"
     assert ctx.resolve(node) == "torch.nn.Linear" and node in ctx._resolved

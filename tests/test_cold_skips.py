@@ -15,10 +15,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import file_context
 
 import dpcheck.analysis.model_class as model_class
 from dpcheck.analysis import outputs
-from dpcheck.analysis.context import FileContext, code_names
+from dpcheck.analysis.context import code_names
 from dpcheck.analysis.file import analyze_source, read_bytes
 from dpcheck.analysis.tree import TreeIndex
 from dpcheck.registry import rules_by_code
@@ -169,28 +170,14 @@ def test_a_name_prefilter_skips_only_files_where_the_full_check_finds_nothing(mo
     assert fast == slow
 
 
-def _ctx(text, module="pkg.m"):
-    from dpcheck.analysis.classes import collect_classes, module_status
-    from dpcheck.analysis.names import ImportMap
-    from dpcheck.analysis.source import SourceFile
-
-    text = textwrap.dedent(text)
-    tree = ast.parse(text)
-    imports = ImportMap(tree, module)
-    classes = collect_classes(tree, imports, module)
-    index = TreeIndex(tree)
-    return FileContext(SourceFile("m.py", text), tree, module, imports, classes,
-                       module_status(classes, module, imports, index), index)
-
-
 def test_code_names_spell_identifiers_as_python_reads_them():
-    ctx = _ctx('''
+    ctx = file_context('''
         import torch.nn as tnn
         from .blocks import ConvNormAct as Block
         # BatchNorm in a comment, "register_forward_hook" in a string
         layer = tnn.ＢatchNorm2d(3)
         ﬁlter = Block()
-    ''')
+    ''', "pkg.m")
     names = ctx.fact(code_names).split("\n")
     assert {"BatchNorm2d", "tnn", "torch.nn", "pkg.blocks.ConvNormAct", "filter", "Block", "pkg.m"} <= set(names)
     assert "register_forward_hook" not in names
@@ -198,7 +185,7 @@ def test_code_names_spell_identifiers_as_python_reads_them():
 
 
 def test_returned_leaves_are_followed_once_and_read_alike(monkeypatch):
-    ctx = _ctx('''
+    ctx = file_context('''
         import torch.nn as nn
         from transformers.utils import ModelOutput
 
@@ -208,7 +195,7 @@ def test_returned_leaves_are_followed_once_and_read_alike(monkeypatch):
                 out = {"loss": loss}
                 out["logits"] = x
                 return ModelOutput(loss=loss, logits=x), out
-    ''')
+    ''', "pkg.m")
     model = model_class.ModelClass(ctx, ctx.classes["Net"], frozenset())
     plain = list(outputs._returned_leaves(model))
     calls = []
@@ -227,13 +214,13 @@ def test_returned_leaves_are_followed_once_and_read_alike(monkeypatch):
 
 
 def test_returned_leaves_that_cannot_be_followed_fail_in_every_rule_that_asks(monkeypatch):
-    ctx = _ctx('''
+    ctx = file_context('''
         import torch.nn as nn
 
         class Net(nn.Module):
             def forward(self, x):
                 return x, x
-    ''')
+    ''', "pkg.m")
     model = model_class.ModelClass(ctx, ctx.classes["Net"], frozenset())
 
     def broken(*args):

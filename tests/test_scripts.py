@@ -4,32 +4,18 @@ import ast
 import json
 import textwrap
 
-from conftest import run_cli, run_json
+from conftest import file_context, run_cli, run_json
 
-from dpcheck.analysis.classes import collect_classes, module_status
-from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.file import analyze_source
 from dpcheck.analysis.model_class import ModelClass
-from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.scripts import script_facts
-from dpcheck.analysis.source import SourceFile
-from dpcheck.analysis.tree import TreeIndex
 from dpcheck.analysis.wrapping import harness_condition, parallelises_own_submodule, wrap_evidence, wrapped_batch_dim
 from dpcheck.registry import rules_by_code
 
 
-def context(text, module="m"):
-    text = textwrap.dedent(text)
-    tree = ast.parse(text)
-    imports = ImportMap(tree, module)
-    classes = collect_classes(tree, imports, module)
-    return FileContext(SourceFile(f"{module}.py", text), tree, module, imports, classes,
-                       module_status(classes, module, imports), TreeIndex(tree))
-
-
 def held(text, line, name="model"):
     """Does ``name`` hold a wrapper where it is read on ``line``?"""
-    ctx = context(text)
+    ctx = file_context(text)
     facts = script_facts(ctx)
     nodes = [n for n in ctx.nodes(ast.Name, ast.Attribute) if n.lineno == line
              and isinstance(getattr(n, "ctx", None), ast.Load) and ast.unparse(n) == name]
@@ -54,7 +40,7 @@ def test_every_dataparallel_form_is_a_construction():
         d = Mine(net)
         e = nn.Linear(4, 4)
     """
-    ctx = context(text)
+    ctx = file_context(text)
     facts = script_facts(ctx)
     by_target = {n.targets[0].id: n.value for n in ctx.nodes(ast.Assign)}
     assert all(facts.dp_class(by_target[k]) is not None for k in "abcd")
@@ -64,11 +50,11 @@ def test_every_dataparallel_form_is_a_construction():
 
 
 def test_star_import_and_imported_subclass():
-    star = context("from torch.nn import *\nmodel = DataParallel(net)\n")
+    star = file_context("from torch.nn import *\nmodel = DataParallel(net)\n")
     assert script_facts(star).dp_calls
-    plain = context("model = DataParallel(net)\n")  # an undefined name is not torch's class
+    plain = file_context("model = DataParallel(net)\n")  # an undefined name is not torch's class
     assert not script_facts(plain).dp_calls
-    imported = context("from lib.sync import DataParallelWithCallback\nm = DataParallelWithCallback(net)\n")
+    imported = file_context("from lib.sync import DataParallelWithCallback\nm = DataParallelWithCallback(net)\n")
     (call,) = script_facts(imported).dp_calls
     assert script_facts(imported).source_of(call).requires == {"dp:lib.sync.DataParallelWithCallback"}
 
@@ -183,7 +169,7 @@ def test_wrap_evidence_wrapped_submodule_top_level():
 
         model = nn.DataParallel(Net().cuda())
     """
-    ctx = context(text)
+    ctx = file_context(text)
     models = {name: ModelClass(ctx, info, frozenset()) for name, info in ctx.classes.items()}
     assert wrap_evidence(models["Net"]) == "wrapped"
     assert models["Net"].wrap_evidence == "wrapped"
@@ -216,7 +202,7 @@ def test_a_class_that_replicates_its_own_submodule_by_hand_is_a_harness():
             def forward(self, model, x):
                 return parallel_apply(replicate(model, [0, 1]), scatter(x, [0, 1]))
     """
-    ctx = context(text)
+    ctx = file_context(text)
     models = {name: ModelClass(ctx, info, frozenset()) for name, info in ctx.classes.items()}
     assert parallelises_own_submodule(models["ByHand"]) == "bot"
     assert harness_condition(models["ByHand"]) == "wrapped:m.ByHand"
@@ -368,7 +354,7 @@ def test_a_scanned_base_that_is_no_module_decides(project):
 
 
 def test_reading_like_a_module_needs_forward_and_a_torch_nn_name():
-    ctx = context("""
+    ctx = file_context("""
         import torch.nn as nn
         from ext import Base
 
@@ -506,7 +492,7 @@ def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
 def test_child_classes_built_in_another_class_or_by_a_builder_a_class_calls():
     from dpcheck.analysis.outputs import child_classes
 
-    ctx = context("""
+    ctx = file_context("""
         import torch.nn as nn
         from lib import Imported
 
@@ -550,9 +536,9 @@ def test_child_classes_built_in_another_class_or_by_a_builder_a_class_calls():
 def test_whether_a_file_names_dataparallel_is_one_fact_of_the_file():
     from dpcheck.analysis.wrapping import mentions_script_token
 
-    assert mentions_script_token(context("import torch\nm = torch.nn.DataParallel(net)\n"))
-    assert mentions_script_token(context("y = torch.nn.parallel.data_parallel(net, x)\n"))
-    assert not mentions_script_token(context("import torch\nclass Net(torch.nn.Module):\n    pass\n"))
+    assert mentions_script_token(file_context("import torch\nm = torch.nn.DataParallel(net)\n"))
+    assert mentions_script_token(file_context("y = torch.nn.parallel.data_parallel(net, x)\n"))
+    assert not mentions_script_token(file_context("import torch\nclass Net(torch.nn.Module):\n    pass\n"))
 
 
 def test_a_folder_without_init_imported_as_a_package_is_the_scanned_file(tmp_path):
