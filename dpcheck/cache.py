@@ -28,7 +28,7 @@ from dpcheck import __version__
 from dpcheck.analysis.file import FileResult, read_bytes
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 7
+_FORMAT = 8
 
 
 def _digest(data: bytes) -> str:
@@ -97,16 +97,21 @@ class Cache:
         return self._entries
 
     @staticmethod
-    def _read(file: Path) -> dict | None:
-        """One of this cache's JSON files, if dpcheck of this version and format wrote it."""
+    def _read(file: Path, inputs: str | None = None) -> dict | None:
+        """The body of one of this cache's files, if dpcheck of this version and format wrote it
+        for these ``inputs`` (see ``settled``). The first line is a header read on its own, so a
+        settled run kept for other inputs is never parsed."""
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
+            with open(file, encoding="utf-8") as handle:
+                header = json.loads(handle.readline())
+                if not (isinstance(header, dict) and header.get("tool") == "dpcheck"
+                        and header.get("version") == __version__ and header.get("format") == _FORMAT
+                        and header.get("inputs") == inputs):
+                    return None
+                body = json.loads(handle.read())
         except (OSError, ValueError, UnicodeDecodeError):
             return None
-        if isinstance(data, dict) and data.get("tool") == "dpcheck" \
-                and data.get("version") == __version__ and data.get("format") == _FORMAT:
-            return data
-        return None
+        return body if isinstance(body, dict) else None
 
     def content_digest(self, path: Path | str) -> str | None:
         """SHA-256 of the file's bytes (None: it cannot be read), read once per run: the
@@ -146,23 +151,22 @@ class Cache:
 
     def settled(self, inputs: str) -> dict | None:
         """The last settled run kept for this selection, if its inputs' digest is ``inputs``:
-        ``{"inputs", "findings", "suppressed", "probes"}`` as ``put_settled`` wrote it (the
-        caller checks the probes and reads the findings; anything malformed is a miss)."""
-        data = self._read(self.settled_file)
-        if data is None or data.get("inputs") != inputs:
-            return None
-        return data
+        ``{"findings", "suppressed", "probes"}`` as ``put_settled`` wrote it (the caller checks
+        the probes and reads the findings; anything malformed is a miss)."""
+        return self._read(self.settled_file, inputs)
 
     def put_settled(self, inputs: str, findings: list[dict], suppressed: list[dict], probes: dict) -> None:
-        self._write(self.settled_file, {"inputs": inputs, "findings": findings, "suppressed": suppressed,
-                                        "probes": probes})
+        self._write(self.settled_file, {"findings": findings, "suppressed": suppressed, "probes": probes},
+                    inputs=inputs)
 
     def save(self) -> None:
         if self.dirty:
             self._write(self.file, {"entries": self.entries})
             self.dirty = False
 
-    def _write(self, file: Path, body: dict) -> None:
+    def _write(self, file: Path, body: dict, **header: str) -> None:
+        """A header line (tool, version, format and ``header``), then ``body``: JSON each, which
+        escapes every newline inside it."""
         # Imported here: tempfile brings shutil, random and the compression modules (8 ms),
         # and a run whose every file was a cache hit writes nothing.
         import tempfile
@@ -174,7 +178,23 @@ class Cache:
                 gitignore.write_text("# Automatically created by dpcheck.\n*\n")
             fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"tool": "dpcheck", "version": __version__, "format": _FORMAT, **body}, handle)
+                handle.write(json.dumps({"tool": "dpcheck", "version": __version__, "format": _FORMAT, **header}))
+                handle.write("\n")
+                _write_json(handle, body, 2)
             os.replace(tmp, file)
         except OSError:
             pass  # a read-only checkout still gets its findings
+
+
+def _write_json(handle, value, depth: int) -> None:
+    """``json.dump(value, handle)``, with the C encoder: ``json.dump`` encodes in Python (three
+    times slower on a large cache), and one ``json.dumps`` of the whole cache would hold all of
+    its text at once. Dicts down to ``depth`` are written item by item."""
+    if depth and isinstance(value, dict):
+        handle.write("{")
+        for i, (key, item) in enumerate(value.items()):
+            handle.write(f"{',' if i else ''}{json.dumps(key)}:")
+            _write_json(handle, item, depth - 1)
+        handle.write("}")
+    else:
+        handle.write(json.dumps(value))

@@ -61,16 +61,22 @@ def test_corrupt_or_foreign_cache_is_ignored(project):
     for cache_file in cache_files:
         cache_file.write_text("{not json")
     assert findings(project) == expected
-    for cache_file in (project / ".dpcheck_cache").glob("results-*.json"):
-        data = json.loads(cache_file.read_text())
-        for entry in data["entries"].values():
-            entry["result"]["findings"] = [{"code": "DP999"}]  # malformed entry, right hash
-        cache_file.write_text(json.dumps(data))
-    for cache_file in (project / ".dpcheck_cache").glob("settled-*.json"):
-        data = json.loads(cache_file.read_text())
-        data["findings"] = [{"code": "DP999"}]  # malformed settled run, right inputs
-        cache_file.write_text(json.dumps(data))
+    for pattern, malform in (("results-*.json", _malformed_entries), ("settled-*.json", _malformed_findings)):
+        for cache_file in (project / ".dpcheck_cache").glob(pattern):
+            header, body = cache_file.read_text().split("\n", 1)  # a header line (tool, version, ...)
+            data = json.loads(body)
+            malform(data)
+            cache_file.write_text(f"{header}\n{json.dumps(data)}")
     assert findings(project) == expected
+
+
+def _malformed_entries(data):
+    for entry in data["entries"].values():
+        entry["result"]["findings"] = [{"code": "DP999"}]  # malformed entry, right hash
+
+
+def _malformed_findings(data):
+    data["findings"] = [{"code": "DP999"}]  # malformed settled run, right inputs
 
 
 def test_settled_run_follows_modules_outside_the_scanned_files(project):
@@ -194,8 +200,9 @@ def test_code_fingerprint_walks_only_dpcheck_packages(monkeypatch):
     tests (it did, and that was most of a cached run's time), only dpcheck's packages."""
     import os
 
-    import dpcheck
     import dpcheck.rules
+
+    import dpcheck
     from dpcheck.cache import _code_fingerprint
 
     walked = []
@@ -226,3 +233,18 @@ def test_file_result_round_trips_through_the_cache_format():
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []
     assert back.module_calls == {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}
+
+
+def test_cache_files_are_written_as_the_json_of_their_data():
+    """The cache writer streams its two outer levels item by item: what it writes must read
+    back as the same data (keys and strings that need escaping, empty dicts, deeper values)."""
+    import io
+
+    from dpcheck.cache import _write_json
+
+    data = {"entries": {'a "b"\nc': {"sha256": "0" * 64, "result": {"x": [1, None, "\u2028\ud800"]}}, "e": {}},
+            "tail": [1, 2], "": {}}
+    out = io.StringIO()
+    _write_json(out, data, 2)
+    assert json.loads(out.getvalue()) == data
+    assert "\n" not in out.getvalue()  # the header line's reader relies on it
