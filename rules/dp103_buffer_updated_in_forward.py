@@ -12,12 +12,19 @@ from the model after forward would see the old value: info (advice). An in-place
 norm layer is info, as BatchNorm's own statistics are (see DP602). A reassignment behind
 a non-default option is a warning.
 
+Also flagged: rebinding the `.data` of a Parameter in forward from a value read before
+(`u.data = l2normalize(W @ v)` in a hand-written spectral norm whose power-iteration vectors are
+frozen Parameters, `self.scale.data = ...`), where the Parameter is `self.<attr>` or read back
+with `getattr(self..., name)` under a name the class passes to `register_parameter`.
+
 ## Why is this bad?
 Each replica gets its own `_buffers` dict, so a reassignment lands there and is lost
 on every replica, replica 0 included: the buffer never changes. Replica 0's buffers
 *are* the original tensors (same storage), so an in-place write survives, but only
 replica 0's: statistics, EMA values and memory queues are updated from the first
-chunk of the batch only (a MoCo queue advances by B/N, not B).
+chunk of the batch only (a MoCo queue advances by B/N, not B). Parameters are broadcast
+through autograd in training, so every replica, replica 0 included, holds new tensor objects:
+a rebound `.data` is lost everywhere and the power iteration restarts from the same vector.
 
 ## How to fix
 Update the buffer in place (`self.ema.mul_(0.9).add_(...)`) with statistics computed
@@ -76,6 +83,7 @@ class BufferUpdatedInForward(Rule):
     """
 
     def check_class(self, model):
+        yield from self._parameter_data_rebound(model)
         buffers = {name for name, facts in model.attrs.items() if "buffer" in facts.kinds}
         if not buffers:
             return
@@ -129,6 +137,33 @@ class BufferUpdatedInForward(Rule):
                                   "on every replica and the next call starts from the old value")
         return self.violation(target, f"Buffer `self.{name}` {why}", severity=severity)
 
+    def _parameter_data_rebound(self, model):
+        """`u.data = l2normalize(W @ v)` on a Parameter in forward (a power-iteration vector kept as a
+        frozen Parameter): replicate broadcasts parameters through autograd, so every replica,
+        replica 0 included, holds its own tensor objects, and rebinding `.data` on one is lost."""
+        rebound = [(fn, node, target) for fn in model.reachable for node in fn.nodes(ast.Assign)
+                   for target in node.targets if isinstance(target, ast.Attribute) and target.attr == "data"]
+        if not rebound:  # nearly every class: nothing more to read
+            return
+        parameters = {name for name, facts in model.attrs.items() if "parameter" in facts.kinds}
+        registered = _registered_parameter_names(model)
+        for fn, node, target in rebound:
+            holder = target.value
+            name = fn.self_attr(holder)
+            if name in parameters:
+                shown = f"self.{name}"
+            elif isinstance(holder, ast.Name) and registered and any(
+                    _fetches_registered(v, fn, registered) for v in fn.local_values.get(holder.id, ())):
+                shown = holder.id
+            else:
+                continue
+            if not _old_value_read(fn, shown, node):
+                continue  # recomputed from other values before any read: nothing carried over
+            yield self.violation(target, f"Parameter `{shown}` has its `.data` rebound in forward: "
+                                 "DataParallel replicas hold broadcast copies of the parameters, "
+                                 "replica 0 included, so the new value is lost and the next call "
+                                 "starts from the old one", subject=Subject(attr=name))
+
     def _in_place(self, node, name):
         if name in _NORM_STATISTICS:
             # A hand-written norm layer's running statistics behave exactly as BatchNorm's do under
@@ -139,6 +174,40 @@ class BufferUpdatedInForward(Rule):
         return self.violation(node, f"Buffer `self.{name}` is updated in place from the batch in forward: "
                               "under DataParallel only replica 0's update (its chunk of the batch) "
                               "is kept", severity=Severity.WARNING, subject=Subject(attr=name))
+
+
+def _old_value_read(fn, shown: str, node: ast.Assign) -> bool:
+    """Is the value read before this rebinding (earlier in the function, or by the new value itself:
+    `v.data = f(w, u.data)` then `u.data = g(w, v.data)` reads u's old value, not v's)?"""
+    for use in (*fn.nodes(ast.Name), *fn.nodes(ast.Attribute)):
+        if isinstance(use.ctx, ast.Load) and ast.unparse(use) == shown and (
+                use.lineno < node.lineno or any(use is n for n in ast.walk(node.value))):
+            return True
+    return False
+
+
+def _registered_parameter_names(model) -> frozenset[str]:
+    """Source text of the names the class registers parameters under with `register_parameter(name,
+    ...)` on itself or a submodule (`self.module.register_parameter(self.name + "_u", u)`)."""
+    if "register_parameter" not in model.ctx.source.text:
+        return frozenset()
+    return frozenset(ast.unparse(node.args[0]) for node in model.ctx.tree_index.nodes_within(model.info.node, ast.Call)
+                     if isinstance(node.func, ast.Attribute) and node.func.attr == "register_parameter"
+                     and len(node.args) == 2)
+
+
+def _fetches_registered(value, fn, registered) -> bool:
+    """`getattr(self.module, self.name + "_u")`: one of those parameters, read back by its name."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+        and len(value.args) >= 2 and _self_rooted(value.args[0], fn) and ast.unparse(value.args[1]) in registered
+
+
+def _self_rooted(node, fn) -> bool:
+    while isinstance(node, ast.Attribute):
+        if fn.self_attr(node) is not None:
+            return True
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _root_call_receiver(node):

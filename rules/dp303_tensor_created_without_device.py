@@ -11,7 +11,9 @@ result is immediately moved (`.to(x.device)`, `.cuda()`, `.type_as(x)`), and res
 used only on the CPU (`.tolist()`, `.numpy()`, `.item()`), and factories that run only
 without CUDA: in the `else` arm of `if torch.cuda.is_available():` or `if x.is_cuda:` (or of
 `if use_cuda:`-style flags whose arm moves to CUDA), or under `if not torch.cuda.is_available():`.
-There every input is on the CPU too, and no DataParallel replica runs.
+There every input is on the CPU too, and no DataParallel replica runs. Nor is a factory whose
+name is rebound to itself moved before the use (`ones = torch.ones(...)`, then `if self.use_cuda:
+ones = ones.cuda()`): the CUDA flag is on wherever DataParallel runs.
 
 ## Why is this bad?
 The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
@@ -134,7 +136,9 @@ def _meets_model_tensor(call, fn, model) -> bool:
     parent = fn.parent(use)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         name = parent.targets[0].id
-        uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+        moved = _moved_in_place(name, parent.lineno, fn, model.ctx.resolve)
+        uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)
+                and (moved is None or n.lineno <= moved)]
     else:
         uses = [use]
     for node in uses:
@@ -163,6 +167,23 @@ def _meets_model_tensor(call, fn, model) -> bool:
                 if any(o is not node and _model_tensor(o, fn, model) for o in others):
                     return True
     return False
+
+
+def _moved_in_place(name, line, fn, resolve):
+    """The line of `name = name.cuda()` (or `.to(...)`, `.type_as(...)`) after ``line`` that runs
+    whenever CUDA does (`if self.use_cuda: ones = ones.cuda()`), or None: uses after it see the
+    moved tensor."""
+    from dpcheck.analysis.devices import runs_whenever_cuda
+
+    for stmt in fn.nodes(ast.Assign):
+        value = stmt.value
+        if stmt.lineno > line and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and stmt.targets[0].id == name and isinstance(value, ast.Call) \
+                and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES \
+                and isinstance(value.func.value, ast.Name) and value.func.value.id == name \
+                and runs_whenever_cuda(stmt, fn.parent, resolve):
+            return stmt.lineno
+    return None
 
 
 def _climb(node, fn):

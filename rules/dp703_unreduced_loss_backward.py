@@ -4,6 +4,10 @@ In training scripts, flags `.backward()` on what a DataParallel-wrapped model
 returned (or an element of it: `out[0]`, `out["loss"]`, `out.loss`) without a
 reduction in between.
 
+An element rebound between the call and the backward is followed to its new value
+(`for k in losses: losses[k] = torch.mean(losses[k])` reduces every element; `losses["d"] =
+losses["a"] + losses["b"]` is still the sum of two vectors).
+
 ## Why is this bad?
 When forward returns a loss, each replica returns a 0-dim tensor and gather turns them
 into a vector with one value per GPU. `loss.backward()` then fails with `grad can be
@@ -78,6 +82,7 @@ class UnreducedLossBackward(Rule):
 
 def _output_of(node, facts, line):
     """The wrapper's name if ``node`` is (an element of) its direct output."""
+    element = node if isinstance(node, ast.Subscript) else None
     while isinstance(node, (ast.Subscript, ast.Attribute)) and not (
             isinstance(node, ast.Attribute) and node.attr in ("mean", "sum")):
         node = node.value
@@ -96,5 +101,36 @@ def _output_of(node, facts, line):
                     and sub.target.id == node.id and (last is None or sub.lineno > last.lineno):
                 return None
         if last is not None:
+            if element is not None:
+                rebound = _element_rebound(element, node.id, scope, last.lineno, line)
+                if rebound is not None:
+                    return _output_in(rebound.value, facts, rebound.lineno)
             return _output_of(last.value, facts, last.lineno) if not isinstance(last.value, ast.Name) else None
     return None
+
+
+def _output_in(value, facts, line):
+    """The wrapper's name if ``value``, or a term of its sums and products, is (an element of) its
+    direct output (`losses["d"] = losses["wgan_d"] + losses["wgan_gp"] * lam` is still a vector)."""
+    if isinstance(value, ast.BinOp):
+        return _output_in(value.left, facts, line) or _output_in(value.right, facts, line)
+    return _output_of(value, facts, line)
+
+
+def _element_rebound(element, name, scope, start, line):
+    """The last store into ``name[...]`` between the output's assignment and the backward that may
+    rebind ``element`` (the same constant key, or a key computed at run time: a loop over the
+    keys, `for k in losses: losses[k] = losses[k].mean()`); None if the element still holds
+    what the wrapper returned."""
+    key = element.slice
+    last = None
+    for sub in ast.walk(scope):
+        if not (isinstance(sub, ast.Assign) and start < sub.lineno < line):
+            continue
+        for target in sub.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                    and target.value.id == name and (
+                        not isinstance(target.slice, ast.Constant) or not isinstance(key, ast.Constant)
+                        or target.slice.value == key.value) and (last is None or sub.lineno > last.lineno):
+                last = sub
+    return last

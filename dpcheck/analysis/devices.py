@@ -100,6 +100,27 @@ def without_cuda_only(node: ast.AST, parent, resolve) -> bool:
     return False
 
 
+def runs_whenever_cuda(node: ast.AST, parent, resolve) -> bool:
+    """Does ``node`` run whenever CUDA is in use: in no branch of its function, or only in the
+    CUDA arm of tests that `without_cuda_only` reads (`if self.use_cuda: x = x.cuda()`)? Under
+    DataParallel, which needs CUDA, such code always runs."""
+    child, cur = node, parent(node)
+    while cur is not None and not isinstance(cur, _SCOPES):
+        if isinstance(cur, (ast.If, ast.IfExp, ast.For, ast.While, ast.Try, ast.With)) and child is not getattr(
+                cur, "test", None):
+            if not isinstance(cur, (ast.If, ast.IfExp)):
+                return False
+            test, positive = cur.test, True
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, positive = test.operand, not positive
+            in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+            cuda_arm = cur.body if positive else cur.orelse
+            if in_body != positive or not _cuda_test(test, cuda_arm, resolve):
+                return False
+        child, cur = cur, parent(cur)
+    return True
+
+
 def _cuda_test(test: ast.AST, cuda_arm, resolve) -> bool:
     if isinstance(test, ast.Call) and resolve(test.func) == "torch.cuda.is_available":
         return True

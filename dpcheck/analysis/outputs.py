@@ -454,7 +454,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
             return reason
         return None
     reason = _passed_through(node, fn, model, depth, resolving)
-    if reason is None and isinstance(node.func, ast.Name):
+    if reason is None:  # `weighted_l1(...)`, `self.calc_gradient_penalty(...)`: what the function returns
         callee = _callee(node, fn, model)
         if callee is not None:
             return _returned_scalar(callee, None, model, depth)
@@ -530,10 +530,14 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
         return True
     if isinstance(node, ast.Name):
         if node.id in resolving:
-            return True
+            # The running total (`loss = loss + w * crit(...)`), unless the name holds a sequence:
+            # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises).
+            return not any(_sequence_value(v) for v in fn.local_values.get(node.id, ()))
         values = fn.local_values.get(node.id)
         return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) or isinstance(
+            node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        # `self.opt.lambda_feat`, `self.config["l1_alpha"]`: an option read off a configuration object.
         attr = fn.self_attr(node.value)
         facts = model.attrs.get(attr) if attr is not None else None
         return facts is not None and not facts.kinds & (_WEIGHTED_KINDS | {"tensor"})
@@ -542,6 +546,12 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     if isinstance(node, ast.UnaryOp):
         return _python_number(node.operand, fn, model, resolving, depth + 1)
     return False
+
+
+def _sequence_value(value: ast.AST) -> bool:
+    """A tuple or list built here, or `tuple(...)` / `list(...)` of something."""
+    return isinstance(value, (ast.Tuple, ast.List, ast.ListComp)) or isinstance(value, ast.Call) \
+        and isinstance(value.func, ast.Name) and value.func.id in ("tuple", "list")
 
 
 def _size_read(node: ast.AST) -> bool:
