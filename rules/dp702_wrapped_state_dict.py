@@ -10,7 +10,13 @@ payload a method of it returns that way for a logger or helper to write).
 Saving from the wrapper and resuming into the wrapper is consistent and not reported; so is
 a load whose source this file does not show, and a save or load through a helper that returns
 the wrapper's `.module` on its wrapped path (`return self.model.module if n_gpu > 1 else
-self.model`): that is the bare model.
+self.model`): that is the bare model. A save from the wrapper is not reported either when the
+script takes the prefix off when it loads (`k[7:]` in a loop over `state_dict.items()`,
+`k.replace("module.", "")`, `remove_prefix(sd, "module.")`), itself or through a loader function
+it calls that does, in any scanned file (`utils.load_checkpoint(model, path)`), unless it also
+loads checkpoints into the bare model as they are. The `except`
+arm of `try: sd = net.module.state_dict() except AttributeError: sd = net.state_dict()` runs
+only without a wrapper: it saves the bare keys.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way
@@ -27,9 +33,10 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Applicability, Severity
-from dpcheck.rule import Rule, TRAINING_SCRIPT
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 
 class WrappedStateDict(Rule):
@@ -64,30 +71,38 @@ class WrappedStateDict(Rule):
                 and facts.wrap_for(owner.value) is not None
             if node.func.attr == "state_dict":
                 if wrap is not None and _saved(node, facts, ctx):
-                    saves_wrapped.append((node, wrap))
+                    if _unwrapped_here(node, owner, facts):
+                        saves_bare.append(node)  # `except AttributeError:` after reading `.module`
+                    else:
+                        saves_wrapped.append((node, wrap))
                 elif through_module and (_saved(node, facts, ctx) or _returned(node, facts)):
                     saves_bare.append(node)
             elif wrap is not None:
                 loads_wrapped.append((node, wrap))
-            elif node.args and (through_module or _bare_model(owner, facts)) and _from_checkpoint(node.args[0], ctx):
+            elif node.args and (through_module or _bare_model(owner, facts)) and from_checkpoint(node.args[0], ctx):
                 loads_bare.append(node)
-        # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix.
-        round_trip = any(node.args and _from_checkpoint(node.args[0], ctx) for node, _ in loads_wrapped)
+        # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix;
+        # so does one that strips it from the keys when it loads, itself or through a loader it calls
+        # (in another file: the index settles `prefix_kept:<loader>`).
+        round_trip = any(node.args and from_checkpoint(node.args[0], ctx) for node, _ in loads_wrapped) \
+            or bool(saves_wrapped and prefix_strips(ctx))
+        loaders = tuple(frozenset({f"{PREFIX_KEPT}:{name}"}) for name in loader_calls(ctx)) if saves_wrapped else ()
         # A wrapper that is never called was made to write the prefix on purpose (a conversion script).
         called = {id(w.source.call) for c in ctx.nodes(ast.Call) for w in [facts.wrap_for(c.func)] if w is not None}
         for node, wrap in saves_wrapped:
             if (loads_bare or not round_trip) and id(wrap.source.call) in called:
                 why = (f"and this file loads checkpoints into the bare model (line {loads_bare[0].lineno}): "
                        "Missing/Unexpected key(s)") if loads_bare else "that the bare model will not load"
+                requires = wrap.requires if loads_bare else (*wrap.requires, *loaders)
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
                                      f"`module.`-prefixed keys {why}",
-                                     requires=wrap.requires, fix=self.offer_fix(
+                                     requires=requires, fix=self.offer_fix(
                                          f"Save `{wrap.name}.module.state_dict()`", _applicability(wrap, node, facts)))
         for node, wrap in loads_wrapped:
             source = node.args[0] if node.args else None
             pretrained = source is not None and _pretrained(source, ctx)
             if pretrained or (saves_bare and not saves_wrapped and source is not None
-                              and _from_checkpoint(source, ctx)):
+                              and from_checkpoint(source, ctx)):
                 what = "pretrained weights (no `module.` prefix)" if pretrained else \
                     f"a checkpoint this file saves from the bare model (line {saves_bare[0].lineno})"
                 yield self.violation(node, f"`{wrap.name}.load_state_dict(...)` on the DataParallel wrapper expects "
@@ -127,8 +142,11 @@ def _saved(node, facts, ctx) -> bool:
         if isinstance(cur, ast.Call) and _saver(cur, ctx):
             return True
         cur = facts.parent(cur)
-    if isinstance(cur, ast.Assign) and len(cur.targets) == 1 and isinstance(cur.targets[0], ast.Name):
-        name = cur.targets[0].id
+    target = cur.targets[0] if isinstance(cur, ast.Assign) and len(cur.targets) == 1 else None
+    if isinstance(target, ast.Subscript):  # `save_dict["model_state_dict"] = net.state_dict()`
+        target = target.value
+    if isinstance(target, ast.Name):
+        name = target.id
         scope = facts.scope_of(cur)
         nodes = ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Call)
         return any(isinstance(c, ast.Call) and c.lineno >= cur.lineno and _saver(c, ctx) and any(
@@ -169,31 +187,24 @@ def _save_helpers(ctx) -> frozenset[str]:
     return frozenset(found)
 
 
-def _bare_model(owner, facts) -> bool:
-    """A name that holds a wrapper elsewhere in this file, but not here (before wrapping, other arm)."""
-    return isinstance(owner, ast.Name) and any(w.name == owner.id for w in facts.wraps)
-
-
-def _from_checkpoint(node, ctx, depth: int = 0) -> bool:
-    """Is the state dict read from a file (torch.load), directly or through a name or subscript?"""
-    if depth > 3:
+def _unwrapped_here(node, owner, facts) -> bool:
+    """Is ``node`` in the `except` arm of a `try` whose body reads `<owner>.module`? That arm runs
+    when the name holds no wrapper (`try: sd = net.module.state_dict() except: sd =
+    net.state_dict()`)."""
+    if not isinstance(owner, ast.Name):
         return False
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and (ctx.resolve(sub.func) or "").endswith(("torch.load", "load_file")):
-            return True
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
-            for value in ctx.module_level_values.get(sub.id, ()) or _local_values(sub, ctx):
-                if _from_checkpoint(value, ctx, depth + 1):
-                    return True
+    child, cur = node, facts.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if isinstance(cur, ast.Try) and any(child is handler for handler in cur.handlers):
+            return any(isinstance(n, ast.Attribute) and n.attr == "module" and isinstance(n.value, ast.Name)
+                       and n.value.id == owner.id for stmt in cur.body for n in ast.walk(stmt))
+        child, cur = cur, facts.parent(cur)
     return False
 
 
-def _local_values(name, ctx):
-    """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
-    scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
-    nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
-    return [n.value for n in nodes if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+def _bare_model(owner, facts) -> bool:
+    """A name that holds a wrapper elsewhere in this file, but not here (before wrapping, other arm)."""
+    return isinstance(owner, ast.Name) and any(w.name == owner.id for w in facts.wraps)
 
 
 def _pretrained(node, ctx) -> bool:

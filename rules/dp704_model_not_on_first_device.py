@@ -4,7 +4,8 @@ In training scripts, flags a model moved to a GPU other than `device_ids[0]`
 (`.to("cuda:1")`, `.cuda(1)`) before or after wrapping it in `nn.DataParallel`, and
 (as a warning) a model built in the same function that is never moved to a GPU at all:
 not before wrapping, not through the wrapper later in the file, not by its own class
-(`self.to(device)` in `__init__`), and not by code it is handed to (a builder that returns
+(`self.to(device)` or `self.netG.to(device)` in `__init__`, in this file or another scanned
+one), and not by code it is handed to (a builder that returns
 it, a parameter, a function or method it is passed to, which may move it). A function that
 wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
 its caller built the model and may have moved it.
@@ -26,6 +27,7 @@ import ast
 import re
 
 from dpcheck.analysis.dataflow import keyword
+from dpcheck.analysis.placement import UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -90,9 +92,11 @@ class ModelNotOnFirstDevice(Rule):
                                          f"device_ids[0] is {first}: forward fails with `module must have "
                                          f"its parameters and buffers on device cuda:{first}`")
             if not moves and _built_here(inner, call, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
+                # A class of another file may move itself in its constructor: the index settles it.
+                placed = tuple(frozenset({f"{UNPLACED}:{name}"}) for name in _classes_elsewhere(inner, call, scope, ctx))
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
-                                     severity=Severity.WARNING)
+                                     severity=Severity.WARNING, requires=placed)
 
 
 # Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
@@ -165,14 +169,29 @@ def _target_index(move) -> int | None:
     return None
 
 
+def _constructions(inner, call, scope) -> list:
+    """The values the wrapped model is built from (the wrap rebinding the name builds none)."""
+    return [inner] if isinstance(inner, ast.Call) else [
+        n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
+        and n.value is not call and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
+
+
+def _classes_elsewhere(inner, call, scope, ctx) -> list[str]:
+    """Dotted names of the classes the model is built from that this file does not define."""
+    names = []
+    for value in _constructions(inner, call, scope):
+        name = ctx.resolve(value.func) if isinstance(value, ast.Call) else None
+        if name and name.rsplit(".", 1)[-1] not in ctx.classes:
+            names.append(name)
+    return names
+
+
 def _built_here(inner, call, scope, ctx) -> bool:
     """The wrapped model is constructed in this scope (so we can see all its moves), and neither
     its class's constructor nor a builder function of this file moves it. The wrap rebinding the
     name (`model = nn.DataParallel(model)`) builds no model: a function that only does that wraps
     a model it was given (a parameter), which its caller built and may have moved."""
-    values = [inner] if isinstance(inner, ast.Call) else [
-        n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
-        and n.value is not call and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
+    values = _constructions(inner, call, scope)
     if not values:
         return False
     for value in values:
@@ -189,8 +208,8 @@ def _built_here(inner, call, scope, ctx) -> bool:
                                        for n in ast.walk(builder)):
             return False  # a builder of this file that moves the model
         info = ctx.classes.get(name)
-        if info is not None and any(
+        if info is not None and (places_itself(info, ctx) or any(
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
-                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(info.node)):
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(info.node))):
             return False
     return True

@@ -18,11 +18,13 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from dpcheck.analysis.checkpoints import summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
+from dpcheck.analysis.placement import summarize_placement
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import harness_of, summarize_construction, summarize_wrapping
@@ -74,6 +76,10 @@ class FileResult:
     built_elsewhere: list[str] = field(default_factory=list)
     # How it calls the modules its classes hold: class -> what the calls pass (guards.module_calls).
     module_calls: dict[str, list[str]] = field(default_factory=dict)
+    # Its functions that strip a wrapper's `module.` prefix from keys (checkpoints.summarize_checkpoints).
+    prefix_strippers: list[str] = field(default_factory=list)
+    # Its classes whose constructor moves them to a device (placement.summarize_placement).
+    self_placing: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
@@ -85,7 +91,10 @@ class FileResult:
                 # call markers hold no spaces): on a large tree they are most of the cache's strings,
                 # and a warm run reads every file's entry.
                 "built_per_call": " ".join(self.built_per_call), "built_elsewhere": " ".join(self.built_elsewhere),
-                "module_calls": {k: " ".join(v) for k, v in self.module_calls.items()}}
+                "module_calls": {k: " ".join(v) for k, v in self.module_calls.items()},
+                # Rare facts, written only when present: a warm run reads every file's entry.
+                **({"prefix_strippers": " ".join(self.prefix_strippers)} if self.prefix_strippers else {}),
+                **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -99,7 +108,8 @@ class FileResult:
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
                    data["built_per_call"].split(), data["built_elsewhere"].split(),
-                   {str(k): v.split() for k, v in dict(data["module_calls"]).items()})
+                   {str(k): v.split() for k, v in dict(data["module_calls"]).items()},
+                   data.get("prefix_strippers", "").split(), data.get("self_placing", "").split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -263,6 +273,9 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     source, display, classes = ctx.source, ctx.source.path, ctx.classes
     summarize_wrapping(ctx, result)
     summarize_calls(ctx, result)
+    # (Module summaries too: `unplaced:<class>` and `prefix_kept:<function>` load the module they name.)
+    summarize_placement(ctx, result)
+    summarize_checkpoints(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     models = [ModelClass(ctx, info, needs) for name, info in classes.items()

@@ -9,16 +9,21 @@ with the default batch dim wherever a scanned file wraps it), ``in_model:<class>
 or built inside a module, in some scanned file), ``outlives_call:<class>`` (an
 instance may outlive one forward call: not built only inside forward-reachable code) and
 ``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
-or a caller is not known; see dpcheck.analysis.guards).
+or a caller is not known; see dpcheck.analysis.guards) ``prefix_kept:<function>`` (no function
+of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints) and
+``unplaced:<class>`` (the class's constructor does not move it to a device; see
+dpcheck.analysis.placement).
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER
+from dpcheck.analysis.placement import UNPLACED
 from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
@@ -50,6 +55,8 @@ class ClassIndex:
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
+        self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
+        self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
@@ -87,6 +94,8 @@ class ClassIndex:
         self._built_elsewhere.update(result.built_elsewhere)
         for name, markers in result.module_calls.items():
             self._module_calls.setdefault(name, set()).update(markers)
+        self._prefix_strippers.update(result.prefix_strippers)
+        self._self_placing.update(result.self_placing)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -289,6 +298,11 @@ class ClassIndex:
             return self.outlives_call(name)
         if kind == "passed" and name:
             return self.passed(name)
+        if kind == PREFIX_KEPT and name:
+            self._load_for(name)  # the module that defines the loader, when it was not scanned
+            return name.rsplit(".", 1)[-1] not in self._prefix_strippers
+        if kind == UNPLACED and name:
+            return (self.lookup(name) or name) not in self._self_placing
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -1,0 +1,107 @@
+"""Checkpoint facts: where a state dict comes from, and which loaders take the `module.` prefix
+that a DataParallel wrapper's `state_dict()` writes off the keys.
+
+A checkpoint saved from the wrapper only breaks where something loads it into the bare model as
+it is. A script that strips the prefix itself when it resumes (`k[7:]` in a loop over
+`state_dict.items()`, `k.replace("module.", "")`, `remove_prefix(sd, "module.")`), or that resumes
+through a loader function that does (`utils.load_checkpoint(model, path)`, defined in another
+file), reads its own wrapper checkpoints back. Each file records the simple names of its functions
+that strip the prefix (``FileResult.prefix_strippers``); a finding that holds only if a loader the
+script calls keeps the prefix carries ``prefix_kept:<dotted name>`` for each such call, which the
+project index answers (no function of that simple name strips it, in the scanned files or the
+module the name points to).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.analysis.context import FileContext
+
+PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's dotted name>`
+
+_PREFIX = "module."
+_KEY_ITERATORS = frozenset({"items", "keys"})
+# Calls that read a checkpoint but are not a project's loader helper.
+_NOT_HELPERS = frozenset({"load", "load_state_dict", "load_url", "load_state_dict_from_url", "load_file"})
+
+
+def from_checkpoint(node: ast.AST, ctx: FileContext, depth: int = 0) -> bool:
+    """Is the state dict read from a file (torch.load), directly or through a name or subscript?"""
+    if depth > 3:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and (ctx.resolve(sub.func) or "").endswith(("torch.load", "load_file")):
+            return True
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load):
+            for value in ctx.module_level_values.get(sub.id, ()) or _local_values(sub, ctx):
+                if from_checkpoint(value, ctx, depth + 1):
+                    return True
+    return False
+
+
+def _local_values(name: ast.Name, ctx: FileContext) -> list[ast.AST]:
+    """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
+    scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
+    nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
+    return [n.value for n in nodes if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+
+
+def prefix_strips(ctx: FileContext) -> list[ast.AST]:
+    """The nodes where the file takes the `module.` prefix off state-dict keys (or puts it on): a
+    `"module."` string (`k.replace("module.", "")`, `k[:7] == "module."`, `remove_prefix(sd,
+    "module.")`), or `k[7:]` of a key bound by a loop over `.items()` / `.keys()` (`name = k[7:]  #
+    remove module.`)."""
+    return ctx.fact(_prefix_strips)
+
+
+def _prefix_strips(ctx: FileContext) -> list[ast.AST]:
+    found: list[ast.AST] = [node for node in ctx.nodes(ast.Constant) if node.value == _PREFIX]
+    keys: set[str] = set()
+    for loop in (*ctx.nodes(ast.For), *ctx.nodes(ast.comprehension)):
+        iterator = loop.iter
+        if isinstance(iterator, ast.Call) and isinstance(iterator.func, ast.Attribute) \
+                and iterator.func.attr in _KEY_ITERATORS:
+            target = loop.target
+            first = target.elts[0] if isinstance(target, ast.Tuple) and target.elts else target
+            if isinstance(first, ast.Name):
+                keys.add(first.id)
+    if keys:
+        for node in ctx.nodes(ast.Subscript):
+            cut = node.slice
+            if isinstance(node.value, ast.Name) and node.value.id in keys and isinstance(cut, ast.Slice) \
+                    and cut.upper is None and cut.step is None and isinstance(cut.lower, ast.Constant) \
+                    and cut.lower.value == len(_PREFIX):
+                found.append(node)
+    return found
+
+
+def loader_calls(ctx: FileContext) -> list[str]:
+    """Dotted names (or simple names, where they do not resolve) of the functions this file calls
+    that may load a checkpoint for it: a name that says `load` (`load_checkpoint`,
+    `utils.load_network`), not torch's own readers."""
+    names = []
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        dotted = ctx.resolve(func) or name
+        if "load" in name.lower() and name not in _NOT_HELPERS \
+                and not dotted.startswith(("torch.", "numpy.", "json.", "pickle.", "yaml.")):
+            names.append(dotted)
+    return sorted(set(names))
+
+
+def summarize_checkpoints(ctx: FileContext, result) -> None:
+    """Fill ``result.prefix_strippers``: the simple names of the file's functions that strip the
+    prefix (only files that name `state_dict`)."""
+    if "state_dict" not in ctx.source.text:
+        return
+    names = set()
+    for node in prefix_strips(ctx):
+        cur = ctx.parent(node)
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cur = ctx.parent(cur)
+        if cur is not None:
+            names.add(cur.name)
+    result.prefix_strippers = sorted(names)
