@@ -80,14 +80,17 @@ class CrossBatchComputation(Rule):
     def check_class(self, model):
         if not batch_dim_is_zero(model):
             return  # wrapped with `dim=k`: dim 0 of forward's inputs is not what DataParallel splits
-        if is_loss_module(model):
+        loss_module = is_loss_module(model)
+        if loss_module:
             # A loss module reduces over the batch by design, and runs on replicas only inside the
             # wrapped model (as its layer, or wrapped itself): a criterion a script applies to the
             # gathered output sees the whole batch on one device.
             model.conditions.add(f"{IN_MODEL_CONDITION}{model.info.qualname}")
         resolve = model.ctx.resolve
         # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
-        outputs_gathered = gathered_class(model)
+        # (A loss module's outputs are gathered only where a file wraps it: not asked, as that
+        # condition would hold back its findings that in_model alone allows.)
+        outputs_gathered = not loss_module and gathered_class(model)
         for fn in model.in_forward:
             for node in fn.nodes(ast.Call, ast.BinOp):
                 if pairwise_over_batch(node, fn, resolve):

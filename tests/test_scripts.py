@@ -260,7 +260,55 @@ def test_file_result_summarises_builders_wrapped_and_submodules():
     assert result.builders == {"pkg.models.create_model": []}
     assert result.wrapped == ["pkg.models.Net"]
     assert result.submodules == ["pkg.layers.Mlp"]
+    assert result.layer_owners == {"pkg.layers.Mlp": ["Net"]}
     assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_classes_in_use_follow_layers_from_the_wrapped_classes_only():
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        class Bank(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bank = Bank()
+
+        class Queue(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.queue = Queue()
+
+        class Encoder(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Model(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.head = Head()
+                self.encoder = encoder
+
+        model = nn.DataParallel(Model(Encoder()).cuda())
+        scorer = Scorer()
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    result = analyze_source(text, "m.py", [], "m")
+    assert result.layer_owners == {"m.Bank": ["Scorer"], "m.Queue": ["Head"], "m.Head": ["Model"],
+                                   "m.Encoder": ["Model"]}
+    index = ClassIndex([result])
+    assert index.unwrapped("Queue") is None  # a layer of a layer of the wrapped Model
+    assert index.unwrapped("Encoder") is None  # handed to the wrapped Model's constructor
+    assert "`Bank`" in index.unwrapped("Bank")  # a layer only of Scorer, which runs on one device
+    assert "`Scorer`" in index.unwrapped("Scorer")
 
 
 LAYER = """
@@ -714,3 +762,26 @@ def test_a_script_that_does_not_parse_and_names_dataparallel_is_an_untraced_wrap
     """})
     assert quiet[19]["severity"] == "info"
 
+
+
+def test_loss_module_output_is_gathered_only_where_a_file_wraps_it():
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        class LossWrapper(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.crit = nn.CrossEntropyLoss()
+
+            def forward(self, x, y):
+                return self.crit(self.model(x), y)
+    """)
+    from dpcheck.analysis.outputs import gathered_class
+
+    ctx = context(text)
+    model = ModelClass(ctx, ctx.classes["LossWrapper"], frozenset())
+    assert not gathered_class(model, cross_file=False)  # no condition recorded: not counted on
+    assert not model.conditions
+    assert gathered_class(model)
+    assert model.conditions == {"wrapped:m.LossWrapper"}

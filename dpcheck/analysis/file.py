@@ -60,10 +60,11 @@ class FileResult:
     internal_error: bool = False
     # What this file's scripts tell other files (dpcheck.analysis.wrapping): functions that
     # return a DataParallel wrapper (qualname -> the cross-file conditions of one such return),
-    # classes it wraps, and classes it builds inside another module (submodules).
+    # classes it wraps, and classes it builds inside another module (submodules) -> simple names
+    # of the classes they are layers of (wrapping.layer_owners).
     builders: dict[str, list[str]] = field(default_factory=dict)
     wrapped: list[str] = field(default_factory=list)
-    submodules: list[str] = field(default_factory=list)
+    layer_owners: dict[str, list[str]] = field(default_factory=dict)
     # Classes this file wraps with `dim=k` other than 0 -> k's source text: their batch dim.
     wrapped_dims: dict[str, str] = field(default_factory=dict)
     # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
@@ -81,11 +82,16 @@ class FileResult:
     # Its classes whose constructor moves them to a device (placement.summarize_placement).
     self_placing: list[str] = field(default_factory=list)
 
+    @property
+    def submodules(self) -> list[str]:
+        return list(self.layer_owners)
+
     def to_dict(self) -> dict:
         return {"filename": self.filename, "module": self.module, "internal_error": self.internal_error,
                 "aliases": self.aliases, "classes": [[c.qualname, list(c.bases)] for c in self.classes],
                 "findings": [f.to_dict() for f in self.findings], "builders": self.builders,
-                "wrapped": self.wrapped, "submodules": self.submodules, "wrapped_dims": self.wrapped_dims,
+                "wrapped": self.wrapped, "wrapped_dims": self.wrapped_dims,
+                "layer_owners": {k: " ".join(v) for k, v in self.layer_owners.items()},
                 "unresolved_wraps": self.unresolved_wraps, "unused": self.unused,
                 # Name lists of the cross-file facts as one space-separated string each (names and
                 # call markers hold no spaces): on a large tree they are most of the cache's strings,
@@ -104,7 +110,8 @@ class FileResult:
                    [ClassSummary(str(q), tuple(str(b) for b in bases)) for q, bases in data["classes"]],
                    {str(k): str(v) for k, v in dict(data["aliases"]).items()}, bool(data["internal_error"]),
                    {str(k): [str(c) for c in v] for k, v in dict(data["builders"]).items()},
-                   [str(n) for n in data["wrapped"]], [str(n) for n in data["submodules"]],
+                   [str(n) for n in data["wrapped"]],
+                   {str(k): v.split() for k, v in dict(data["layer_owners"]).items()},
                    {str(k): str(v) for k, v in dict(data["wrapped_dims"]).items()},
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
                    data["built_per_call"].split(), data["built_elsewhere"].split(),

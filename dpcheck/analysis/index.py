@@ -49,6 +49,7 @@ class ClassIndex:
         self.builders: dict[str, list[str]] = {}
         self._wrapped_names: set[str] = set()
         self._submodule_names: set[str] = set()
+        self._layers_of: dict[str, set[str]] = {}  # simple name of a class -> the classes it builds as layers
         self._wrapped_dims: dict[str, str] = {}
         self._unresolved_wraps = 0
         self._unused: set[str] = set()
@@ -87,6 +88,9 @@ class ClassIndex:
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
+        for part, owners in result.layer_owners.items():
+            for owner in owners:
+                self._layers_of.setdefault(owner, set()).add(part)
         self._wrapped_dims.update(result.wrapped_dims)
         self._unresolved_wraps += len(result.unresolved_wraps)
         self._unused.update(result.unused)
@@ -198,7 +202,7 @@ class ClassIndex:
             return None
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_names})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return f"no scanned file wraps `{class_name}` or builds it as a layer (they wrap {shown})"
+        return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {shown})"
 
     def offline(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: every scanned class of this simple name
@@ -227,16 +231,18 @@ class ClassIndex:
                                                              for q in qualnames))
 
     def _classes_in_use(self) -> frozenset[str]:
-        """Simple names of the classes wrapped, built as layers, or bases of either; empty when
-        the scanned files do not show what runs under DataParallel: they wrap nothing, a wrap
-        site was not traced to a class, or a wrapped class was not scanned (a library model, a
-        file left out), which may build any class as a layer."""
+        """Simple names of the classes wrapped, their layers (a class built inside one in use, or
+        handed to a wrapped class's constructor), and bases of any of these; empty when the
+        scanned files do not show what runs under DataParallel: they wrap nothing, a wrap site was
+        not traced to a class, or a wrapped class was not scanned (a library model, a file left
+        out), which may build any class as a layer. A class built only as a layer of classes not
+        in use (CRD's memory bank, the criterion built bare) is not in use either."""
         wrapped = list(self._wrapped_names)  # (lookup may summarise unscanned modules, which adds names)
         if self._unresolved_wraps or not wrapped or not all(
                 _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
             return frozenset()
         used: set[str] = set()
-        pending = [*wrapped, *self._submodule_names]
+        pending = wrapped
         while pending:
             name = pending.pop()
             simple = name.rsplit(".", 1)[-1]
@@ -245,6 +251,7 @@ class ClassIndex:
             used.add(simple)
             target = self.lookup(name)
             pending.extend(self.bases.get(target, ()) if target else ())
+            pending.extend(self._layers_of.get(simple, ()))
         return frozenset(used)
 
     def outlives_call(self, name: str) -> bool:

@@ -16,6 +16,7 @@ import ast
 import re
 from typing import Iterator
 
+from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ModelClass
@@ -28,41 +29,48 @@ _MAX_DEPTH = 6
 def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
     """Could this class's forward output be what DataParallel gathers?
 
-    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) and
-    classes built as a layer of another module of this file are not wrapped themselves (unless
+    Classes built as a layer of another module of this file are not wrapped themselves (unless
     a script of this file wraps them): their outputs are consumed inside a parent's forward.
-    A wrapper named for both (`ModelAndLoss`, `NetWithLoss`) is a model. A class that is
-    top-level in its file is gathered on condition that no other scanned file uses it as a
-    layer, or that one wraps it: with ``cross_file`` the condition is recorded on the model
-    and attached to the findings the calling rule yields for it.
+    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) are gathered
+    only on condition that some scanned file wraps them (`nn.DataParallel(LossWrapper(model,
+    opt))`, which runs the model and its loss on each replica); a criterion is otherwise applied
+    to the gathered output or inside a parent's forward. A wrapper named for both
+    (`ModelAndLoss`, `NetWithLoss`) is a model. A class that is top-level in its file is
+    gathered on condition that no other scanned file uses it as a layer, or that one wraps it.
+    With ``cross_file`` the condition is recorded on the model and attached to the findings the
+    calling rule yields for it; without, a class gathered only where a file wraps it is not.
     """
     # Every output rule asks this of every class: decided once per class (the file's facts do
     # not change), while the cross-file condition is recorded again for each asking rule.
     verdict = model.__dict__.get("_gathered_verdict")
     if verdict is None:
         verdict = model._gathered_verdict = _gathered_verdict(model)
-    gathered, on_condition = verdict
-    if on_condition and cross_file:
-        model.conditions.add(f"gathered:{model.info.qualname}")
-    return gathered
+    gathered, condition = verdict
+    if condition is None:
+        return gathered
+    if cross_file:
+        model.conditions.add(condition)
+        return True
+    return not condition.startswith(WRAPPED_CONDITION)
 
 
-def _gathered_verdict(model: ModelClass) -> tuple[bool, bool]:
-    """(could its output be gathered, only on the condition that no other file uses it as a layer)."""
+def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
+    """(could its output be gathered, the cross-file condition on which it is, if any)."""
     from dpcheck.analysis.wrapping import SUBMODULE, WRAPPED, harness_condition, wrap_evidence
 
     evidence = wrap_evidence(model)
     if evidence == WRAPPED:
-        return True, False
+        return True, None
     if harness_condition(model):
         # A harness that parallelises its own model: gathered only where a scanned file wraps the
         # harness too, the condition every class rule's findings in it carry (see dpcheck.analysis.file).
-        return True, False
+        return True, None
     if is_loss_module(model):
-        return False, False  # a loss module; a model that owns layers and a loss is still checked
+        # a loss module; a model that owns layers and a loss is checked as any model is
+        return True, f"{WRAPPED_CONDITION}{model.info.qualname}"
     if evidence == SUBMODULE:
-        return False, False
-    return True, True
+        return False, None
+    return True, f"gathered:{model.info.qualname}"
 
 
 def is_loss_module(model: ModelClass) -> bool:

@@ -67,11 +67,11 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
 
 
 def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str]]:
-    """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, classes whose
-    instances the script passes to the wrapped model's constructor)."""
+    """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, (class, wrapped
+    class) for each class whose instances the script passes to the wrapped model's constructor)."""
     found: dict[str, ast.AST | None] = {}
     unresolved: list[int] = []
-    parts: set[str] = set()
+    parts: set[tuple[str, str]] = set()
     if not mentions_script_token(ctx):
         return found, unresolved, frozenset()
     facts = script_facts(ctx)
@@ -82,11 +82,12 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
         inner = argument(call, 0, "module")
         constructions = _constructions_of(inner, call, ctx)
         for construction in constructions:
-            found.setdefault(_class_built(construction, ctx), dim)
+            owner = _class_built(construction, ctx)
+            found.setdefault(owner, dim)
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
             for arg in [*construction.args, *(k.value for k in construction.keywords)]:
-                parts.update(_classes_of(arg, construction, ctx))
+                parts.update((part, owner) for part in _classes_of(arg, construction, ctx))
         if not constructions:
             unresolved.append(call.lineno)
     return found, unresolved, frozenset(parts)
@@ -152,7 +153,22 @@ def submodule_classes(ctx: FileContext) -> frozenset[str]:
 
 
 def _find_submodules(ctx: FileContext) -> frozenset[str]:
-    found: set[str] = set(ctx.fact(_wrap_sites)[2])
+    return frozenset(layer_owners(ctx))
+
+
+def layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
+    """The submodule classes (see ``submodule_classes``) -> simple names of the classes they are
+    layers of: the module class of this file whose code builds one, or the wrapped class whose
+    constructor a script hands one. The project index follows these from the wrapped classes: a
+    layer only of classes that nothing runs under DataParallel (a criterion's memory bank, the
+    criterion built bare and applied to the gathered output) does not run there either."""
+    return ctx.fact(_find_layer_owners)
+
+
+def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
+    owners: dict[str, set[str]] = {}
+    for part, owner in ctx.fact(_wrap_sites)[2]:
+        owners.setdefault(part, set()).add(owner.rsplit(".", 1)[-1])
     for name, info in ctx.classes.items():
         if not any(ctx.class_is_module(name)):
             continue
@@ -163,8 +179,8 @@ def _find_submodules(ctx: FileContext) -> frozenset[str]:
                 continue
             resolved = ctx.resolve(func)
             if resolved and not resolved.startswith("torch."):
-                found.add(resolved)
-    return frozenset(found)
+                owners.setdefault(resolved, set()).add(name)
+    return {part: frozenset(names) for part, names in owners.items()}
 
 
 def wrap_evidence(model: ModelClass) -> str:
@@ -329,8 +345,8 @@ def _is_zero(node: ast.AST) -> bool:
 
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
-    """Fill ``result.builders``, ``.wrapped``, ``.submodules`` and ``.unused`` for the project index."""
-    result.submodules = sorted(submodule_classes(ctx))
+    """Fill ``result.builders``, ``.wrapped``, ``.layer_owners`` and ``.unused`` for the project index."""
+    result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
     if not mentions_script_token(ctx):
         return
