@@ -779,7 +779,7 @@ def test_loss_module_output_is_gathered_only_where_a_file_wraps_it():
     """)
     from dpcheck.analysis.outputs import gathered_class
 
-    ctx = context(text)
+    ctx = file_context(text)
     model = ModelClass(ctx, ctx.classes["LossWrapper"], frozenset())
     assert not gathered_class(model, cross_file=False)  # no condition recorded: not counted on
     assert not model.conditions
