@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
@@ -164,7 +165,7 @@ def _moved_where_read(model, name) -> bool:
         for local in readers:
             for bound in fn.local_values.get(local, ()):
                 if isinstance(bound, ast.Call) and isinstance(bound.func, ast.Attribute) \
-                        and bound.func.attr in ("to", "cuda") and isinstance(bound.func.value, ast.Name) \
+                        and bound.func.attr in MOVE_METHODS and isinstance(bound.func.value, ast.Name) \
                         and bound.func.value.id == local:
                     return True
     return False

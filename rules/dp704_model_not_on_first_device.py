@@ -29,6 +29,7 @@ import re
 from dpcheck.analysis.dataflow import keyword
 from dpcheck.analysis.placement import UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -70,18 +71,18 @@ class ModelNotOnFirstDevice(Rule):
                                                             for t in node.targets):
                         moves += list(_moves_in(node.value))
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                            and node.func.attr in ("to", "cuda") and isinstance(node.func.value, ast.Name) \
+                            and node.func.attr in MOVE_METHODS and isinstance(node.func.value, ast.Name) \
                             and node.func.value.id == inner.id:
                         moves.append(node)
             # The wrapper itself moved: `DataParallel(net).cuda()` / `.to(device)`, here or later.
             parent = facts.parent(call)
-            if isinstance(parent, ast.Attribute) and parent.attr in ("to", "cuda"):
+            if isinstance(parent, ast.Attribute) and parent.attr in MOVE_METHODS:
                 grandparent = facts.parent(parent)
                 if isinstance(grandparent, ast.Call) and grandparent.func is parent:  # not `f(DP(net).to)`
                     moves.append(grandparent)
             holders = [w for w in facts.wraps if w.call is call]
             for node in ctx.nodes(ast.Call):
-                if isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda") \
+                if isinstance(node.func, ast.Attribute) and node.func.attr in MOVE_METHODS \
                         and any(target_text(node.func.value) == w.name for w in holders) \
                         and facts.wrap_for(node.func.value) in holders:
                     moves.append(node)
@@ -147,7 +148,7 @@ def _first_device(call) -> int | None:
 
 def _moves_in(node):
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in ("to", "cuda"):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in MOVE_METHODS:
             yield sub
 
 
@@ -204,12 +205,12 @@ def _built_here(inner, call, scope, ctx) -> bool:
             return False  # `getattr(self, "net" + name)`: an existing module, built (and moved) elsewhere
         builder = next((n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                         and isinstance(value.func, ast.Name) and n.name == value.func.id), None)
-        if builder is not None and any(isinstance(n, ast.Attribute) and n.attr in ("to", "cuda")
+        if builder is not None and any(isinstance(n, ast.Attribute) and n.attr in MOVE_METHODS
                                        for n in ast.walk(builder)):
             return False  # a builder of this file that moves the model
         info = ctx.classes.get(name)
         if info is not None and (places_itself(info, ctx) or any(
-                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MOVE_METHODS
                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "self" for n in ast.walk(info.node))):
             return False
     return True

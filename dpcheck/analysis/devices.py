@@ -12,6 +12,7 @@ import ast
 import re
 
 from dpcheck.analysis.dataflow import keyword
+from dpcheck.analysis.torch_api import MOVE_METHODS
 
 _INDEXED = re.compile(r"^cuda:\d+$")
 
@@ -73,7 +74,7 @@ def placement_arguments(call: ast.Call) -> list[ast.AST]:
     """The arguments of ``call`` that choose a device: `device=`, `.to(d)`, `.cuda(d)`."""
     found = [k.value for k in call.keywords if k.arg == "device"]
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr in ("to", "cuda") and call.args:
+    if isinstance(func, ast.Attribute) and func.attr in MOVE_METHODS and call.args:
         found.append(call.args[0])
     return found
 

@@ -13,9 +13,9 @@ import ast
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.torch_api import MOVE_METHODS
 
 UNPLACED = "unplaced"  # the condition's kind: `unplaced:<dotted class name>`
-_MOVES = frozenset({"to", "cuda"})
 
 
 def places_itself(info: ClassInfo, ctx: FileContext) -> bool:
@@ -25,7 +25,7 @@ def places_itself(info: ClassInfo, ctx: FileContext) -> bool:
     if init is None:
         return False
     for node in ctx.tree_index.nodes_within(init, ast.Call):
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _MOVES:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in MOVE_METHODS:
             owner = node.func.value
             if isinstance(owner, ast.Attribute):
                 owner = owner.value

@@ -22,6 +22,8 @@ _NEVER_MODULE = frozenset({"object", "Exception", "ValueError", "RuntimeError", 
 PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                              "torch.nn.UninitializedParameter", "torch.Parameter"})
 # `torch.autograd.Variable(t)` returns the tensor `t` itself (since PyTorch 0.4).
+# The methods that move a module or tensor to a device (`model.cuda()`, `x.to(device)`).
+MOVE_METHODS = frozenset({"to", "cuda"})
 VARIABLE_CTORS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 TENSOR_FACTORIES = frozenset({
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
