@@ -43,6 +43,7 @@ from dpcheck.analysis.dataflow import (
     reads_before_write,
     under_lazy_guard,
 )
+from dpcheck.analysis.names import self_attr_root
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
@@ -199,15 +200,10 @@ def _registered_parameter_names(model) -> frozenset[str]:
 def _fetches_registered(value, fn, registered) -> bool:
     """`getattr(self.module, self.name + "_u")`: one of those parameters, read back by its name."""
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
-        and len(value.args) >= 2 and _self_rooted(value.args[0], fn) and ast.unparse(value.args[1]) in registered
+        and len(value.args) >= 2 and ast.unparse(value.args[1]) in registered \
+        and (fn.is_self(value.args[0]) or self_attr_root(value.args[0], fn.self_name) is not None)
 
 
-def _self_rooted(node, fn) -> bool:
-    while isinstance(node, ast.Attribute):
-        if fn.self_attr(node) is not None:
-            return True
-        node = node.value
-    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _root_call_receiver(node):
