@@ -77,7 +77,7 @@ class SharedContainerMutatedInForward(Rule):
                 if not (isinstance(func, ast.Attribute) and func.attr in _MUTATORS):
                     continue
                 name = fn.self_attr(func.value)
-                if name is None:
+                if name is None or _rebound_before(model, fn, name, node):
                     continue
                 facts = attrs.get(name)
                 known_container = facts is not None and "container" in facts.kinds \
@@ -102,6 +102,8 @@ class SharedContainerMutatedInForward(Rule):
                     facts = attrs.get(name) if name else None
                     if facts is None or "container" not in facts.kinds or facts.registered:
                         continue
+                    if _rebound_before(model, fn, name, target):
+                        continue  # this call's fresh container, on the replica's own __dict__
                     if _keyed_by_device(fn, target.slice):
                         continue  # keyed by device: each replica keeps its own entry
                     verb = "deletes from" if isinstance(node, ast.Delete) else "writes into"
@@ -124,6 +126,19 @@ class SharedContainerMutatedInForward(Rule):
                     yield self.violation(target, f"`self.{name}[...]` {verb} a container shared by "
                                          "every DataParallel replica thread: the last replica to "
                                          "write wins, holding only its slice of the batch", subject=Subject(attr=name))
+
+
+def _rebound_before(model, fn, name, node) -> bool:
+    """Does ``fn`` bind ``self.<name>`` to a fresh container in a statement of its own body (not
+    under a branch or loop) before ``node``? Assigning on a replica sets the replica's own
+    ``__dict__`` entry, so what follows mutates a container of this call and this replica only."""
+    for statement in fn.node.body:
+        if statement.lineno >= node.lineno:
+            return False
+        if isinstance(statement, ast.Assign) and model.classify(statement.value, fn)[0] == "container" \
+                and any(fn.self_attr(target) == name for target in statement.targets):
+            return True
+    return False
 
 
 def _keyed_by_device(fn, key) -> bool:
