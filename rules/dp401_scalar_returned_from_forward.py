@@ -15,9 +15,10 @@ outputs`, and a `.mean()` of the vector weights uneven chunks equally. Under
 `DataParallel(model, dim=k)` with k other than 0, gather views each scalar as a one-element
 vector and then cannot concatenate those along dim k: the forward call raises.
 
-Classes whose name ends in `Loss`, `Criterion` or `Metric`, and classes built as
-children of another module in the same file, are not checked: DataParallel gathers
-only the wrapped model's output. Nor is a harness that parallelises a submodule of its
+Classes whose name ends in `Loss`, `Criterion`, `Metric` or `CE` (`ConfidenceBasedCE`) and
+that own no layers, and classes built as children of another module in the same file, are
+not checked unless a scanned script wraps them: DataParallel gathers only the wrapped
+model's output. Nor is a harness that parallelises a submodule of its
 own (`self.model = nn.DataParallel(self.model)`), unless a script wraps the harness too.
 
 A return behind an option the caller leaves out by default (inside `if labels is not None:`,

@@ -31,7 +31,7 @@ def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
 
     Classes built as a layer of another module of this file are not wrapped themselves (unless
     a script of this file wraps them): their outputs are consumed inside a parent's forward.
-    Loss modules (named *Loss, *CrossEntropy, *Criterion, *Metric, owning no layers) are gathered
+    Loss modules (named *Loss, *CrossEntropy, *CE, *Criterion, *Metric, owning no layers) are gathered
     only on condition that some scanned file wraps them (`nn.DataParallel(LossWrapper(model,
     opt))`, which runs the model and its loss on each replica); a criterion is otherwise applied
     to the gathered output or inside a parent's forward. A wrapper named for both
@@ -74,15 +74,17 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
 
 
 def is_loss_module(model: ModelClass) -> bool:
-    """A loss module: named *Loss, *CrossEntropy, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
+    """A loss module: named *Loss, *CrossEntropy, *CE, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
     owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
     name = model.name
     return bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
         and not any(w in name for w in ("Model", "Net", "With"))
 
 
-# `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`).
-_LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)")
+# `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`), and a name
+# ending in cross-entropy's initials (`ConfidenceBasedCE`, `LabelSmoothingCE`, `WeightedBCE`; only
+# at the end, where a block's acronym such as `CEModule` does not reach).
+_LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)|[a-z_]B?CE$")
 
 _PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
