@@ -15,6 +15,10 @@ torchvision's `nms`/`batched_nms`, which take 1-D scores and (N, 4) boxes: squee
 dim for them means the path runs with one sample only, and a batch of one reaches a single
 replica whole, as it would unwrapped.
 
+In a loss module (named `*Loss`, `*Criterion`, `*CE`..., owning no layers) it is reported only
+where a scanned file builds the loss inside a module or wraps it: a criterion a script applies
+to the gathered output sees the whole batch on one device.
+
 ## How to fix
 Name the dimension: `x.squeeze(-1)`, `x.squeeze(dim=1)`.
 """
@@ -23,7 +27,9 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import argument, is_batch_tensor
+from dpcheck.analysis.outputs import is_loss_module
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -56,6 +62,10 @@ class SqueezeWithoutDim(Rule):
     """
 
     def check_class(self, model):
+        if is_loss_module(model):
+            # A criterion runs on replicas only inside the wrapped model (a layer of it, or wrapped
+            # itself); applied by a script to the gathered output it sees the whole batch.
+            model.conditions.add(f"{IN_MODEL_CONDITION}{model.info.qualname}")
         resolve = model.ctx.resolve
         for fn in model.in_forward:
             for call in fn.nodes(ast.Call):
