@@ -149,10 +149,22 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
             return False  # transposed, or a layer's weights (a module passed in is not data)
         if isinstance(base, ast.Subscript):
             return False  # indexing may drop or move the batch dim
-        if isinstance(base, ast.Call) and _drops_batch_dim(base):
+        if isinstance(base, ast.Call) and (_drops_batch_dim(base) or _new_leading_axis(base)):
             return False
         base = base.func if isinstance(base, ast.Call) else base.value
     return isinstance(base, ast.Name) and derived.get(base.id, False)
+
+
+def _new_leading_axis(call: ast.Call) -> bool:
+    """`w.unsqueeze(0)`, `torch.unsqueeze(w, 0)` in the expression itself: a new dim 0 in front of the
+    batch (`(w.unsqueeze(0) * stacked).sum(dim=0)` reduces over it, per sample). Only in the
+    expression: a name rebound so (`out = out.unsqueeze(0)` after a squeeze) is batch-major before."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "unsqueeze"):
+        return False
+    module_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
+    dim = argument(call, 1 if module_call else 0, "dim")
+    return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 
 def rnn_kind(model: ModelClass, attr: str | None) -> str | None:
