@@ -22,6 +22,12 @@ Reported as a warning when forward builds the state itself (a decoding cache cre
 input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
 the replicas share a seeded copy only if some caller runs that method on the wrapped model.
 
+Not reported when forward only hands values computed from the tensor to its layers
+(`weights = F.softmax(self.alphas, dim=-1)`, then `cell(x, weights)`) and the layers of the
+same file move what they are handed to their input's device (`w.to(x.device)`), as the
+architecture weights of differentiable architecture search (PC-DARTS) are used: each replica
+moves its own copy of the one shared tensor, and every replica's gradient reaches it.
+
 ## How to fix
 Register it: `self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)`,
 or wrap it in `nn.Parameter(..., requires_grad=False)`.
@@ -92,6 +98,8 @@ class PlainTensorAttribute(Rule):
                         used.add(name)
         reachable = {id(fn.node) for fn in model.reachable}
         for name in sorted(used):
+            if _handed_to_layers_that_move_it(model, name):
+                continue
             assignments = candidates[name].assignments
             if all(id(fn.node) in reachable and not under_lazy_guard(fn, target) for target, _, fn in assignments):
                 # Set on every call by forward's own code (a decoding cache set up per call): each
@@ -180,4 +188,116 @@ def _rebound_moved_before(fn, node, name: str) -> bool:
                 and stmt.value.func.attr in _MOVES_TO_DEVICE \
                 and fn.self_attr(stmt.value.func.value) == name:
             return True
+    return False
+
+
+def _handed_to_layers_that_move_it(model, name: str) -> bool:
+    """PC-DARTS's architecture weights: forward only derives values from `self.<name>`
+    (`weights = F.softmax(self.alphas, dim=-1)`) and hands them to its layers
+    (`cell(s0, s1, weights)`), and the layers of this file move what they are handed to their
+    input's device before using it (`w.to(x.device)`, `weights[i].to(h.device)`). Each replica
+    then reads the one shared tensor and moves its own copy where it runs (the gradients of
+    all replicas reach the shared tensor); a file whose layers use the values as handed (DARTS's
+    `w * op(x)`) keeps the finding."""
+    if not _layers_move_their_arguments(model.ctx):
+        return False
+    for fn in model.reachable:
+        derived = _derived_locals(model, fn, name)
+        for node in fn.nodes(ast.Attribute, ast.Name):
+            if isinstance(node, ast.Attribute):
+                if fn.self_attr(node) != name or not isinstance(node.ctx, ast.Load):
+                    continue
+            elif node.id not in derived or not isinstance(node.ctx, ast.Load):
+                continue
+            if not (_assigned_to(fn, node, derived) or _argument_of_layer_call(model, fn, node)):
+                return False
+    return True
+
+
+def _derived_locals(model, fn, name: str) -> set[str]:
+    """Local names this function computes from `self.<name>` (directly or through each other), not
+    counting what a layer returns when handed them (`s1 = cell(s0, s1, weights)` is the layer's output)."""
+    derived: set[str] = set()
+    assigns = sorted(fn.nodes(ast.Assign), key=lambda n: (n.lineno, n.col_offset))
+    for _ in range(2):  # `w2 = softmax(self.b[0:2])` ... `w2 = torch.cat([w2, t])` with `t` after it
+        for node in assigns:
+            if _mentions(model, fn, node.value, name, derived):
+                derived.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return derived
+
+
+def _mentions(model, fn, node, name: str, derived: set[str]) -> bool:
+    if isinstance(node, ast.Attribute) and fn.self_attr(node) == name \
+            or isinstance(node, ast.Name) and node.id in derived:
+        return True
+    if isinstance(node, ast.Call) and _layer(model, fn, node.func):
+        return False
+    return any(_mentions(model, fn, child, name, derived) for child in ast.iter_child_nodes(node))
+
+
+def _assigned_to(fn, node, derived: set[str]) -> bool:
+    """Is ``node`` read only to compute a value bound to names of ``derived``?"""
+    cur = fn.parent(node)
+    while cur is not None and not isinstance(cur, ast.stmt):
+        cur = fn.parent(cur)
+    return isinstance(cur, ast.Assign) and all(
+        isinstance(n, ast.Name) and n.id in derived for t in cur.targets for n in ast.walk(t)
+        if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript)) and not isinstance(n.ctx, ast.Load))
+
+
+def _argument_of_layer_call(model, fn, node) -> bool:
+    """Is ``node`` (or an item of it) an argument of a call to one of the module's layers?"""
+    child, cur = node, fn.parent(node)
+    while isinstance(cur, ast.Subscript) and cur.value is child:
+        child, cur = cur, fn.parent(cur)
+    return isinstance(cur, ast.Call) and child in cur.args and _layer(model, fn, cur.func)
+
+
+def _layer(model, fn, func) -> bool:
+    """Is ``func`` one of the module's layers: `self.cell` (not a method), `self.cells[i]`, or `cell`
+    for a loop over `self.cells` (`enumerate(self.cells)`)?"""
+    while isinstance(func, ast.Subscript):
+        func = func.value
+    attr = fn.self_attr(func)
+    if attr is not None:
+        return model.find_method(attr) is None and not model.has_property(attr)
+    if isinstance(func, ast.Name):
+        for loop in fn.nodes(ast.For):
+            iterated = loop.iter
+            if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Name) \
+                    and iterated.func.id in ("enumerate", "zip") and iterated.args:
+                iterated = iterated.args[-1] if iterated.func.id == "enumerate" else iterated.args[0]
+            if fn.self_attr(iterated) is not None and any(
+                    isinstance(n, ast.Name) and n.id == func.id for n in ast.walk(loop.target)):
+                return True
+    return False
+
+
+def _layers_move_their_arguments(ctx) -> bool:
+    """Does a `forward` of this file move to a device what it is handed besides its input: an
+    argument (`weights.to(x.device)`), an item of one (`weights[i].to(h.device)`), or a loop
+    variable over one (`w.to(x.device)` for `w` in `zip(weights, ops)`)?"""
+    for node in ctx.nodes(ast.FunctionDef):
+        if node.name != "forward" or len(node.args.args) < 2:
+            continue
+        handed = {a.arg for a in node.args.args[1:]}
+        first = node.args.args[1].arg  # the input; `x.to(dtype)` says nothing about weights handed down
+        items: set[str] = set()
+        for sub in ast.walk(node):
+            if isinstance(sub, (ast.For, ast.comprehension)) and any(
+                    isinstance(n, ast.Name) and n.id in handed | items for n in ast.walk(sub.iter)):
+                items |= {n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name)}
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                    and sub.func.attr in _MOVES_TO_DEVICE:
+                moved = sub.func.value
+                if isinstance(moved, ast.Name) and moved.id in items:
+                    return True
+                if isinstance(moved, ast.Name) and moved.id in handed - {first}:
+                    return True  # `weights.to(x.device)`
+                if isinstance(moved, ast.Subscript):
+                    while isinstance(moved, ast.Subscript):
+                        moved = moved.value
+                    if isinstance(moved, ast.Name) and moved.id in handed:
+                        return True
     return False
