@@ -34,7 +34,13 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves, scalar_reason
+from dpcheck.analysis.outputs import (
+    added_by_concatenation,
+    gathered_class,
+    optional_severity,
+    returned_leaves,
+    scalar_reason,
+)
 from dpcheck.analysis.wrapping import wrapped_batch_dim
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -75,7 +81,14 @@ class ScalarReturnedFromForward(Rule):
         if not gathered_class(model):
             return
         consequence = _gather_consequence(wrapped_batch_dim(model))
-        for leaf, fn, anchor in returned_leaves(model):
+        leaves = list(returned_leaves(model))
+        # `return ((loss,) + output) if loss is not None else output` beside `return
+        # XOutput(loss=loss, ...)` (transformers' `return_dict=False` arms): one loss, one finding,
+        # where it is returned otherwise.
+        returned_otherwise = {id(leaf) for leaf, fn, anchor in leaves if not added_by_concatenation(anchor, fn)}
+        for leaf, fn, anchor in leaves:
+            if added_by_concatenation(anchor, fn) and id(leaf) in returned_otherwise:
+                continue
             reason = scalar_reason(leaf, fn, model)
             if reason:
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",

@@ -199,6 +199,18 @@ def _leaves(node, fn, model, depth, seen, anchor):
         yield from _leaves(node.body, fn, model, depth + 1, seen, anchor)
         yield from _leaves(node.orelse, fn, model, depth + 1, seen, anchor)
         return
+    if _tuple_concatenation(node):
+        # `outputs = (loss,) + outputs` (the transformers v2 heads and the scripts that copy them):
+        # the returned tuple holds both sides. What the display adds is reported where it is added.
+        for side in (node.left, node.right):
+            if isinstance(side, (ast.Tuple, ast.List)):
+                yield from _leaves(side, fn, model, depth + 1, seen, None)
+            elif isinstance(side, ast.Name):
+                for value in _earlier_values(side.id, node, fn):
+                    yield from _leaves(value, fn, model, depth + 1, seen, anchor or side)
+            else:
+                yield from _leaves(side, fn, model, depth + 1, seen, anchor)
+        return
     if isinstance(node, ast.Name):
         values = fn.local_values.get(node.id)
         if values and len(values) > 1:
@@ -250,6 +262,37 @@ def _leaves(node, fn, model, depth, seen, anchor):
             yield from _leaves(arg, fn, model, depth + 1, seen, anchor)
         return
     yield node, fn, anchor or node
+
+
+def _tuple_concatenation(node: ast.AST) -> bool:
+    """`(loss,) + outputs` or `outputs + (loss,)`: a `+` with a tuple or list display on one side."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and any(
+        isinstance(side, (ast.Tuple, ast.List)) for side in (node.left, node.right))
+
+
+def added_by_concatenation(anchor: ast.AST, fn: FunctionInfo) -> bool:
+    """Is ``anchor`` an element of a tuple or list display that a `+` prepends or appends to the
+    returned tuple (`(loss,) + output`)?"""
+    display = fn.parent(anchor)
+    return isinstance(display, (ast.Tuple, ast.List)) and _tuple_concatenation(fn.parent(display))
+
+
+def _earlier_values(name: str, concatenation: ast.BinOp, fn: FunctionInfo) -> list[ast.AST]:
+    """The values of ``name`` that `name = (x,) + name` (or `name += (x,)`) extends: those bound
+    before it, less those a later one of them rebuilds."""
+    line = _line(concatenation)
+    earlier = [v for v in fn.local_values.get(name, ()) if v is not concatenation and _line(v) < line]
+    return _not_rebuilt(name, earlier, fn) if earlier else []
+
+
+def _line(value: ast.AST) -> int:
+    """Where a bound value sits; the bindings tree.local_values builds (`x + y` for `x += y`,
+    element k of an unpacked call) sit where their first operand does."""
+    for node in (value, getattr(value, "left", None), getattr(value, "value", None)):
+        line = getattr(node, "lineno", None)
+        if line is not None:
+            return line
+    return 0
 
 
 def _helper_method(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo | None:
