@@ -5,8 +5,9 @@ saving the `state_dict()` of a name that holds an `nn.DataParallel` wrapper (dir
 dict, or through a helper that calls `torch.save`), unless the same file loads its
 checkpoints back into the wrapper and never into the bare model; and loading into the
 wrapper (`model.load_state_dict(...)`) a state dict in the bare format (pretrained weights
-from a URL, or a file that this script saves only as `model.module.state_dict()`, or whose
-payload a method of it returns that way for a logger or helper to write).
+from a URL, or a file that this script saves only as `model.module.state_dict()`, also through
+a name bound to the bare model, `model_to_save = model.module if hasattr(model, "module") else
+model`, or whose payload a method of it returns that way for a logger or helper to write).
 Saving from the wrapper and resuming into the wrapper is consistent and not reported; so is
 a load whose source this file does not show, and a save or load through a helper that returns
 the wrapper's `.module` on its wrapped path (`return self.model.module if n_gpu > 1 else
@@ -68,7 +69,7 @@ class WrappedStateDict(Rule):
             owner = node.func.value
             wrap = facts.wrap_for(owner)
             through_module = isinstance(owner, ast.Attribute) and owner.attr == "module" \
-                and facts.wrap_for(owner.value) is not None
+                and facts.wrap_for(owner.value) is not None or _unwrapped_alias(owner, node, facts, ctx)
             if node.func.attr == "state_dict":
                 if wrap is not None and _saved(node, facts, ctx):
                     if _unwrapped_here(node, owner, facts):
@@ -200,6 +201,42 @@ def _unwrapped_here(node, owner, facts) -> bool:
                        and n.value.id == owner.id for stmt in cur.body for n in ast.walk(stmt))
         child, cur = cur, facts.parent(cur)
     return False
+
+
+def _unwrapped_alias(owner, node, facts, ctx) -> bool:
+    """Is ``owner`` a name last bound, before ``node`` in its scope, to the bare model behind a
+    name this file wraps: `model_to_save = model.module if hasattr(model, "module") else model`
+    (the transformers example scripts' idiom), `getattr(model, "module", model)`, `model.module`?"""
+    if not isinstance(owner, ast.Name):
+        return False
+    scope = facts.scope_of(node)
+    nodes = ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Assign)
+    bindings = [n for n in nodes if isinstance(n, ast.Assign) and n.lineno <= node.lineno and any(
+        isinstance(t, ast.Name) and t.id == owner.id for t in n.targets)]
+    if not bindings:
+        return False
+    value = max(bindings, key=lambda n: (n.lineno, n.col_offset)).value
+    inner = _unwrapped_model(value)
+    return inner is not None and _bare_model(inner, facts)
+
+
+def _unwrapped_model(value) -> ast.Name | None:
+    """The name whose bare model ``value`` is: `m.module if <test> else m`, `getattr(m, "module", m)`,
+    `m.module`; None for anything else."""
+    if isinstance(value, ast.IfExp):
+        body, orelse = value.body, value.orelse
+        if isinstance(orelse, ast.Attribute):  # `m if not hasattr(m, "module") else m.module`
+            body, orelse = orelse, body
+        inner = _unwrapped_model(body)
+        return inner if inner is not None and isinstance(orelse, ast.Name) and orelse.id == inner.id else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+            and len(value.args) == 3 and isinstance(value.args[1], ast.Constant) and value.args[1].value == "module" \
+            and isinstance(value.args[0], ast.Name) and isinstance(value.args[2], ast.Name) \
+            and value.args[0].id == value.args[2].id:
+        return value.args[0]
+    if isinstance(value, ast.Attribute) and value.attr == "module" and isinstance(value.value, ast.Name):
+        return value.value
+    return None
 
 
 def _bare_model(owner, facts) -> bool:
