@@ -8,7 +8,11 @@ by a builder (in this file or another scanned one), passed as an argument
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
 ... `else: model.classifier`) is not the wrapper, and a read under `if hasattr(model,
 "set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path
-(`return self.model.module if n_gpu > 1 else self.model`) gives the bare model.
+(`return self.model.module if n_gpu > 1 else self.model`) gives the bare model. An attribute the
+script sets on the wrapper itself (`model.optimize = False` after wrapping) is the wrapper's: it
+is read back without error, also by a function the wrapper is passed to. A read of `self.model`
+in `__init__` sees the bare model when another method wraps it (`def multi_gpu(self): self.model
+= nn.DataParallel(self.model)`) and `__init__` does not call that method first.
 
 ## Why is this bad?
 The wrapper is a different object: it has `module`, `forward`, `device_ids` and the
@@ -70,8 +74,12 @@ class WrapperAttributeAccess(Rule):
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
-        # `model.class_weights = w` on the wrapper makes `model.class_weights` readable from it.
-        stored = {(_text(n.value), n.attr) for n in ctx.nodes(ast.Attribute) if isinstance(n.ctx, ast.Store)}
+        # `model.class_weights = w` on the wrapper makes `model.class_weights` readable from it, under
+        # that name and under the names the wrapper is passed as (`train(model)` reading `net.optimize`:
+        # the parameter's wrapper comes from the call site, so the attribute name alone is matched).
+        stores = [n for n in ctx.nodes(ast.Attribute) if isinstance(n.ctx, ast.Store)]
+        stored = {(_text(n.value), n.attr) for n in stores}
+        stored_on_wrapper = {n.attr for n in stores if facts.wrap_for(n.value) is not None}
         for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
                 continue
@@ -81,6 +89,8 @@ class WrapperAttributeAccess(Rule):
             if (_text(base), node.attr) in stored or _hasattr_guarded(node, facts):
                 continue
             wrap = facts.wrap_for(base)
+            if wrap is not None and wrap.parameter and node.attr in stored_on_wrapper:
+                continue
             if wrap is not None and _misspells_module(node.attr):
                 # `model.moduel`: the hazard is the typo, and `model.module.moduel` would keep it.
                 fix = self.offer_fix("Spell it `module`", Applicability.UNSAFE, rename="module")

@@ -406,6 +406,8 @@ class ScriptFacts:
                 if not (text.startswith("self.") and wrap.scope is not self.ctx.tree) or (
                         origin is not None and self.ctx.enclosing(node, _FUNCTIONS) is self.ctx.enclosing(origin, _FUNCTIONS)):
                     continue
+                if origin is not None and self._constructed_before(node, origin):
+                    continue
             if not self._inside(node, wrap.scope):
                 continue
             if not text.startswith("self."):
@@ -418,6 +420,20 @@ class ScriptFacts:
         if guard is not None:
             return Wrap(text, Source(guard), self.scope_of(node), guard.lineno, float("inf"), guard)
         return None
+
+    def _constructed_before(self, node: ast.AST, origin: ast.AST) -> bool:
+        """Is ``node`` in `__init__` and the wrap ``origin`` in another method of the class that
+        `__init__` does not call before ``node`` (`def multi_gpu(self): self.model =
+        nn.DataParallel(self.model)`)? The constructor runs before any other method can."""
+        init = self.ctx.enclosing(node, _FUNCTIONS)
+        method = self.ctx.enclosing(origin, _FUNCTIONS)
+        if init is None or init.name != "__init__" or method is None or method is init \
+                or self.ctx.enclosing(init, ast.ClassDef) is not self.ctx.enclosing(method, ast.ClassDef):
+            return False
+        return not any(isinstance(call.func, ast.Attribute) and call.func.attr == method.name
+                       and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+                       and call.lineno <= node.lineno
+                       for call in self.ctx.tree_index.nodes_within(init, ast.Call))
 
     def _isinstance_guard(self, node: ast.AST, text: str) -> ast.AST | None | bool:
         """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False."""
