@@ -15,7 +15,8 @@ a training-mode model, the eval pass's two steps at 2N in eval mode (issue 12's 
 2x). Everything else the harness does (building the example at each batch size, copies,
 snapshots, the randomness probe, comparing) is its overhead. In-process timings (no child
 process start or torch import, which `--confirm` adds once per file). `--stat min` (the
-fastest run) and `--clock cpu` (this process's CPU time) are steadier on a loaded machine.
+fastest run) and `--clock cpu` (this process's CPU time) are steadier on a loaded machine;
+`--profile TOP` adds, for each model, the harness's TOP functions by time (cProfile).
 """
 
 from __future__ import annotations
@@ -99,12 +100,36 @@ def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str, ev
     return total
 
 
+def profile_model(rel, example, backend, runs: int, top: int) -> None:
+    """The harness's own functions by time per run_model (three batch sizes), from cProfile on this
+    clock over ``runs`` runs: where its time above the plain steps goes (the steps show as
+    dataparallel, and forward and backward inside _run_batch_inner's own time)."""
+    import cProfile
+    import pstats
+
+    from dpcheck.harness.runner import default_batch_sizes, run_model
+
+    sizes = default_batch_sizes(backend.n)
+    run_model(example, backend, sizes)  # warm-up
+    profiler = cProfile.Profile(CLOCK)
+    profiler.enable()
+    for _ in range(runs):
+        run_model(example, backend, sizes)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    harness = str(HERE.parent / "dpcheck" / "harness")
+    rows = sorted(((cumulative, total, calls, f"{Path(file).name}:{name}")
+                   for (file, _, name), (calls, _, total, cumulative, _) in stats.items() if file.startswith(harness)),
+                  reverse=True)[:top]
+    print(f"  {rel}: cProfile, ms per run_model ({runs} runs; cumulative, own, calls per run)")
+    for cumulative, total, calls, where in rows:
+        print(f"    {cumulative / runs * 1e3:9.2f} {total / runs * 1e3:9.2f} {calls / runs:8.1f}  {where}")
+
+
 def time_model(rel, example, backend, runs: int, statistic) -> None:
     """Print one row: the plain steps and the harness at 1 and at 3 batch sizes, each ratio against
     the plain steps at the batch sizes that harness run used."""
-    from dpcheck.harness.runner import default_batch_sizes, run_model
-
-    from dpcheck.harness.runner import _normalise
+    from dpcheck.harness.runner import _normalise, default_batch_sizes, run_model
 
     sizes = default_batch_sizes(backend.n)
     plain = {batch: plain_steps(example, backend, batch, runs, statistic, rel) for batch in sizes}
@@ -126,6 +151,8 @@ def main() -> int:
     parser.add_argument("--stat", default="median", choices=["median", "min"])
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                         help="cpu: this process's CPU time (all threads), steadier where other work shares the cores")
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP",
+                        help="after each model's row, its TOP harness functions by time (cProfile, --runs runs)")
     parser.add_argument("models", nargs="*", help="FILE or FILE:FUNCTION (default: the fixture models)")
     args = parser.parse_args()
 
@@ -149,6 +176,8 @@ def main() -> int:
           f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7}")
     for rel, example in [found for spec_text in (args.models or MODELS) for found in load(spec_text)]:
         time_model(rel, example, backend, args.runs, statistic)
+        if args.profile:
+            profile_model(rel, example, backend, args.runs, args.profile)
     return 0
 
 

@@ -665,12 +665,23 @@ def test_a_copy_made_of_new_objects_alone_skips_the_check_that_it_reaches_the_or
     backend = runner.make_backend("emulated", 2)
     assert runner._faithful_copy(_awkward_model(), backend) is not None and not checked
 
-    for value in (lambda: None, _Opaque(), [__import__("weakref").ref(backend)]):
+    # A function without a closure (an activation function held as an attribute) reaches nothing.
+    model = _awkward_model()
+    model.activation = torch.nn.functional.gelu
+    model.ad_hoc = lambda x: x * 2
+    delegated = []
+    assert runner._deepcopy(model, delegated).activation is torch.nn.functional.gelu and delegated == []
+    assert runner._faithful_copy(model, backend) is not None and not checked
+
+    def closing_over(held):
+        return lambda: held
+
+    for value in (closing_over([1, 2]), _Opaque(), [__import__("weakref").ref(backend)]):
         model = _awkward_model()
         model.extra = value
         delegated = []
         runner._deepcopy(model, delegated)
-        assert delegated, value  # what deepcopy's generic path copies, or a function or weak reference kept
+        assert delegated, value  # what deepcopy's generic path copies, or a function's closure or a weak reference kept
         assert runner._faithful_copy(model, backend) is not None and checked
         checked.clear()
 
@@ -721,3 +732,57 @@ def test_forwards_parameter_names_are_those_inspect_signature_gives():
         assert _parameter_names(model) == names, cls
         assert names == [p.name for p in inspect.signature(model.forward).parameters.values()
                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)], cls
+
+
+def _snapshot_by_definition(model):
+    """What a snapshot holds, walked the plain way: every attribute of every module (nn.Module's own
+    and functions left out) described, then its buffers (not a training-mode BatchNorm's statistics)
+    and its submodule count."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+
+    from dpcheck.harness.runner import _MODULE_INTERNALS, _describe
+
+    state = {}
+    for name, module in model.named_modules():
+        prefix = f"{name}." if name else ""
+        for key, value in vars(module).items():
+            if key in _MODULE_INTERNALS or key == "training" or callable(value) and not isinstance(
+                    value, (torch.Tensor, torch.nn.Module)):
+                continue
+            state[prefix + key] = _describe(value)
+        for key, buf in module._buffers.items():
+            if key in ("running_mean", "running_var", "num_batches_tracked") and module.training and isinstance(
+                    module, _BatchNorm):
+                continue
+            state[prefix + key] = ("buffer",) + tuple(_describe(buf)[1:]) if buf is not None else None
+        state[prefix + "<submodules>"] = ("value", str(len(module._modules)))
+    return state
+
+
+def test_a_snapshot_describes_every_attribute_beyond_nn_modules_own():
+    from dpcheck.harness.runner import snapshot
+
+    model = _awkward_model()
+    model.extra = (1.5, "s", None, True, 10**30, "x" * 200)
+    model.count, model.rate, model.name, model.flag, model.nothing = 3, 0.5, "net", False, None
+    model.stash = collections.deque([torch.ones(2)])
+    model.act = torch.nn.functional.relu  # a function: not state
+    model.bound = model.forward  # a method: not state
+    model.opaque = _Opaque()
+    model[1].eval()  # an eval-mode BatchNorm's statistics are state
+    model.add_module("norm", torch.nn.BatchNorm1d(3))  # a training-mode one's are not
+    model.register_buffer("absent", None)
+    state = snapshot(model)
+    assert state == _snapshot_by_definition(model)
+    assert state["count"] == ("value", "3") and state["name"] == ("value", "'net'") and "act" not in state
+    assert "1.running_mean" in state and "norm.running_mean" not in state and state["absent"] is None
+
+
+def test_placing_a_module_tags_every_parameter_and_buffer_of_every_submodule():
+    from dpcheck.harness import emulation
+
+    model = _awkward_model()
+    model.loose = torch.ones(2)  # a plain attribute: not moved by module.cuda()
+    emulation.place_module(model, 1)
+    assert all(emulation.tag_of(t) == 1 for t in (*model.parameters(), *model.buffers()))
+    assert emulation.tag_of(model.loose) == -1

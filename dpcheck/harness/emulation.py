@@ -311,9 +311,11 @@ def outside_mode():
 
 
 def place_module(module: torch.nn.Module, device: int) -> torch.nn.Module:
-    """`module.cuda(device)`: registered parameters and buffers move; plain attributes do not."""
-    for tensor in [*module.parameters(), *module.buffers()]:
-        set_tag(tensor, device)
+    """`module.cuda(device)`: registered parameters and buffers move; plain attributes do not. (Each
+    module's own, as `cuda()` walks them: one walk, where parameters() and buffers() take one each.)"""
+    for submodule in module.modules():
+        for tensor in (*submodule._parameters.values(), *submodule._buffers.values()):
+            set_tag(tensor, device)
     return module
 
 
