@@ -208,7 +208,7 @@ def parallelises_own_submodule(model: ModelClass) -> str | None:
     ctx = model.ctx
     # (Script facts only where a DataParallel form is named: `replicate` alone needs none.)
     facts = script_facts(ctx) if mentions_script_token(ctx) else None
-    if facts is None and "replicate" not in ctx.source.text:
+    if facts is None and not ctx.fact(_names_replicate):
         return None
     for fn in model.all_methods:
         for node in fn.nodes(ast.Call):
@@ -224,6 +224,12 @@ def parallelises_own_submodule(model: ModelClass) -> str | None:
                 if name is not None:
                     return name
     return None
+
+
+def _names_replicate(ctx: FileContext) -> bool:
+    """Does the text name `replicate` at all? One scan per file: asked of every class, and a
+    large file's text scanned again for each of its classes cost a few percent of the analysis."""
+    return "replicate" in ctx.source.text
 
 
 def _assigned_self_attr(call: ast.Call, fn, ctx: FileContext) -> str | None:
