@@ -32,7 +32,7 @@ import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
-from dpcheck.analysis.outputs import gathered_class, is_loss_module
+from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -211,7 +211,7 @@ def _only_returned(node, fn, depth) -> bool:
 def _record_call(call) -> bool:
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    return name in ("dict", "tuple", "list") or name.endswith(("Output", "Outputs"))
+    return name in ("dict", "tuple", "list") or output_record_name(name)
 
 
 def _uses_until_rebound(name, assign, fn) -> list[ast.Name]:

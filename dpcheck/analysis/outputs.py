@@ -371,6 +371,17 @@ def _returns_parameters(inner: FunctionInfo) -> bool:
     return True
 
 
+# The names of output records: `CausalLMOutput`, `BaseOutput`, `Seq2SeqLMOutputs`, and the
+# transformers records named for what they add (`SequenceClassifierOutputWithPast`,
+# `CausalLMOutputWithCrossAttentions`, `ImageClassifierOutputWithNoAttention`).
+_OUTPUT_RECORD_NAME = re.compile(r"(?:[A-Z]\w*)?Outputs?(?:With[A-Z]\w*)?")
+
+
+def output_record_name(name: str) -> bool:
+    """Is ``name`` the name of a dict-like output record class (see _OUTPUT_RECORD_NAME)?"""
+    return _OUTPUT_RECORD_NAME.fullmatch(name) is not None
+
+
 def _output_record(call: ast.Call, model: ModelClass) -> bool:
     """A call building a dict-like output record (`CausalLMOutput(...)`, `BaseOutput(...)`).
 
@@ -378,7 +389,7 @@ def _output_record(call: ast.Call, model: ModelClass) -> bool:
     """
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    if not name.endswith(("Output", "Outputs")) or not name[:1].isupper():
+    if not output_record_name(name):
         return False
     local = model.ctx.classes.get(name)
     return local is None or not _plain_dataclass(model.ctx, local, 0)
