@@ -523,6 +523,143 @@ def test_no_advice_demotion_without_wrap_sites_or_with_an_untraced_one(tmp_path)
     assert {f["severity"] for f in library.values()} == {"error"}
 
 
+def _summary(text, module="m"):
+    return analyze_source(textwrap.dedent(text), f"{module}.py", [], module)
+
+
+def test_function_returns_summarise_builders_whose_every_return_is_traced():
+    returns = _summary("""
+        import torch.nn as nn
+        from nets import Backbone, Head, make_trunk
+
+        class Local(nn.Module):
+            pass
+
+        def branches(p):
+            model = None
+            if p.kind == "a":
+                model = Head(Backbone())
+            elif p.kind == "b":
+                model = Local()
+            return model.cuda() if p.cuda else model
+
+        def nested(p):
+            return make_trunk(p)
+
+        def through_local(p):
+            return branches(p)
+
+        def from_parameter(model):
+            return model.cuda()
+
+        def from_library():
+            return nn.Linear(4, 4)
+
+        def by_name(models, arch):
+            return getattr(models, arch)()
+
+        def loops(models):
+            for model in models:
+                pass
+            return model
+
+        def sometimes_untraced(p, net):
+            if p:
+                return Local()
+            return net
+    """).returns
+    assert returns == {
+        "m.branches": ["m.Local", "nets.Head", "part:nets.Backbone"],
+        "m.nested": ["call:nets.make_trunk"],
+        "m.through_local": ["m.Local", "nets.Head", "part:nets.Backbone"],
+    }
+
+
+def test_wrap_candidates_of_builders_and_registries_and_what_stays_unresolved():
+    result = _summary("""
+        import torch
+        import torch.nn as nn
+        import torchvision.models as models
+        from builders import get_model
+        from modeling import ConfigA, ModelA, ModelB
+
+        MODEL_CLASSES = {"a": (ConfigA, ModelA), "b": (ConfigA, ModelB)}
+        NETS = {"a": ModelA, "b": ModelB}
+
+        def main(args):
+            config_class, model_class = MODEL_CLASSES[args.model_type]
+            model = model_class.from_pretrained(args.path, config=config_class())
+            model = nn.DataParallel(model)
+            first = nn.DataParallel(get_model(args).cuda())
+            second = nn.DataParallel(NETS[args.arch]())
+            third = nn.DataParallel(getattr(models, args.arch)())
+            fourth = nn.DataParallel(models.__dict__[args.arch]())
+            fifth = nn.DataParallel(torch.hub.load("repo", args.arch))
+            return model, first, second, third, fourth, fifth
+    """)
+    assert result.wrap_candidates == [
+        ["modeling.ModelA", "modeling.ModelB"],  # (from_pretrained builds its parts from a config)
+        ["call:builders.get_model"],
+        ["modeling.ModelA", "modeling.ModelB"],
+    ]
+    assert len(result.unresolved_wraps) == 3
+
+
+def test_a_wrapped_parameter_is_what_the_file_passes_for_it():
+    # transformers' run_*.py: `train(args, model)` wraps its parameter; main builds it from a registry.
+    script = """
+        import torch.nn as nn
+        from apex import amp
+        from modeling import ModelA, ModelB
+
+        MODEL_CLASSES = {"a": ModelA, "b": ModelB}
+
+        def train(args, model, optimizer=None):
+            model, optimizer = amp.initialize(model, optimizer)
+            model = nn.DataParallel(model)
+            return model
+
+        def main(args):
+            model_class = MODEL_CLASSES[args.model_type]
+            model = model_class.from_pretrained(args.path)
+            train(args, model)
+    """
+    assert _summary(script).wrap_candidates == [["modeling.ModelA", "modeling.ModelB"]]
+    # Any other use of the function, or a call passing what is not traced: any class.
+    assert _summary(script + """
+        callbacks = [train]
+    """).unresolved_wraps == [10]
+    assert _summary(script + """
+        def again(args, net):
+            train(args, net)
+    """).unresolved_wraps == [10]
+
+
+def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot_return(tmp_path):
+    models = _MODELS + """
+    def build(p):
+        return Wrapped() if p else Wrapped()
+    """
+    found = _project(tmp_path, {"models.py": models, "train.py": """
+        import torch.nn as nn
+        from models import build
+        model = nn.DataParallel(build(True))
+    """})
+    assert found[10]["severity"] == "error"
+    assert found[19]["severity"] == "info"
+    # A builder with a return that is not traced may return any class: no demotion.
+    (tmp_path / "models.py").write_text(textwrap.dedent(models + """
+    def build_any(p, net):
+        return Wrapped() if p else net
+    """))
+    untraced = _project(tmp_path, {"train.py": """
+        import torch.nn as nn
+        from models import build_any
+        model = nn.DataParallel(build_any(True, None))
+    """})
+    assert {f["severity"] for f in untraced.values()} == {"error"}
+
+
 def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
     found = _project(tmp_path, {"models.py": _MODELS + """
     class Holder(nn.Module):

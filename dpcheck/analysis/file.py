@@ -27,7 +27,7 @@ from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.placement import summarize_placement
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
-from dpcheck.analysis.wrapping import harness_of, summarize_construction, summarize_wrapping
+from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.record import field, record, replace
@@ -69,6 +69,10 @@ class FileResult:
     wrapped_dims: dict[str, str] = field(default_factory=dict)
     # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
     unresolved_wraps: list[int] = field(default_factory=list)
+    # The other wrap sites: each one's candidate leaves (wrapping.wrap_candidates), and the
+    # module-level functions whose returns are traced -> their leaves (wrapping.function_returns).
+    wrap_candidates: list[list[str]] = field(default_factory=list)
+    returns: dict[str, list[str]] = field(default_factory=dict)
     # Classes its `__all__` leaves out and the file itself never uses (wrapping._unused_outside_api).
     unused: list[str] = field(default_factory=list)
     # Simple names this file calls in forward-reachable code of its modules (an instance built per
@@ -100,7 +104,9 @@ class FileResult:
                 "module_calls": {k: " ".join(v) for k, v in self.module_calls.items()},
                 # Rare facts, written only when present: a warm run reads every file's entry.
                 **({"prefix_strippers": " ".join(self.prefix_strippers)} if self.prefix_strippers else {}),
-                **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {})}
+                **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {}),
+                **({"wrap_candidates": [" ".join(v) for v in self.wrap_candidates]} if self.wrap_candidates else {}),
+                **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -116,7 +122,9 @@ class FileResult:
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
                    data["built_per_call"].split(), data["built_elsewhere"].split(),
                    {str(k): v.split() for k, v in dict(data["module_calls"]).items()},
-                   data.get("prefix_strippers", "").split(), data.get("self_placing", "").split())
+                   data.get("prefix_strippers", "").split(), data.get("self_placing", "").split(),
+                   [str(v).split() for v in data.get("wrap_candidates", ())],
+                   {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -265,7 +273,11 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                       if target != name and "." in target}
 
     if not relevant:
-        return result  # nothing here can be a hazard: the class summary is all the index needs
+        # Nothing here can be a hazard: the class summary is all the index needs, and what its
+        # functions return (a builder of the model another file's script wraps, without torch's name).
+        if ctx.module_functions:
+            result.returns = function_returns(ctx)
+        return result
     try:
         _run_rules(ctx, rules, result)
     finally:

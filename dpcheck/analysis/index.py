@@ -25,6 +25,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER
 from dpcheck.analysis.placement import UNPLACED
 from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
+from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -52,6 +53,9 @@ class ClassIndex:
         self._layers_of: dict[str, set[str]] = {}  # simple name of a class -> the classes it builds as layers
         self._wrapped_dims: dict[str, str] = {}
         self._unresolved_wraps = 0
+        self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
+        self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
+        self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
         self._unused: set[str] = set()
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
@@ -93,6 +97,8 @@ class ClassIndex:
                 self._layers_of.setdefault(owner, set()).add(part)
         self._wrapped_dims.update(result.wrapped_dims)
         self._unresolved_wraps += len(result.unresolved_wraps)
+        self._wrap_candidates.extend(result.wrap_candidates)
+        self._returns.update(result.returns)
         self._unused.update(result.unused)
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
@@ -200,7 +206,7 @@ class ClassIndex:
             self._used = self._classes_in_use()
         if not self._used or class_name in self._used:
             return None
-        names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_names})
+        names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_roots})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {shown})"
 
@@ -235,14 +241,25 @@ class ClassIndex:
         handed to a wrapped class's constructor), and bases of any of these; empty when the
         scanned files do not show what runs under DataParallel: they wrap nothing, a wrap site was
         not traced to a class, or a wrapped class was not scanned (a library model, a file left
-        out), which may build any class as a layer. A class built only as a layer of classes not
-        in use (CRD's memory bank, the criterion built bare) is not in use either."""
+        out), which may build any class as a layer. A wrap site through a builder of another file or
+        a registry counts its candidate classes (wrapping.wrap_candidates), and the classes built
+        as their parts; one whose candidates are not all traced counts as a site not traced. A
+        class built only as a layer of classes not in use (CRD's memory bank, the criterion built
+        bare) is not in use either."""
         wrapped = list(self._wrapped_names)  # (lookup may summarise unscanned modules, which adds names)
+        parts: list[str] = []
+        for leaves in list(self._wrap_candidates):
+            settled = self._settle_leaves(leaves)
+            if settled is None:
+                return frozenset()
+            wrapped += settled[0]
+            parts += settled[1]
         if self._unresolved_wraps or not wrapped or not all(
                 _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
             return frozenset()
+        self._wrapped_roots = list(wrapped)
         used: set[str] = set()
-        pending = wrapped
+        pending = wrapped + parts
         while pending:
             name = pending.pop()
             simple = name.rsplit(".", 1)[-1]
@@ -253,6 +270,37 @@ class ClassIndex:
             pending.extend(self.bases.get(target, ()) if target else ())
             pending.extend(self._layers_of.get(simple, ()))
         return frozenset(used)
+
+    def _settle_leaves(self, leaves: list[str], trail: frozenset[str] = frozenset(),
+                       part: bool = False) -> tuple[list[str], list[str]] | None:
+        """(the classes, the classes of parts) that ``wrapping.instance_leaves`` leaves stand for:
+        each class, and for each call of a function of another module the leaves of that
+        function's returns (followed through re-exports, summarising an unscanned module); None
+        when a function's returns are not all traced (a library function, a module not found, a
+        recursion). A part's classes are all parts."""
+        classes: list[str] = []
+        parts: list[str] = []
+        for leaf in leaves:
+            is_part = part or leaf.startswith(PART_LEAF)
+            leaf = leaf.removeprefix(PART_LEAF)
+            if not leaf.startswith(CALL_LEAF):
+                (parts if is_part else classes).append(leaf)
+                continue
+            name = leaf[len(CALL_LEAF):]
+            for _ in range(8):
+                if name not in self._returns and name not in self.aliases:
+                    self._load_for(name)
+                if name in self._returns or name not in self.aliases:
+                    break
+                name = self.aliases[name]
+            if name not in self._returns or name in trail:
+                return None
+            found = self._settle_leaves(self._returns[name], trail | {name}, is_part)
+            if found is None:
+                return None
+            classes += found[0]
+            parts += found[1]
+        return classes, parts
 
     def outlives_call(self, name: str) -> bool:
         """May an instance of this class outlive one forward call? False only when scanned code

@@ -33,7 +33,12 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts, target_text
 from dpcheck.analysis.torch_api import FunctionNode
-from dpcheck.constants import DATAPARALLEL_FUNCTIONS, DISTRIBUTED_DATAPARALLEL_CLASSES, REPLICATE_FUNCTIONS
+from dpcheck.constants import (
+    DATAPARALLEL_CLASSES,
+    DATAPARALLEL_FUNCTIONS,
+    DISTRIBUTED_DATAPARALLEL_CLASSES,
+    REPLICATE_FUNCTIONS,
+)
 from dpcheck.record import record
 
 if TYPE_CHECKING:
@@ -66,14 +71,23 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
     return ctx.fact(_wrap_sites)[1]
 
 
-def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str]]:
+def wrap_candidates(ctx: FileContext) -> list[list[str]]:
+    """For each wrap site that ``wrapped_classes`` does not trace to a construction but whose module
+    the code shows to be one of a finite set (a builder of another file, a registry of classes
+    indexed at run time): its ``instance_leaves``, which the project index settles."""
+    return ctx.fact(_wrap_sites)[3]
+
+
+def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str], list[list[str]]]:
     """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, (class, wrapped
-    class) for each class whose instances the script passes to the wrapped model's constructor)."""
+    class) for each class whose instances the script passes to the wrapped model's constructor,
+    the candidate leaves of the other wrap sites, see ``wrap_candidates``)."""
     found: dict[str, ast.AST | None] = {}
     unresolved: list[int] = []
     parts: set[tuple[str, str]] = set()
+    candidates: list[list[str]] = []
     if not mentions_script_token(ctx):
-        return found, unresolved, frozenset()
+        return found, unresolved, frozenset(), candidates
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
@@ -89,8 +103,12 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             for arg in [*construction.args, *(k.value for k in construction.keywords)]:
                 parts.update((part, owner) for part in _classes_of(arg, construction, ctx))
         if not constructions:
-            unresolved.append(call.lineno)
-    return found, unresolved, frozenset(parts)
+            traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
+            if traced:
+                candidates.append(traced)
+            else:
+                unresolved.append(call.lineno)
+    return found, unresolved, frozenset(parts), candidates
 
 
 def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
@@ -111,17 +129,14 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     expressions)."""
     if node is None or depth > 4:
         return []
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-            "cuda", "to", "train", "eval", "float", "half"):
-        node = node.func.value
+    node = _without_conversions(node)
     if isinstance(node, ast.IfExp):
         return _constructions_of(node.body, at, ctx, depth + 1) + _constructions_of(node.orelse, at, ctx, depth + 1)
     if isinstance(node, ast.Call):
         name = _class_built(node, ctx)
-        last = name.rsplit(".", 1)[-1]
         local = ctx.local_name(name)
-        if (last[:1].isupper() or local in ctx.classes) and not name.startswith("torch."):
-            return [node]  # (a class of this file whatever its case: CMC's `alexnet(feat_dim)`)
+        if _reads_as_class(name, ctx):
+            return [node]
         builder = ctx.module_functions.get(local) if local else None
         if not isinstance(builder, ast.FunctionDef):
             return []
@@ -143,6 +158,317 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
             found += _constructions_of(sub.value, sub, ctx, depth + 1)
+    return found
+
+
+# Methods that return the module they are called on (`build(cfg).cuda()` is what `build` returns).
+_INSTANCE_KEEPING_METHODS = frozenset({"cuda", "to", "train", "eval", "float", "half"})
+# A leaf of ``instance_leaves`` that the project index settles: a call of another module's function.
+CALL_LEAF = "call:"
+# A leaf of ``instance_leaves`` built as a part of the instance (handed to its class's constructor),
+# not the instance itself: its class runs inside the model, and need not be a scanned class.
+PART_LEAF = "part:"
+# How deep ``instance_leaves`` follows names, builders and registries within one file.
+_LEAF_DEPTH = 6
+
+
+def _without_conversions(node: ast.AST | None) -> ast.AST | None:
+    """``node`` without trailing `.cuda()`/`.to(...)`/`.eval()` calls."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in _INSTANCE_KEEPING_METHODS:
+        node = node.func.value
+    return node
+
+
+def _reads_as_class(name: str, ctx: FileContext) -> bool:
+    """Does a call of the resolved ``name`` read as the construction of a class (not torch's)? A
+    class of this file does whatever its case (CMC's `alexnet(feat_dim)`)."""
+    return (name.rsplit(".", 1)[-1][:1].isupper() or ctx.local_name(name) in ctx.classes) \
+        and not name.startswith("torch.")
+
+
+def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContext, depth: int = 0,
+                    flow: bool = False) -> list[str] | None:
+    """What an expression may be an instance of, strictly: the resolved names of the classes it
+    may be built from, ``PART_LEAF`` + those of the classes built as its parts (arguments of those
+    constructions), and ``CALL_LEAF`` + the resolved name of each function of another module whose
+    return it may be (after ``PART_LEAF`` for a part); None when any part of it is not traced (a parameter, a library or `torch` call,
+    `getattr(models, name)()`, `models.__dict__[name]()`, `self.x`): then it may be any class.
+
+    Followed: conversions (`.cuda()`), both arms of a conditional expression, names of the
+    enclosing scope (every binding of the name must be an assignment), builder functions of this
+    file (every return), and registries: a module-level dict of classes (or of tuples of classes)
+    indexed at run time, `MODELS[name](...)` or `config_class, model_class = MODEL_CLASSES[key]`
+    then `model_class.from_pretrained(...)`, whose candidates are every class at that position."""
+    if node is None or depth > _LEAF_DEPTH:
+        return None
+    node = _without_conversions(node)
+    if isinstance(node, ast.Constant) and node.value is None:
+        return []  # (`model = None` before the branches that build it)
+    if isinstance(node, ast.IfExp):
+        body = instance_leaves(node.body, scope, ctx, depth + 1, flow)
+        orelse = instance_leaves(node.orelse, scope, ctx, depth + 1, flow)
+        return None if body is None or orelse is None else body + orelse
+    if isinstance(node, ast.Name):
+        return _name_leaves(node.id, scope, ctx, lambda value, at: instance_leaves(value, at, ctx, depth + 1, flow),
+                            flow=flow and depth < _LEAF_DEPTH)
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    # `Model.from_pretrained(path, config=config)` builds its parts from files and a config.
+    construction: ast.Call | None = node
+    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+        func, construction = func.value, None
+    if isinstance(func, ast.Subscript):  # `MODELS[name](...)`
+        return _with_parts(_registry_leaves(func, None, ctx), construction, scope, ctx, depth)
+    name = ctx.resolve(func) or ""
+    if isinstance(func, ast.Name) and not _reads_as_class(name, ctx) and func.id not in ctx.module_functions \
+            and (not name or ctx.local_name(name) is not None):
+        # `model_class(...)`, `model_class.from_pretrained(...)`: a class taken from a registry.
+        classes = _name_leaves(func.id, scope, ctx, lambda value, at: _class_named(value, ctx))
+        return _with_parts(classes, construction, scope, ctx, depth)
+    if not name or name.startswith(("torch.", "builtins.")) or name in _BUILTIN_NAMES:
+        return None  # (`getattr(models, arch)()` too)
+    local = ctx.local_name(name)
+    if _reads_as_class(name, ctx):
+        return _with_parts([name], construction, scope, ctx, depth)
+    if local is None:
+        return [CALL_LEAF + name]
+    builder = ctx.module_functions.get(local)
+    return _returns_of(builder, ctx, depth + 1) if isinstance(builder, ast.FunctionDef) else None
+
+
+def _with_parts(classes: list[str] | None, construction: ast.Call | None, scope: ast.AST | None, ctx: FileContext,
+                depth: int) -> list[str] | None:
+    """``classes`` (those ``construction`` may build) and the part leaves of its arguments."""
+    if classes is None or construction is None:
+        return classes
+    found = list(classes)
+    for arg in [*construction.args, *(k.value for k in construction.keywords)]:
+        parts = _part_leaves(arg, scope, ctx, depth + 1)
+        if parts is None:
+            return None
+        found += [leaf if leaf.startswith(PART_LEAF) else PART_LEAF + leaf for leaf in parts]
+    return found
+
+
+def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: int) -> list[str] | None:
+    """The leaves of an argument of a construction (a part of the model built: an encoder handed
+    to a Seq2Seq): a call or a name bound to one is followed like the module itself (None when not
+    traced); torch's calls, builtins (`bool(...)`) and methods of values (`cfg.get("dim")`) build
+    no part of the project, and anything else (a number, `cfg.dim`, a parameter) is no part."""
+    node = _without_conversions(node)
+    if isinstance(node, ast.Name):
+        return _name_leaves(node.id, scope, ctx, lambda value, at: _part_leaves(value, at, ctx, depth + 1), unbound=[])
+    if not isinstance(node, ast.Call):
+        return []
+    func = node.func
+    name = ctx.resolve(func) or ""
+    if name.startswith("torch.") or isinstance(func, ast.Name) and func.id in _BUILTIN_NAMES and (
+            not name or name == func.id) or isinstance(func, ast.Attribute) and not name:
+        return []
+    return instance_leaves(node, scope, ctx, depth)
+
+
+def _returns_of(fn: ast.FunctionDef, ctx: FileContext, depth: int) -> list[str] | None:
+    """The leaves of every return of a function (None when one is not traced, or none returns a value)."""
+    found: list[str] = []
+    returned = False
+    for stmt in _scope_statements(fn.body):
+        if isinstance(stmt, ast.Return):
+            leaves = instance_leaves(stmt.value, fn, ctx, depth) if stmt.value is not None else []
+            if leaves is None:
+                return None
+            returned = returned or bool(leaves)
+            found += leaves
+    return found if returned else None
+
+
+def _scope_statements(body: list[ast.stmt]):
+    """The statements of one scope, nested blocks included, nested functions and classes not."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            yield from _scope_statements(getattr(stmt, field_name, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            yield from _scope_statements(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            yield from _scope_statements(case.body)
+
+
+def _name_leaves(name: str, scope: ast.AST | None, ctx: FileContext, follow, unbound=None,
+                 flow: bool = False) -> list[str] | None:
+    """The leaves of a name in ``scope`` (a function, or None: the module): ``follow(value, scope)``
+    of each assignment of it, or the registry leaves of a tuple assignment from a registry; None
+    when anything else binds it (a loop, `with ... as`, an import, a definition), or when nothing
+    does (then ``unbound``). A parameter is ``unbound``, or with ``flow`` (a wrap site's own file:
+    `def train(args, model): model = DataParallel(model)`) what this file's calls of its function pass."""
+    found: list[str] = []
+    bound = False
+    if scope is not None:
+        arguments = scope.args
+        if any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                       *filter(None, (arguments.vararg, arguments.kwarg))]):
+            if not flow:
+                return unbound
+            passed = _passed_leaves(scope, name, ctx, follow)
+            if passed is None:
+                return None
+            found, bound = passed, True
+    for stmt in _scope_statements(scope.body if scope is not None else ctx.tree.body):
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name) and target.id == name and _wraps_name(stmt.value, name, ctx):
+                    continue  # (`model = nn.DataParallel(model)`: the same instance, wrapped)
+                if isinstance(target, ast.Name) and target.id == name:
+                    leaves = follow(stmt.value, scope) if not isinstance(stmt.value, ast.Subscript) \
+                        else _registry_leaves(stmt.value, None, ctx)
+                elif isinstance(target, (ast.Tuple, ast.List)) and any(
+                        isinstance(e, ast.Name) and e.id == name for e in target.elts):
+                    position = next(i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name)
+                    if _returns_its_arguments(stmt.value, name, position, ctx):
+                        continue  # (`model, optimizer = amp.initialize(model, optimizer)`: the same instance)
+                    leaves = _registry_leaves(stmt.value, position, ctx) if isinstance(stmt.value, ast.Subscript) \
+                        else None
+                elif any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                    leaves = None
+                else:
+                    continue
+                if leaves is None:
+                    return None
+                bound = True
+                found += leaves
+        elif _binds_otherwise(stmt, name):
+            return None
+    return found if bound else unbound
+
+
+# Functions that return the modules (and optimizers) they are passed, in the order passed.
+_RETURNS_ITS_ARGUMENTS = ("amp.initialize",)
+
+
+def _returns_its_arguments(value: ast.AST, name: str, position: int, ctx: FileContext) -> bool:
+    """Is ``value`` apex's `amp.initialize(model, optimizer)` passed ``name`` at ``position``?"""
+    return isinstance(value, ast.Call) and (ctx.resolve(value.func) or "").endswith(_RETURNS_ITS_ARGUMENTS) \
+        and position < len(value.args) and isinstance(value.args[position], ast.Name) \
+        and value.args[position].id == name
+
+
+def _class_named(value: ast.AST, ctx: FileContext) -> list[str] | None:
+    """[the class] a name is bound to directly (`model_class = BertForQA`), or None."""
+    name = ctx.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+    return [name] if name and _reads_as_class(name, ctx) else None
+
+
+def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> list[str] | None:
+    """``follow(argument, caller scope)`` of what each call of the module-level function ``fn`` in
+    this file passes as its parameter ``name`` (`None` where a call leaves it to a `None` default);
+    None when ``fn`` is not one of this file's module-level functions, is used otherwise than called
+    by name, is never called, or a call passes `*args`/`**kwargs` or leaves it to another default."""
+    if ctx.module_functions.get(fn.name) is not fn:
+        return None
+    arguments = fn.args
+    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
+    defaults = dict(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    calls = 0
+    found: list[str] = []
+    for node in ctx.nodes(ast.Name):
+        if node.id != fn.name:
+            continue
+        call = ctx.parent(node)
+        if not isinstance(call, ast.Call) or call.func is not node \
+                or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        calls += 1
+        value = next((k.value for k in call.keywords if k.arg == name), None)
+        if value is None and name in positional and positional.index(name) < len(call.args):
+            value = call.args[positional.index(name)]
+        if value is None:
+            value = defaults.get(name)
+            if not (isinstance(value, ast.Constant) and value.value is None):
+                return None
+        leaves = follow(value, ctx.enclosing(call, FunctionNode))
+        if leaves is None:
+            return None
+        found += leaves
+    return found if calls else None
+
+
+_WRAPPER_CLASSES = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
+
+
+def _wraps_name(value: ast.AST, name: str, ctx: FileContext) -> bool:
+    """Is ``value`` the name itself (`model.cuda()`) or a (Distributed)DataParallel wrapper of it
+    (`nn.DataParallel(model.cuda())`)?"""
+    value = _without_conversions(value)
+    if isinstance(value, ast.Name):
+        return value.id == name
+    if not isinstance(value, ast.Call) or (ctx.resolve(value.func) or "") not in _WRAPPER_CLASSES:
+        return False
+    inner = _without_conversions(argument(value, 0, "module"))
+    return isinstance(inner, ast.Name) and inner.id == name
+
+
+def _binds_otherwise(stmt: ast.stmt, name: str) -> bool:
+    """Does ``stmt`` bind ``name`` other than by a plain assignment?"""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.name == name
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.partition(".")[0]) == name for a in stmt.names)
+    targets: list[ast.AST] = []
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in stmt.items if item.optional_vars is not None]
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
+        return name in stmt.names
+    return any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t))
+
+
+def _registry_leaves(subscript: ast.Subscript, position: int | None, ctx: FileContext) -> list[str] | None:
+    """Every class a module-level dict of classes holds (at ``position`` of its tuples, when it
+    holds tuples), when ``subscript`` indexes one by name: a registry looked up at run time."""
+    if not isinstance(subscript.value, ast.Name):
+        return None
+    registry = None
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == subscript.value.id
+                                                for t in stmt.targets):
+            registry = stmt.value
+        elif _binds_otherwise(stmt, subscript.value.id):
+            return None
+    if not isinstance(registry, ast.Dict) or not registry.values or None in registry.keys:
+        return None
+    found = []
+    for value in registry.values:
+        if position is not None:
+            if not isinstance(value, (ast.Tuple, ast.List)) or position >= len(value.elts):
+                return None
+            value = value.elts[position]
+        name = ctx.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        if not name or not _reads_as_class(name, ctx):
+            return None
+        found.append(name)
+    return found
+
+
+def function_returns(ctx: FileContext) -> dict[str, list[str]]:
+    """The module-level functions of this file whose every return is traced (see
+    ``instance_leaves``), by qualified name -> the leaves of their returns: what another file's
+    `DataParallel(build_model(cfg))` wraps when `build_model` is one of them."""
+    return ctx.fact(_find_function_returns)
+
+
+def _find_function_returns(ctx: FileContext) -> dict[str, list[str]]:
+    found = {}
+    for name, fn in ctx.module_functions.items():
+        if isinstance(fn, ast.FunctionDef) and (leaves := _returns_of(fn, ctx, 0)):
+            found[f"{ctx.module}.{name}"] = sorted(set(leaves))
     return found
 
 
@@ -351,13 +677,16 @@ def _is_zero(node: ast.AST) -> bool:
 
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
-    """Fill ``result.builders``, ``.wrapped``, ``.layer_owners`` and ``.unused`` for the project index."""
+    """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``
+    and ``.unused`` for the project index."""
     result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
+    result.returns = function_returns(ctx)
     if not mentions_script_token(ctx):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
     result.unresolved_wraps = unresolved_wrap_sites(ctx)
+    result.wrap_candidates = [sorted(set(leaves)) for leaves in wrap_candidates(ctx)]
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
