@@ -567,11 +567,28 @@ def test_function_returns_summarise_builders_whose_every_return_is_traced():
             if p:
                 return Local()
             return net
+
+        def imported_in_branches(p):
+            if p.cifar:
+                from models.resnet_cifar import resnet18
+            else:
+                from models.resnet_stl import resnet18
+            return Head(resnet18())
+
+        def imported_relatively_twice(p):
+            if p.cifar:
+                from .cifar import resnet
+            else:
+                from .stl import resnet
+            return resnet()
     """).returns
     assert returns == {
         "m.branches": ["m.Local", "nets.Head", "part:nets.Backbone"],
         "m.nested": ["call:nets.make_trunk"],
         "m.through_local": ["m.Local", "nets.Head", "part:nets.Backbone"],
+        # Either import may bind the name at the call: both are candidates.
+        "m.imported_in_branches": ["nets.Head", "part:call:models.resnet_cifar.resnet18",
+                                   "part:call:models.resnet_stl.resnet18"],
     }
 
 

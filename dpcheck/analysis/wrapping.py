@@ -33,6 +33,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword
 from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts, target_text
 from dpcheck.analysis.torch_api import FunctionNode
+from dpcheck.analysis.tree import statement_nodes
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
@@ -221,6 +222,19 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
         func, construction = func.value, None
     if isinstance(func, ast.Subscript):  # `MODELS[name](...)`
         return _with_parts(_registry_leaves(func, None, ctx), construction, scope, ctx, depth)
+    if isinstance(func, ast.Name) and func.id in ctx.fact(_imported_twice):
+        # `from models.resnet_cifar import resnet18` in one branch, `resnet_stl`'s in another: either.
+        targets = ctx.fact(_imported_twice)[func.id]
+        if targets is None:
+            return None
+        found: list[str] = []
+        for target in targets:
+            leaves = _with_parts([target], construction, scope, ctx, depth) if _reads_as_class(target, ctx) \
+                else [CALL_LEAF + target]
+            if leaves is None:
+                return None
+            found += leaves
+        return found
     name = ctx.resolve(func) or ""
     if isinstance(func, ast.Name) and not _reads_as_class(name, ctx) and func.id not in ctx.module_functions \
             and (not name or ctx.local_name(name) is not None):
@@ -250,6 +264,20 @@ def _with_parts(classes: list[str] | None, construction: ast.Call | None, scope:
             return None
         found += [leaf if leaf.startswith(PART_LEAF) else PART_LEAF + leaf for leaf in parts]
     return found
+
+
+def _imported_twice(ctx: FileContext) -> dict[str, list[str] | None]:
+    """Names that more than one import statement of the file binds (in different functions or
+    branches) -> every target they are bound to (None when one is a relative import or a module):
+    which one such a name is at a call is not known from the name alone."""
+    statements = ctx.tree_index.by_type if "order" in ctx.tree_index.__dict__ else statement_nodes(ctx.tree)
+    bindings: dict[str, list[str | None]] = {}
+    for node in [*statements.get(ast.Import, ()), *statements.get(ast.ImportFrom, ())]:
+        for alias in node.names:
+            absolute = isinstance(node, ast.ImportFrom) and not node.level and node.module
+            bindings.setdefault(alias.asname or alias.name.partition(".")[0], []).append(
+                f"{node.module}.{alias.name}" if absolute else None)
+    return {name: None if None in found else found for name, found in bindings.items() if len(found) > 1}
 
 
 def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: int) -> list[str] | None:
@@ -358,8 +386,18 @@ def _returns_its_arguments(value: ast.AST, name: str, position: int, ctx: FileCo
 
 def _class_named(value: ast.AST, ctx: FileContext) -> list[str] | None:
     """[the class] a name is bound to directly (`model_class = BertForQA`), or None."""
-    name = ctx.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+    name = _unambiguous_name(value, ctx)
     return [name] if name and _reads_as_class(name, ctx) else None
+
+
+def _unambiguous_name(value: ast.AST, ctx: FileContext) -> str | None:
+    """The resolved name of a name or dotted attribute whose first name one import binds, or None."""
+    head = value
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if not isinstance(head, ast.Name) or head.id in ctx.fact(_imported_twice):
+        return None
+    return ctx.resolve(value)
 
 
 def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> list[str] | None:
@@ -450,7 +488,7 @@ def _registry_leaves(subscript: ast.Subscript, position: int | None, ctx: FileCo
             if not isinstance(value, (ast.Tuple, ast.List)) or position >= len(value.elts):
                 return None
             value = value.elts[position]
-        name = ctx.resolve(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        name = _unambiguous_name(value, ctx)
         if not name or not _reads_as_class(name, ctx):
             return None
         found.append(name)
