@@ -69,10 +69,6 @@ class FileResult:
     wrapped_dims: dict[str, str] = field(default_factory=dict)
     # Lines of wrap sites whose module's class is not known (see wrapping.unresolved_wrap_sites).
     unresolved_wraps: list[int] = field(default_factory=list)
-    # The other wrap sites: each one's candidate leaves (wrapping.wrap_candidates), and the
-    # module-level functions whose returns are traced -> their leaves (wrapping.function_returns).
-    wrap_candidates: list[list[str]] = field(default_factory=list)
-    returns: dict[str, list[str]] = field(default_factory=dict)
     # Classes its `__all__` leaves out and the file itself never uses (wrapping._unused_outside_api).
     unused: list[str] = field(default_factory=list)
     # Simple names this file calls in forward-reachable code of its modules (an instance built per
@@ -85,6 +81,10 @@ class FileResult:
     prefix_strippers: list[str] = field(default_factory=list)
     # Its classes whose constructor moves them to a device (placement.summarize_placement).
     self_placing: list[str] = field(default_factory=list)
+    # The other wrap sites: each one's candidate leaves (wrapping.wrap_candidates), and the
+    # module-level functions whose returns are traced -> their leaves (wrapping.function_returns).
+    wrap_candidates: list[list[str]] = field(default_factory=list)
+    returns: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
