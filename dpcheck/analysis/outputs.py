@@ -76,9 +76,13 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
 def is_loss_module(model: ModelClass) -> bool:
     """A loss module: named *Loss, *CrossEntropy, *CE, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
     owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
-    name = model.name
-    return bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
-        and not any(w in name for w in ("Model", "Net", "With"))
+    # DP601, DP603 and the output rules each ask it of every class: decided once per class.
+    verdict = model.__dict__.get("_loss_module_verdict")
+    if verdict is None:
+        name = model.name
+        verdict = model._loss_module_verdict = bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
+            and not any(w in name for w in ("Model", "Net", "With"))
+    return verdict
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`), and a name
