@@ -76,7 +76,7 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
 def is_loss_module(model: ModelClass) -> bool:
     """A loss module: named *Loss, *CrossEntropy, *CE, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
     owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
-    # DP601, DP603 and the output rules each ask it of every class: decided once per class.
+    # The cross-batch, squeeze and output rules each ask it of every class: decided once per class.
     verdict = model.__dict__.get("_loss_module_verdict")
     if verdict is None:
         name = model.name
