@@ -500,6 +500,26 @@ def test_hazards_of_a_class_the_project_never_wraps_are_advice(tmp_path):
     assert by_row[19]["severity"] == "info" and "no scanned file wraps `Unused`" in by_row[19]["message"]
 
 
+def test_a_lowercase_class_of_another_file_is_traced_as_wrapped(tmp_path):
+    # MEAL-V2's `nn.DataParallel(discriminatorLoss(d))`: a lower-case name imported from another
+    # file is recorded as wrapped; the index takes it for the class it is, so the site is traced.
+    by_row = _project(tmp_path, {"models.py": _MODELS.replace("class Wrapped", "class wrappedNet"),
+                                 "train.py": """
+        import torch.nn as nn
+        from models import wrappedNet
+        crit = wrappedNet().cuda()
+        crit = nn.DataParallel(crit)
+    """})
+    assert by_row[10]["severity"] == "error"
+    assert by_row[19]["severity"] == "info" and "no scanned file wraps `Unused`" in by_row[19]["message"]
+    result = analyze_source(textwrap.dedent("""
+        import torch.nn as nn
+        from models import wrappedNet
+        crit = nn.DataParallel(wrappedNet().cuda())
+    """), "train.py", [], "train")
+    assert result.wrapped == ["models.wrappedNet"] and not result.unresolved_wraps
+
+
 def test_no_advice_demotion_without_wrap_sites_or_with_an_untraced_one(tmp_path):
     # Only the models (a library, a pre-commit run of one file): nothing says what is wrapped.
     alone = _project(tmp_path, {"models.py": _MODELS})
