@@ -805,3 +805,66 @@ def test_loss_module_output_is_gathered_only_where_a_file_wraps_it():
     assert not model.conditions
     assert gathered_class(model)
     assert model.conditions == {"wrapped:m.LossWrapper"}
+
+
+def test_holds_weights_follows_bases_and_built_classes_across_files():
+    criteria = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Smoothing(nn.Module):
+            def __init__(self, eps):
+                super().__init__()
+                self.eps = eps
+                self.kl = nn.KLDivLoss()
+
+        class Learned(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("counts", torch.zeros(3))
+    """)
+    wrappers = textwrap.dedent("""
+        import copy
+        import torch.nn as nn
+        from pkg.criteria import Smoothing, Learned
+        from pkg.elsewhere import Unscanned
+
+        class Holder(nn.Module):
+            def __init__(self, model, opt):
+                super().__init__()
+                self.model = model
+                self.ref = copy.deepcopy(model)
+                self.crit = Smoothing(getattr(opt, "eps", 0.1))
+
+        class HoldsLearned(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.crit = Learned()
+
+        class SubOfLearned(Learned):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+        class HoldsUnscanned(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.crit = Unscanned()
+
+        class Built(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.body = build_body(cfg)
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    index = ClassIndex([analyze_source(criteria, "pkg/criteria.py", [], "pkg.criteria"),
+                        analyze_source(wrappers, "pkg/wrappers.py", [], "pkg.wrappers")])
+    assert not index.condition("holds_weights:pkg.wrappers.Holder")
+    assert not index.condition("holds_weights:pkg.criteria.Smoothing")
+    assert index.condition("holds_weights:pkg.criteria.Learned")  # a buffer
+    assert index.condition("holds_weights:pkg.wrappers.HoldsLearned")  # a class it builds holds one
+    assert index.condition("holds_weights:pkg.wrappers.SubOfLearned")  # a base holds one
+    assert index.condition("holds_weights:pkg.wrappers.HoldsUnscanned")  # not scanned: may hold any
+    assert index.condition("holds_weights:pkg.wrappers.Built")  # a builder function may return layers

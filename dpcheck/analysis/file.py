@@ -24,7 +24,7 @@ from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
-from dpcheck.analysis.placement import summarize_placement
+from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import harness_of, summarize_construction, summarize_wrapping
@@ -81,6 +81,9 @@ class FileResult:
     prefix_strippers: list[str] = field(default_factory=list)
     # Its classes whose constructor moves them to a device (placement.summarize_placement).
     self_placing: list[str] = field(default_factory=list)
+    # Its module classes whose constructor builds no weights of its own -> the classes it builds
+    # there, whose weights the index looks at (placement.summarize_weightless).
+    weightless: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -100,7 +103,8 @@ class FileResult:
                 "module_calls": {k: " ".join(v) for k, v in self.module_calls.items()},
                 # Rare facts, written only when present: a warm run reads every file's entry.
                 **({"prefix_strippers": " ".join(self.prefix_strippers)} if self.prefix_strippers else {}),
-                **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {})}
+                **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {}),
+                **({"weightless": {k: " ".join(v) for k, v in self.weightless.items()}} if self.weightless else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -116,7 +120,8 @@ class FileResult:
                    [int(n) for n in data["unresolved_wraps"]], [str(n) for n in data["unused"]],
                    data["built_per_call"].split(), data["built_elsewhere"].split(),
                    {str(k): v.split() for k, v in dict(data["module_calls"]).items()},
-                   data.get("prefix_strippers", "").split(), data.get("self_placing", "").split())
+                   data.get("prefix_strippers", "").split(), data.get("self_placing", "").split(),
+                   {str(k): v.split() for k, v in dict(data.get("weightless", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -282,6 +287,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_calls(ctx, result)
     # (Module summaries too: `unplaced:<class>` and `prefix_kept:<function>` load the module they name.)
     summarize_placement(ctx, result)
+    summarize_weightless(ctx, result)
     summarize_checkpoints(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return

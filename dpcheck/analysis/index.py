@@ -12,7 +12,8 @@ instance may outlive one forward call: not built only inside forward-reachable c
 or a caller is not known; see dpcheck.analysis.guards) ``prefix_kept:<function>`` (no function
 of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints) and
 ``unplaced:<class>`` (the class's constructor does not move it to a device; see
-dpcheck.analysis.placement).
+dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weights of its own,
+not only what it is handed; see dpcheck.analysis.placement).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER
-from dpcheck.analysis.placement import UNPLACED
-from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
+from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
+from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -58,6 +59,7 @@ class ClassIndex:
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
+        self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
@@ -100,6 +102,7 @@ class ClassIndex:
             self._module_calls.setdefault(name, set()).update(markers)
         self._prefix_strippers.update(result.prefix_strippers)
         self._self_placing.update(result.self_placing)
+        self._weightless.update(result.weightless)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -254,6 +257,18 @@ class ClassIndex:
             pending.extend(self._layers_of.get(simple, ()))
         return frozenset(used)
 
+    def holds_weights(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """May the class hold a parameter, buffer or weighted layer of its own: its constructor, a
+        base's, or a class built there may build one, or one of them is not scanned?"""
+        if name in MODULE_BASES or (is_torch_nn_class(name) and (
+                parameter_free(name) or name.rsplit(".", 1)[-1] in MODULE_CONTAINERS)):
+            return False
+        target = self.lookup(name)
+        if target is None or target in trail or target not in self._weightless:
+            return True
+        trail = trail | {target}
+        return any(self.holds_weights(other, trail) for other in (*self.bases[target], *self._weightless[target]))
+
     def outlives_call(self, name: str) -> bool:
         """May an instance of this class outlive one forward call? False only when scanned code
         builds a class of its simple name inside forward-reachable code and nowhere else (not in an
@@ -310,6 +325,8 @@ class ClassIndex:
             return name.rsplit(".", 1)[-1] not in self._prefix_strippers
         if kind == UNPLACED and name:
             return (self.lookup(name) or name) not in self._self_placing
+        if kind == HOLDS_WEIGHTS and name:
+            return self.holds_weights(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

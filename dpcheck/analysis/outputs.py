@@ -20,6 +20,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.torch_api import PARAMETER_FREE
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -90,18 +91,6 @@ def is_loss_module(model: ModelClass) -> bool:
 # at the end, where a block's acronym such as `CEModule` does not reach).
 _LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)|[a-z_]B?CE$")
 
-_PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
-                   "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
-                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
-                   "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
-
-
-def parameter_free(name: str) -> bool:
-    """A torch.nn class that holds no weights (activations, padding, pooling, losses...)."""
-    last = name.rsplit(".", 1)[-1]
-    return any(p in last for p in _PARAMETER_FREE)
-
-
 def _owns_layers(model: ModelClass) -> bool:
     """Does the class hold a submodule that can have weights (not an activation or a loss)?"""
     for facts in model.attrs.values():
@@ -110,7 +99,7 @@ def _owns_layers(model: ModelClass) -> bool:
         for _, value, _ in facts.assignments:
             if isinstance(value, ast.Call) and model.classify(value, None)[0] == "module":
                 name = (model.ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
-                if not any(name.endswith(p) or name.startswith(p) for p in _PARAMETER_FREE):
+                if not any(name.endswith(p) or name.startswith(p) for p in PARAMETER_FREE):
                     return True
     return False
 
