@@ -868,3 +868,42 @@ def test_holds_weights_follows_bases_and_built_classes_across_files():
     assert index.condition("holds_weights:pkg.wrappers.SubOfLearned")  # a base holds one
     assert index.condition("holds_weights:pkg.wrappers.HoldsUnscanned")  # not scanned: may hold any
     assert index.condition("holds_weights:pkg.wrappers.Built")  # a builder function may return layers
+
+
+def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():
+    text = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def forward(self, x, mask=None, labels=None):
+                return x
+
+        class Scorer(nn.Module):
+            def forward(self, x, labels=None):
+                return x
+
+        def train(loader):
+            model = Tagger().cuda()
+            model(loader, None, None)  # before the wrap: not a call of the wrapper
+            model = nn.DataParallel(model)
+            if hasattr(model, "module"):
+                pass
+            loss = model(loader, mask=None, labels=loader)
+
+        def score(loader):
+            scorer = nn.DataParallel(Scorer().cuda())
+            logits = scorer(loader, labels=None)
+            return logits
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    result = analyze_source(text, "m.py", [], "m")
+    assert result.wrapper_calls == {"m.Tagger": ["#1,labels"], "m.Scorer": ["#1"]}
+    index = ClassIndex([result])
+    assert index.condition("wrapper_passes:m.Tagger:labels@2")  # by keyword
+    assert not index.condition("wrapper_passes:m.Tagger:mask@1")  # passed as None
+    assert index.condition("wrapper_passes:m.Tagger:x@0")  # positionally
+    assert not index.condition("wrapper_passes:m.Scorer:labels@1")
+    handed = text.replace("    return logits", "    return scorer")
+    assert analyze_source(handed, "m.py", [], "m").wrapper_calls["m.Scorer"] == ["#1", "*"]

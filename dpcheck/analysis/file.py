@@ -84,6 +84,9 @@ class FileResult:
     # Its module classes whose constructor builds no weights of its own -> the classes it builds
     # there, whose weights the index looks at (placement.summarize_weightless).
     weightless: dict[str, list[str]] = field(default_factory=dict)
+    # How its scripts call the DataParallel wrappers they build: class wrapped -> what each call
+    # passes (guards.wrapper_calls).
+    wrapper_calls: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -104,7 +107,9 @@ class FileResult:
                 # Rare facts, written only when present: a warm run reads every file's entry.
                 **({"prefix_strippers": " ".join(self.prefix_strippers)} if self.prefix_strippers else {}),
                 **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {}),
-                **({"weightless": {k: " ".join(v) for k, v in self.weightless.items()}} if self.weightless else {})}
+                **({"weightless": {k: " ".join(v) for k, v in self.weightless.items()}} if self.weightless else {}),
+                **({"wrapper_calls": {k: " ".join(v) for k, v in self.wrapper_calls.items()}}
+                   if self.wrapper_calls else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -121,7 +126,8 @@ class FileResult:
                    data["built_per_call"].split(), data["built_elsewhere"].split(),
                    {str(k): v.split() for k, v in dict(data["module_calls"]).items()},
                    data.get("prefix_strippers", "").split(), data.get("self_placing", "").split(),
-                   {str(k): v.split() for k, v in dict(data.get("weightless", {})).items()})
+                   {str(k): v.split() for k, v in dict(data.get("weightless", {})).items()},
+                   {str(k): v.split() for k, v in dict(data.get("wrapper_calls", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -351,7 +357,7 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
                  source.char_column(e.end_row, e.end_col)) for e in fix.edits))
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
-                   requires + tuple(v.requires), subject=v.subject)
+                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if))
 
 
 def _self_attribute(node: ast.AST) -> str | None:

@@ -10,10 +10,12 @@ or built inside a module, in some scanned file), ``outlives_call:<class>`` (an
 instance may outlive one forward call: not built only inside forward-reachable code) and
 ``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
 or a caller is not known; see dpcheck.analysis.guards) ``prefix_kept:<function>`` (no function
-of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints) and
+of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints),
 ``unplaced:<class>`` (the class's constructor does not move it to a device; see
 dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weights of its own,
-not only what it is handed; see dpcheck.analysis.placement).
+not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
+(some call through a DataParallel wrapper of the class passes that parameter of its forward; see
+dpcheck.analysis.guards).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Iterable
 from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
-from dpcheck.analysis.guards import UNKNOWN_CALLER
+from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -57,6 +59,7 @@ class ClassIndex:
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
+        self._wrapper_calls: dict[str, list[str]] = {}  # class -> what each call of its wrappers passes
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
@@ -100,6 +103,8 @@ class ClassIndex:
         self._built_elsewhere.update(result.built_elsewhere)
         for name, markers in result.module_calls.items():
             self._module_calls.setdefault(name, set()).update(markers)
+        for name, calls in result.wrapper_calls.items():
+            self._wrapper_calls.setdefault(name, []).extend(calls)
         self._prefix_strippers.update(result.prefix_strippers)
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
@@ -302,6 +307,21 @@ class ClassIndex:
         most = max((int(m[1:]) for m in markers if m.startswith("#")), default=0)
         return 0 <= int(position) < most
 
+    def wrapper_passes(self, text: str) -> bool:
+        """``<class>:<param>@<k>``: does some call of a DataParallel wrapper of the class in the
+        scanned files pass forward's parameter (by keyword, or as positional argument k)? Then the
+        code behind `if <param> is not None:` runs when the model is wrapped (see guards.wrapper_calls)."""
+        name, _, rest = text.rpartition(":")
+        param, _, position = rest.partition("@")
+        for callee, calls in list(self._wrapper_calls.items()):
+            if (self.lookup(callee) or callee) != name:
+                continue
+            for call in calls:
+                count, *keywords = call.split(",")
+                if call != UNKNOWN_CALLER and (param in keywords or 0 <= int(position) < int(count[1:])):
+                    return True
+        return False
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -320,6 +340,8 @@ class ClassIndex:
             return self.outlives_call(name)
         if kind == "passed" and name:
             return self.passed(name)
+        if f"{kind}:" == WRAPPER_PASSES_CONDITION and name:
+            return self.wrapper_passes(name)
         if kind == PREFIX_KEPT and name:
             self._load_for(name)  # the module that defines the loader, when it was not scanned
             return name.rsplit(".", 1)[-1] not in self._prefix_strippers

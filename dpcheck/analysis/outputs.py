@@ -837,6 +837,33 @@ def _enabled_option(test: ast.AST) -> str | None:
     return test.id if isinstance(test, ast.Name) else None
 
 
+def error_when_passed(anchor: ast.AST, model: ModelClass) -> tuple[frozenset[str], ...]:
+    """For ``anchor`` behind options of forward that default to None (`if labels is not None:`):
+    the cross-file conditions (a ``Finding.requires`` tuple) that some call through a DataParallel
+    wrapper of the class passes each, under which the path runs when the model is wrapped.
+    Empty when it is behind no option, or behind one of another kind (a flag, a config switch)."""
+    from dpcheck.analysis.guards import WRAPPER_PASSES_CONDITION, required_options
+
+    forward = model.forward
+    if forward is None:
+        return ()
+    defaults = parameter_defaults(forward.node.args)
+    conditions: list[frozenset[str]] = []
+    child, cur = anchor, forward.parent(anchor)
+    while cur is not None and cur is not forward.node:
+        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
+            taken = child in cur.body
+            by_default = _test_by_default(cur.test, defaults, forward, False)
+            if by_default is not None and taken != by_default[0]:
+                options = required_options(forward, cur.test, taken)
+                if not options:
+                    return ()
+                conditions += [frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{name}@{position}"})
+                               for name, position in options]
+        child, cur = cur, forward.parent(cur)
+    return tuple(conditions)
+
+
 def optional_severity(anchor: ast.AST, model: ModelClass, leaf: ast.AST | None = None) -> Severity | None:
     """WARNING for a return, or a returned value (``leaf``) computed, behind a non-default option
     (see optional_path), else the rule's own."""

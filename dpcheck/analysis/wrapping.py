@@ -87,7 +87,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
             for arg in [*construction.args, *(k.value for k in construction.keywords)]:
-                parts.update((part, owner) for part in _classes_of(arg, construction, ctx))
+                parts.update((part, owner) for part in classes_of(arg, construction, ctx))
         # A lower-case name imported from another file may be a class (MEAL-V2's
         # `discriminatorLoss(d)`) or a builder function: recorded as wrapped all the same. The
         # project index counts only names that are classes as wrapped, and while a wrapped name
@@ -100,7 +100,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
     return found, unresolved, frozenset(parts)
 
 
-def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
+def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
     """Classes an expression may be an instance of (see ``_constructions_of``)."""
     return [_class_built(call, ctx) for call in _constructions_of(node, at, ctx)]
 
