@@ -890,6 +890,7 @@ def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():
             if hasattr(model, "module"):
                 pass
             loss = model(loader, mask=None, labels=loader)
+            logits = model(loader, None)  # the mask passed positionally as None
 
         def score(loader):
             scorer = nn.DataParallel(Scorer().cuda())
@@ -899,7 +900,7 @@ def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():
     from dpcheck.analysis.index import ClassIndex
 
     result = analyze_source(text, "m.py", [], "m")
-    assert result.wrapper_calls == {"m.Tagger": ["#1,labels"], "m.Scorer": ["#1"]}
+    assert result.wrapper_calls == {"m.Tagger": ["#1,labels", "#2,-1"], "m.Scorer": ["#1"]}
     index = ClassIndex([result])
     assert index.condition("wrapper_passes:m.Tagger:labels@2")  # by keyword
     assert not index.condition("wrapper_passes:m.Tagger:mask@1")  # passed as None

@@ -176,9 +176,10 @@ _INSPECTIONS = frozenset({"hasattr", "isinstance", "getattr", "type", "id", "len
 
 def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
     """How this file calls the DataParallel wrappers it builds: resolved class wrapped -> the
-    markers of each call of a name holding its wrapper (``#n`` and keyword names, comma-joined,
-    one entry per call), or ``UNKNOWN_CALLER`` where the wrapper is returned or handed to a call
-    (which may call it otherwise). A keyword passed as the constant None is not passed."""
+    markers of each call of a name holding its wrapper (``#n``, ``-k`` for a positional argument k
+    that is the constant None, and keyword names not passed as None; comma-joined, one entry per
+    call), or ``UNKNOWN_CALLER`` where the wrapper is returned or handed to a call (which may call
+    it otherwise)."""
     if not mentions_dataparallel(ctx):
         return {}
     facts = script_facts(ctx)
@@ -198,8 +199,8 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
                     markers.append(UNKNOWN_CALLER)
                 else:
                     markers.append(",".join([f"#{len(parent.args)}", *(
-                        k.arg for k in parent.keywords
-                        if not (isinstance(k.value, ast.Constant) and k.value.value is None))]))
+                        f"-{i}" for i, a in enumerate(parent.args) if _is_none(a)), *(
+                        k.arg for k in parent.keywords if not _is_none(k.value))]))
             elif isinstance(parent, ast.keyword):
                 parent = ctx.parent(parent)
             if isinstance(parent, ast.Return) or (isinstance(parent, ast.Call) and parent.func is not node
@@ -208,6 +209,10 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
         for owner in owners:
             found.setdefault(owner, []).extend(markers or [UNKNOWN_CALLER])
     return found
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _wrapper_uses(wrap, ctx: FileContext, facts) -> list[ast.AST]:

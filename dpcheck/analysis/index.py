@@ -318,7 +318,8 @@ class ClassIndex:
                 continue
             for call in calls:
                 count, *keywords = call.split(",")
-                if call != UNKNOWN_CALLER and (param in keywords or 0 <= int(position) < int(count[1:])):
+                if call != UNKNOWN_CALLER and (param in keywords or 0 <= int(position) < int(count[1:])
+                                               and f"-{position}" not in keywords):
                     return True
         return False
 

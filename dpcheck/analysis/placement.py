@@ -91,6 +91,8 @@ def weightless_parts(info: ClassInfo, ctx: FileContext) -> list[str] | None:
             return None  # a buffer, a parameter, or a method that may build layers
         if not isinstance(root, ast.Name):
             continue  # `super().__init__(...)`, a method of a call's result
+        if isinstance(func, ast.Name) and func.id in _VALUE_CALLS and func.id not in ctx.module_functions:
+            continue  # a builtin (resolved names carry the module for most of them)
         if root.id == "self" or (isinstance(func, ast.Attribute) and root.id not in ctx.imports.aliases):
             continue  # a method of something held or handed in (`self.model.eval()`, `opt.vocab.copy()`)
         name = ctx.resolve(func) or ""
