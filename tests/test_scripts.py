@@ -818,13 +818,24 @@ def test_holds_weights_follows_bases_and_built_classes_across_files():
                 self.eps = eps
                 self.kl = nn.KLDivLoss()
 
+            def forward(self, x, y):
+                return self.kl(x, y)
+
         class Learned(nn.Module):
             def __init__(self):
                 super().__init__()
                 self.register_buffer("counts", torch.zeros(3))
+
+            def forward(self, x):
+                return x * self.counts
+
+        class Config:
+            def __init__(self, eps):
+                self.eps = eps
     """)
     wrappers = textwrap.dedent("""
         import copy
+        import torch
         import torch.nn as nn
         from pkg.criteria import Smoothing, Learned
         from pkg.elsewhere import Unscanned
@@ -836,26 +847,58 @@ def test_holds_weights_follows_bases_and_built_classes_across_files():
                 self.ref = copy.deepcopy(model)
                 self.crit = Smoothing(getattr(opt, "eps", 0.1))
 
+            def forward(self, x, y):
+                return self.crit(self.model(x), y)
+
+        class Scaled(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.bias = Bias()
+
+            def forward(self, x):
+                return self.bias(self.model(x))
+
+        class Bias(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.b = nn.Parameter(torch.zeros(1))
+
+            def forward(self, x):
+                return x + self.b
+
         class HoldsLearned(nn.Module):
             def __init__(self, model):
                 super().__init__()
                 self.model = model
                 self.crit = Learned()
 
+            def forward(self, x):
+                return x
+
         class SubOfLearned(Learned):
             def __init__(self, model):
                 super().__init__()
                 self.model = model
+
+            def forward(self, x):
+                return x
 
         class HoldsUnscanned(nn.Module):
             def __init__(self, model):
                 super().__init__()
                 self.crit = Unscanned()
 
+            def forward(self, x):
+                return x
+
         class Built(nn.Module):
             def __init__(self, cfg):
                 super().__init__()
                 self.body = build_body(cfg)
+
+            def forward(self, x):
+                return x
     """)
     from dpcheck.analysis.index import ClassIndex
 
@@ -868,6 +911,8 @@ def test_holds_weights_follows_bases_and_built_classes_across_files():
     assert index.condition("holds_weights:pkg.wrappers.SubOfLearned")  # a base holds one
     assert index.condition("holds_weights:pkg.wrappers.HoldsUnscanned")  # not scanned: may hold any
     assert index.condition("holds_weights:pkg.wrappers.Built")  # a builder function may return layers
+    assert index.condition("holds_weights:pkg.wrappers.Scaled")  # builds a class of its file that holds one
+    assert index.condition("holds_weights:pkg.criteria.Config")  # no forward: not a model, not recorded
 
 
 def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():

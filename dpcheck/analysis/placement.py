@@ -113,15 +113,31 @@ def weightless_parts(info: ClassInfo, ctx: FileContext) -> list[str] | None:
 
 
 def summarize_weightless(ctx: FileContext, result) -> None:
-    """Fill ``result.weightless`` (qualified class name -> the classes it builds) for the project
-    index: module classes only, from files that define one."""
+    """Fill ``result.weightless`` (qualified class name -> the classes of other files it builds) for
+    the project index: module classes with a forward of their own (what a script wraps, and the
+    criteria such a class builds), and only where what the file itself shows holds no weights: a
+    class of this file it builds or derives from must be weightless too (a decoder layer that
+    builds this file's attention is left out, so a model library records few)."""
     if "Module" not in ctx.source.text and "nn." not in ctx.source.text:
         return
-    found = {}
+    found: dict[str, list[str]] = {}
     for name, info in ctx.classes.items():
+        if "forward" not in info.methods:
+            continue
         sure, needs = ctx.class_is_module(name)
         if sure or needs:
             parts = weightless_parts(info, ctx)
             if parts is not None:
-                found[info.qualname] = parts
-    result.weightless = found
+                found[name] = [*info.bases, *parts]
+    local = {info.qualname: name for name, info in ctx.classes.items()}
+    changed = True
+    while changed:  # drop a class that builds, or derives from, one of this file that holds weights
+        changed = False
+        for name, others in list(found.items()):
+            if any(local.get(other, name) not in found for other in others):
+                del found[name]
+                changed = True
+    # What is left of this file is settled here; the index follows the rest (and every base).
+    result.weightless = {ctx.classes[name].qualname: sorted({p for p in parts[len(ctx.classes[name].bases):]
+                                                               if p not in local})
+                         for name, parts in found.items()}
