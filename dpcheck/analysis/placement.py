@@ -124,11 +124,9 @@ def summarize_weightless(ctx: FileContext, result) -> None:
     for name, info in ctx.classes.items():
         if "forward" not in info.methods:
             continue
-        sure, needs = ctx.class_is_module(name)
-        if sure or needs:
-            parts = weightless_parts(info, ctx)
-            if parts is not None:
-                found[name] = [*info.bases, *parts]
+        parts = weightless_parts(info, ctx)  # (most classes build a layer early: cheaper asked first)
+        if parts is not None and any(ctx.class_is_module(name)):
+            found[name] = [*info.bases, *parts]
     local = {info.qualname: name for name, info in ctx.classes.items()}
     changed = True
     while changed:  # drop a class that builds, or derives from, one of this file that holds weights
