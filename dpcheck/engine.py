@@ -53,7 +53,10 @@ class RunResult:
                 continue
             if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
                 continue
-            settled = replace(finding, requires=())
+            settled = replace(finding, requires=(), error_if=())
+            if finding.error_if and finding.severity != "error" and self.index is not None and self._holds(replace(
+                    finding, requires=finding.error_if), kept):
+                settled = replace(settled, severity="error")
             class_name = finding.subject.class_name
             if class_name and finding.severity != "info" and self.index is not None \
                     and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)):

@@ -159,6 +159,8 @@ class Finding:
     # The 1-based code cell of a notebook the rows and columns count in (ruff's `cell`);
     # None for a Python file. Fix edits of a notebook finding count in the same cell.
     cell: int | None = None
+    # In the form of ``requires``: where they all hold, the finding is an error (settled with it).
+    error_if: tuple[frozenset[str], ...] = ()
 
     def with_confirmation(self, confirmation: Confirmation) -> "Finding":
         return replace(self, confirmation=confirmation)
@@ -172,6 +174,8 @@ class Finding:
             "requires": [sorted(r) for r in self.requires],
             "confirmation": None if self.confirmation is None else self.confirmation.to_dict(),
             "suppressed": self.suppressed, "subject": self.subject.to_dict(), "cell": self.cell,
+            # Rare: written only when present (the cache holds every finding).
+            **({"error_if": [sorted(r) for r in self.error_if]} if self.error_if else {}),
         }
 
     @classmethod
@@ -183,7 +187,8 @@ class Finding:
                    Fix.from_dict(data["fix"]), None if noqa is None else int(noqa),
                    tuple(frozenset(str(n) for n in _list(r)) for r in _list(data["requires"])),
                    _confirmation(data["confirmation"]), bool(data["suppressed"]),
-                   Subject.from_dict(data.get("subject")), None if cell is None else int(cell))
+                   Subject.from_dict(data.get("subject")), None if cell is None else int(cell),
+                   tuple(frozenset(str(n) for n in _list(r)) for r in _list(data.get("error_if", []))))
 
 
 def _confirmation(data: Mapping | None) -> Confirmation | None:

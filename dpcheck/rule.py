@@ -39,6 +39,9 @@ class Violation:
     # Each entry is a set of dotted class names of which at least one must turn out to be
     # an nn.Module in the project-wide index for the finding to stand (see dpcheck.index).
     requires: tuple[frozenset[str], ...] = field(default_factory=tuple)
+    # Cross-file conditions, in the form of ``requires``, under which the finding is an error
+    # whatever its severity (a path behind an option that every call through the wrapper passes).
+    error_if: tuple[frozenset[str], ...] = field(default_factory=tuple)
     # What the finding is about, as data (the harness matches observations against it).
     subject: Subject = field(default_factory=Subject)
 

@@ -131,13 +131,35 @@ class SharedContainerMutatedInForward(Rule):
 def _rebound_before(model, fn, name, node) -> bool:
     """Does ``fn`` bind ``self.<name>`` to a fresh container in a statement of its own body (not
     under a branch or loop) before ``node``? Assigning on a replica sets the replica's own
-    ``__dict__`` entry, so what follows mutates a container of this call and this replica only."""
+    ``__dict__`` entry, so what follows mutates a container of this call and this replica only.
+    Not when a method outside forward reads the container back (`def last_maps(self): return
+    self.maps`): it reads the original's, which no replica fills, so the finding stays."""
+    if _read_outside_forward(model, name):
+        return False
     for statement in fn.node.body:
         if statement.lineno >= node.lineno:
             return False
         if isinstance(statement, ast.Assign) and model.classify(statement.value, fn)[0] == "container" \
                 and any(fn.self_attr(target) == name for target in statement.targets):
             return True
+    return False
+
+
+def _read_outside_forward(model, name) -> bool:
+    """Does a method that forward does not reach (other than `__init__`) read `self.<name>` back,
+    rather than fill it (`self.d[k] = v`, `self.items.append(v)`)?"""
+    reachable = {id(fn.node) for fn in model.reachable}
+    for fn in model.all_methods:
+        if id(fn.node) in reachable or fn.name == "__init__":
+            continue
+        for node in fn.nodes(ast.Attribute):
+            if not isinstance(node.ctx, ast.Load) or fn.self_attr(node) != name:
+                continue
+            parent = fn.parent(node)
+            filled = isinstance(parent, ast.Subscript) and not isinstance(parent.ctx, ast.Load) \
+                or isinstance(parent, ast.Attribute) and parent.attr in _MUTATORS
+            if not filled:
+                return True
     return False
 
 

@@ -32,7 +32,7 @@ import ast
 
 from dpcheck.analysis.context import code_names
 from dpcheck.analysis.dataflow import behind_non_default_option
-from dpcheck.analysis.outputs import parameter_free
+from dpcheck.analysis.torch_api import parameter_free
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule

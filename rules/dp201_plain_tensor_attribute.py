@@ -199,7 +199,7 @@ def _handed_to_layers_that_move_it(model, name: str) -> bool:
     then reads the one shared tensor and moves its own copy where it runs (the gradients of
     all replicas reach the shared tensor); a file whose layers use the values as handed (DARTS's
     `w * op(x)`) keeps the finding."""
-    if not _layers_move_their_arguments(model.ctx):
+    if not model.ctx.fact(_layers_move_their_arguments):
         return False
     for fn in model.reachable:
         derived = _derived_locals(model, fn, name)

@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.outputs import parameter_free
-from dpcheck.analysis.torch_api import is_torch_nn_class
+from dpcheck.analysis.torch_api import is_torch_nn_class, parameter_free
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import under_lazy_guard
-from dpcheck.analysis.outputs import parameter_free
+from dpcheck.analysis.torch_api import parameter_free
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule

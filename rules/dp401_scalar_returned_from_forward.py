@@ -23,7 +23,10 @@ own (`self.model = nn.DataParallel(self.model)`), unless a script wraps the harn
 
 A return behind an option the caller leaves out by default (inside `if labels is not None:`,
 `if a is not None and b is not None:`, `if not return_dict:`) is a warning: it runs only when
-the caller asks for it.
+the caller asks for it. It is an error where a call of a DataParallel wrapper of the class in
+the scanned scripts passes the options that a `<option> is not None` test asks for
+(`loss = model(input_ids, labels=labels)` after `model = nn.DataParallel(model)`): the path
+runs when the model is wrapped.
 
 ## How to fix
 Return per-sample losses (`reduction="none"`) and reduce after gather, or reduce the
@@ -36,7 +39,9 @@ import ast
 
 from dpcheck.analysis.outputs import (
     added_by_concatenation,
+    error_when_passed,
     gathered_class,
+    optional_path,
     optional_severity,
     returned_leaves,
     scalar_reason,
@@ -91,8 +96,12 @@ class ScalarReturnedFromForward(Rule):
                 continue
             reason = scalar_reason(leaf, fn, model)
             if reason:
+                severity = optional_severity(anchor, model, leaf)
+                # Behind `if labels is not None:` that a call through the wrapper passes: it runs wrapped.
+                error_if = error_when_passed(anchor, model) if severity is Severity.WARNING and \
+                    not optional_path(leaf, model, flags_only=True) else ()
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",
-                                     severity=optional_severity(anchor, model, leaf))
+                                     severity=severity, error_if=error_if)
 
 
 def _gather_consequence(dim: ast.AST | None) -> str:

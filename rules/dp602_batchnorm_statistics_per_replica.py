@@ -4,14 +4,18 @@ Reports BatchNorm layers (`nn.BatchNorm1d/2d/3d`) in a model, once per class, as
 information: as attributes, inside `nn.Sequential`/`nn.ModuleList` or layer lists built in
 `__init__`, blocks that default to BatchNorm (`torchvision.ops.Conv2dNormActivation`, timm's
 `ConvNormAct`) and torchvision backbones built with it (`resnet50()`, `densenet121()`); and `nn.SyncBatchNorm` (or `convert_sync_batchnorm`) in a file that also
-wraps a model in `nn.DataParallel`, as an error.
+wraps a model in `nn.DataParallel`, as an error; and, as a warning, a script that imports the
+Synchronized-BatchNorm package (`sync_batchnorm`, vendored from vacancy/Synchronized-BatchNorm-PyTorch)
+but wraps in plain `nn.DataParallel` without `patch_replication_callback` or `DataParallelWithCallback`.
 
 ## Why is this bad?
 Under DataParallel each replica normalises with its own B/N slice of the batch, and
 only replica 0's running statistics are kept (its buffers are the original's storage),
 so the statistics come from 1/N of the data. Small per-GPU batches make this worse.
 `nn.SyncBatchNorm` does not help: without a process group it silently acts as plain
-BatchNorm under DataParallel, with no warning. A conversion behind a flag (`if args.sync_bn:`)
+BatchNorm under DataParallel, with no warning; nor does `SynchronizedBatchNorm2d`, whose replicas
+synchronise only through the callback `DataParallelWithCallback` (or a DataParallel patched by
+`patch_replication_callback`) installs. A conversion behind a flag (`if args.sync_bn:`)
 in a script whose DataParallel wrapping is not under that flag meets DataParallel only in
 one combination of options: a warning.
 
@@ -91,6 +95,16 @@ class BatchNormStatisticsPerReplica(Rule):
             return
         from dpcheck.analysis.scripts import script_facts
 
+        imported = _unpatched_synchronized_bn(ctx)
+        if imported:
+            for dp in ctx.dataparallel_calls:
+                yield self.violation(dp, f"This script imports `{imported}` from the Synchronized-BatchNorm package "
+                                     "but wraps in plain nn.DataParallel without `patch_replication_callback` or "
+                                     "`DataParallelWithCallback`: SynchronizedBatchNorm layers "
+                                     "synchronise only under DataParallelWithCallback or a patched DataParallel, "
+                                     "so any the model builds silently normalise each replica's slice alone",
+                                     severity=Severity.WARNING)
+
         facts = script_facts(ctx)
         for node in ctx.nodes(ast.Call):
             # A wrapper in the same function counts unless it is on the other arm (DDP vs DP).
@@ -110,6 +124,26 @@ class BatchNormStatisticsPerReplica(Rule):
 
 def _wraps_in_dataparallel(ctx) -> bool:
     return bool(ctx.dataparallel_calls)
+
+
+# vacancy's Synchronized-BatchNorm-PyTorch, vendored by projects as a `sync_batchnorm` package:
+# its layers synchronise through a callback that only these two install on the replicas.
+_SYNC_BN_PACKAGE = "sync_batchnorm"
+_SYNC_BN_CALLBACKS = ("patch_replication_callback", "DataParallelWithCallback")
+
+
+def _unpatched_synchronized_bn(ctx) -> str | None:
+    """The first name this file imports from a `sync_batchnorm` package, where the file neither
+    calls `patch_replication_callback` nor builds a `DataParallelWithCallback`; else None."""
+    if _SYNC_BN_PACKAGE not in ctx.source.text:
+        return None
+    imported = [name for name, target in ctx.imports.aliases.items() if f"{_SYNC_BN_PACKAGE}." in f"{target}."]
+    if not imported:
+        return None
+    for call in ctx.nodes(ast.Call):
+        if (ctx.resolve(call.func) or "").rsplit(".", 1)[-1] in _SYNC_BN_CALLBACKS:
+            return None
+    return imported[0]
 
 
 # Building blocks that contain BatchNorm by default, known by name.

@@ -27,7 +27,7 @@ import ast
 import re
 
 from dpcheck.analysis.dataflow import keyword
-from dpcheck.analysis.placement import UNPLACED, places_itself
+from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.findings import Severity
@@ -94,10 +94,14 @@ class ModelNotOnFirstDevice(Rule):
                                          f"its parameters and buffers on device cuda:{first}`")
             if not moves and _built_here(inner, call, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
                 # A class of another file may move itself in its constructor: the index settles it.
-                placed = tuple(frozenset({f"{UNPLACED}:{name}"}) for name in _classes_elsewhere(inner, call, scope, ctx))
+                placed = [frozenset({f"{UNPLACED}:{name}"}) for name in _classes_elsewhere(inner, call, scope, ctx)]
+                # A class that only holds the moved model it is handed is on the GPU with it.
+                holder = _holder_of_placed(inner, call, scope, ctx)
+                if holder is not None:
+                    placed.append(frozenset({f"{HOLDS_WEIGHTS}:{holder}"}))
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
-                                     severity=Severity.WARNING, requires=placed)
+                                     severity=Severity.WARNING, requires=tuple(placed))
 
 
 # Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
@@ -175,6 +179,32 @@ def _constructions(inner, call, scope) -> list:
     return [inner] if isinstance(inner, ast.Call) else [
         n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and isinstance(inner, ast.Name)
         and n.value is not call and any(isinstance(t, ast.Name) and t.id == inner.id for t in n.targets)]
+
+
+def _holder_of_placed(inner, call, scope, ctx) -> str | None:
+    """The class the wrapped model is built from, where it is built once, from arguments one of
+    which is a model moved to a device (`LossWrapper(model, opt)` after `model = build().cuda()`)
+    and none a model built here and never moved (`LossWrapper(Net(), opt)`). Whether the class
+    holds weights of its own besides is the index's to say (`holds_weights:<class>`)."""
+    values = _constructions(inner, call, scope)
+    if len(values) != 1 or not isinstance(values[0], ast.Call):
+        return None
+    name = ctx.resolve(values[0].func)
+    if not name or not name.rsplit(".", 1)[-1][:1].isupper():
+        return None
+    moved = False
+    for arg in (*values[0].args, *(k.value for k in values[0].keywords)):
+        if isinstance(arg, ast.Starred):
+            return None
+        builds = [arg] if isinstance(arg, ast.Call) else _constructions(arg, None, scope)
+        if any(any(True for _ in _moves_in(value)) for value in builds) or (isinstance(arg, ast.Name) and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MOVE_METHODS
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == arg.id for n in ast.walk(scope))):
+            moved = True
+        elif any(isinstance(value, ast.Call) and (ctx.resolve(value.func) or "").rsplit(".", 1)[-1][:1].isupper()
+                 for value in builds):
+            return None  # a model (or another object) built here and never moved
+    return name if moved else None
 
 
 def _classes_elsewhere(inner, call, scope, ctx) -> list[str]:

@@ -16,7 +16,8 @@ CONFIRMATION = Confirmation(ConfirmationStatus.CONFIRMED.value, "emulated", "rep
 SUBJECT = Subject(attr="steps", output_path="output['loss']", argument="x", device="'cuda:0'", class_name="Net")
 FINDING = Finding("DP101", "`self.steps` is written in forward", Severity.ERROR.value, "pkg/model.py",
                   12, 9, 12, 24, "        self.steps += 1", FIX, 12,
-                  (frozenset({"pkg.base.Base"}), frozenset({"a.B", "c.D"})), CONFIRMATION, True, SUBJECT)
+                  (frozenset({"pkg.base.Base"}), frozenset({"a.B", "c.D"})), CONFIRMATION, True, SUBJECT,
+                  error_if=(frozenset({"wrapper_passes:pkg.model.Net:labels@1"}),))
 OBSERVATION = Observation("state-lost", "replica wrote steps", line=12, attr="steps", output_path="out[0]",
                           argument="x", batch=4, model="Net", class_name="Net", details={"replicas": 2})
 
@@ -53,6 +54,7 @@ def test_optional_fields_are_left_out_and_none_reads_as_absent():
     assert Fix.from_dict(None) is None
     assert Confirmation.from_dict(None) is None
     assert "details" not in Observation("exception", "boom").to_dict()
+    assert "error_if" not in Finding("DP000", "SyntaxError: bad", "error", "x.py", 1, 1, 1, 1, "").to_dict()
     # A finding written before subjects existed still reads.
     data = FINDING.to_dict()
     del data["subject"]

@@ -500,6 +500,26 @@ def test_hazards_of_a_class_the_project_never_wraps_are_advice(tmp_path):
     assert by_row[19]["severity"] == "info" and "no scanned file wraps `Unused`" in by_row[19]["message"]
 
 
+def test_a_lowercase_class_of_another_file_is_traced_as_wrapped(tmp_path):
+    # MEAL-V2's `nn.DataParallel(discriminatorLoss(d))`: a lower-case name imported from another
+    # file is recorded as wrapped; the index takes it for the class it is, so the site is traced.
+    by_row = _project(tmp_path, {"models.py": _MODELS.replace("class Wrapped", "class wrappedNet"),
+                                 "train.py": """
+        import torch.nn as nn
+        from models import wrappedNet
+        crit = wrappedNet().cuda()
+        crit = nn.DataParallel(crit)
+    """})
+    assert by_row[10]["severity"] == "error"
+    assert by_row[19]["severity"] == "info" and "no scanned file wraps `Unused`" in by_row[19]["message"]
+    result = analyze_source(textwrap.dedent("""
+        import torch.nn as nn
+        from models import wrappedNet
+        crit = nn.DataParallel(wrappedNet().cuda())
+    """), "train.py", [], "train")
+    assert result.wrapped == ["models.wrappedNet"] and not result.unresolved_wraps
+
+
 def test_no_advice_demotion_without_wrap_sites_or_with_an_untraced_one(tmp_path):
     # Only the models (a library, a pre-commit run of one file): nothing says what is wrapped.
     alone = _project(tmp_path, {"models.py": _MODELS})
@@ -616,9 +636,10 @@ def test_wrap_candidates_of_builders_and_registries_and_what_stays_unresolved():
     """)
     assert result.wrap_candidates == [
         ["modeling.ModelA", "modeling.ModelB"],  # (from_pretrained builds its parts from a config)
-        ["call:builders.get_model"],
         ["modeling.ModelA", "modeling.ModelB"],
     ]
+    # An imported lower-case call is recorded as wrapped (it may be a class): not a candidate site.
+    assert "builders.get_model" in result.wrapped
     assert len(result.unresolved_wraps) == 3
 
 
@@ -651,30 +672,6 @@ def test_a_wrapped_parameter_is_what_the_file_passes_for_it():
             train(args, net)
     """).unresolved_wraps == [10]
 
-
-def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot_return(tmp_path):
-    models = _MODELS + """
-    def build(p):
-        return Wrapped() if p else Wrapped()
-    """
-    found = _project(tmp_path, {"models.py": models, "train.py": """
-        import torch.nn as nn
-        from models import build
-        model = nn.DataParallel(build(True))
-    """})
-    assert found[10]["severity"] == "error"
-    assert found[19]["severity"] == "info"
-    # A builder with a return that is not traced may return any class: no demotion.
-    (tmp_path / "models.py").write_text(textwrap.dedent(models + """
-    def build_any(p, net):
-        return Wrapped() if p else net
-    """))
-    untraced = _project(tmp_path, {"train.py": """
-        import torch.nn as nn
-        from models import build_any
-        model = nn.DataParallel(build_any(True, None))
-    """})
-    assert {f["severity"] for f in untraced.values()} == {"error"}
 
 
 def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
@@ -939,3 +936,151 @@ def test_loss_module_output_is_gathered_only_where_a_file_wraps_it():
     assert not model.conditions
     assert gathered_class(model)
     assert model.conditions == {"wrapped:m.LossWrapper"}
+
+
+def test_holds_weights_follows_bases_and_built_classes_across_files():
+    criteria = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Smoothing(nn.Module):
+            def __init__(self, eps):
+                super().__init__()
+                self.eps = eps
+                self.kl = nn.KLDivLoss()
+
+            def forward(self, x, y):
+                return self.kl(x, y)
+
+        class Learned(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("counts", torch.zeros(3))
+
+            def forward(self, x):
+                return x * self.counts
+
+        class Config:
+            def __init__(self, eps):
+                self.eps = eps
+    """)
+    wrappers = textwrap.dedent("""
+        import copy
+        import torch
+        import torch.nn as nn
+        from pkg.criteria import Smoothing, Learned
+        from pkg.elsewhere import Unscanned
+
+        class Holder(nn.Module):
+            def __init__(self, model, opt):
+                super().__init__()
+                self.model = model
+                self.ref = copy.deepcopy(model)
+                self.crit = Smoothing(getattr(opt, "eps", 0.1))
+
+            def forward(self, x, y):
+                return self.crit(self.model(x), y)
+
+        class Scaled(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.bias = Bias()
+
+            def forward(self, x):
+                return self.bias(self.model(x))
+
+        class Bias(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.b = nn.Parameter(torch.zeros(1))
+
+            def forward(self, x):
+                return x + self.b
+
+        class HoldsLearned(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+                self.crit = Learned()
+
+            def forward(self, x):
+                return x
+
+        class SubOfLearned(Learned):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, x):
+                return x
+
+        class HoldsUnscanned(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.crit = Unscanned()
+
+            def forward(self, x):
+                return x
+
+        class Built(nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.body = build_body(cfg)
+
+            def forward(self, x):
+                return x
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    index = ClassIndex([analyze_source(criteria, "pkg/criteria.py", [], "pkg.criteria"),
+                        analyze_source(wrappers, "pkg/wrappers.py", [], "pkg.wrappers")])
+    assert not index.condition("holds_weights:pkg.wrappers.Holder")
+    assert not index.condition("holds_weights:pkg.criteria.Smoothing")
+    assert index.condition("holds_weights:pkg.criteria.Learned")  # a buffer
+    assert index.condition("holds_weights:pkg.wrappers.HoldsLearned")  # a class it builds holds one
+    assert index.condition("holds_weights:pkg.wrappers.SubOfLearned")  # a base holds one
+    assert index.condition("holds_weights:pkg.wrappers.HoldsUnscanned")  # not scanned: may hold any
+    assert index.condition("holds_weights:pkg.wrappers.Built")  # a builder function may return layers
+    assert index.condition("holds_weights:pkg.wrappers.Scaled")  # builds a class of its file that holds one
+    assert index.condition("holds_weights:pkg.criteria.Config")  # no forward: not a model, not recorded
+
+
+def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():
+    text = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def forward(self, x, mask=None, labels=None):
+                return x
+
+        class Scorer(nn.Module):
+            def forward(self, x, labels=None):
+                return x
+
+        def train(loader):
+            model = Tagger().cuda()
+            model(loader, None, None)  # before the wrap: not a call of the wrapper
+            model = nn.DataParallel(model)
+            if hasattr(model, "module"):
+                pass
+            loss = model(loader, mask=None, labels=loader)
+            logits = model(loader, None)  # the mask passed positionally as None
+
+        def score(loader):
+            scorer = nn.DataParallel(Scorer().cuda())
+            logits = scorer(loader, labels=None)
+            return logits
+    """)
+    from dpcheck.analysis.index import ClassIndex
+
+    result = analyze_source(text, "m.py", [], "m")
+    assert result.wrapper_calls == {"m.Tagger": ["#1,labels", "#2,-1"], "m.Scorer": ["#1"]}
+    index = ClassIndex([result])
+    assert index.condition("wrapper_passes:m.Tagger:labels@2")  # by keyword
+    assert not index.condition("wrapper_passes:m.Tagger:mask@1")  # passed as None
+    assert index.condition("wrapper_passes:m.Tagger:x@0")  # positionally
+    assert not index.condition("wrapper_passes:m.Scorer:labels@1")
+    handed = text.replace("    return logits", "    return scorer")
+    assert analyze_source(handed, "m.py", [], "m").wrapper_calls["m.Scorer"] == ["#1", "*"]

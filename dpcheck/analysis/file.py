@@ -24,7 +24,7 @@ from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.model_class import ModelClass
 from dpcheck.analysis.names import ImportMap, module_name_for
-from dpcheck.analysis.placement import summarize_placement
+from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
@@ -81,6 +81,12 @@ class FileResult:
     prefix_strippers: list[str] = field(default_factory=list)
     # Its classes whose constructor moves them to a device (placement.summarize_placement).
     self_placing: list[str] = field(default_factory=list)
+    # Its module classes whose constructor builds no weights of its own -> the classes it builds
+    # there, whose weights the index looks at (placement.summarize_weightless).
+    weightless: dict[str, list[str]] = field(default_factory=dict)
+    # How its scripts call the DataParallel wrappers they build: class wrapped -> what each call
+    # passes (guards.wrapper_calls).
+    wrapper_calls: dict[str, list[str]] = field(default_factory=dict)
     # The other wrap sites: each one's candidate leaves (wrapping.wrap_candidates), and the
     # module-level functions whose returns are traced -> their leaves (wrapping.function_returns).
     wrap_candidates: list[list[str]] = field(default_factory=list)
@@ -105,6 +111,9 @@ class FileResult:
                 # Rare facts, written only when present: a warm run reads every file's entry.
                 **({"prefix_strippers": " ".join(self.prefix_strippers)} if self.prefix_strippers else {}),
                 **({"self_placing": " ".join(self.self_placing)} if self.self_placing else {}),
+                **({"weightless": {k: " ".join(v) for k, v in self.weightless.items()}} if self.weightless else {}),
+                **({"wrapper_calls": {k: " ".join(v) for k, v in self.wrapper_calls.items()}}
+                   if self.wrapper_calls else {}),
                 **({"wrap_candidates": [" ".join(v) for v in self.wrap_candidates]} if self.wrap_candidates else {}),
                 **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {})}
 
@@ -123,6 +132,8 @@ class FileResult:
                    data["built_per_call"].split(), data["built_elsewhere"].split(),
                    {str(k): v.split() for k, v in dict(data["module_calls"]).items()},
                    data.get("prefix_strippers", "").split(), data.get("self_placing", "").split(),
+                   {str(k): v.split() for k, v in dict(data.get("weightless", {})).items()},
+                   {str(k): v.split() for k, v in dict(data.get("wrapper_calls", {})).items()},
                    [str(v).split() for v in data.get("wrap_candidates", ())],
                    {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()})
 
@@ -294,6 +305,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_calls(ctx, result)
     # (Module summaries too: `unplaced:<class>` and `prefix_kept:<function>` load the module they name.)
     summarize_placement(ctx, result)
+    summarize_weightless(ctx, result)
     summarize_checkpoints(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
@@ -357,7 +369,7 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
                  source.char_column(e.end_row, e.end_col)) for e in fix.edits))
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
-                   requires + tuple(v.requires), subject=v.subject)
+                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if))
 
 
 def _self_attribute(node: ast.AST) -> str | None:

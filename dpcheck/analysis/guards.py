@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
-from dpcheck.analysis.wrapping import WRAPPED, wrap_evidence
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from dpcheck.analysis.tree import FunctionInfo
 
 PASSED_CONDITION = "passed:"
+# `wrapper_passes:<class>:<param>@<k>`: some call through a DataParallel wrapper of the class in the
+# scanned files passes that parameter of its forward (ClassIndex.wrapper_passes).
+WRAPPER_PASSES_CONDITION = "wrapper_passes:"
 # Marker in a call summary: some use of the module is not a call whose arguments can be read.
 UNKNOWN_CALLER = "*"
 _PACKED_SEQUENCE = "torch.nn.utils.rnn.PackedSequence"
@@ -58,6 +62,16 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
                 return _NEVER
         child, parent = parent, fn.parent(parent)
     return tuple(requires)
+
+
+def required_options(fn: FunctionInfo, test: ast.AST, taken: bool) -> list[tuple[str, int]]:
+    """(name, position) of the parameters of forward ``fn`` defaulting to None that the branch of
+    ``test`` (``taken``: its body) needs given: `labels is not None`, `labels`, an `and` of such."""
+    params = _forward_params(fn)
+    defaults = parameter_defaults(fn.node.args)
+    return [(name, params[name][0]) for name in _required_params(test, taken, params)
+            if isinstance(defaults.get(name), ast.Constant) and defaults[name].value is None
+            and name not in fn.local_values]
 
 
 def _forward_params(fn: FunctionInfo) -> dict[str, tuple[int, bool]]:
@@ -156,6 +170,78 @@ def _call_markers(ctx: FileContext, node: ast.Attribute) -> set[str]:
     return {f"#{len(parent.args)}", *(k.arg for k in parent.keywords)}
 
 
+# Builtins a wrapper may be handed to without being called (`hasattr(model, "module")`).
+_INSPECTIONS = frozenset({"hasattr", "isinstance", "getattr", "type", "id", "len", "print", "str", "repr"})
+
+
+def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
+    """How this file calls the DataParallel wrappers it builds: resolved class wrapped -> the
+    markers of each call of a name holding its wrapper (``#n``, ``-k`` for a positional argument k
+    that is the constant None, and keyword names not passed as None; comma-joined, one entry per
+    call), or ``UNKNOWN_CALLER`` where the wrapper is returned or handed to a call (which may call
+    it otherwise)."""
+    if not mentions_dataparallel(ctx):
+        return {}
+    facts = script_facts(ctx)
+    found: dict[str, list[str]] = {}
+    for wrap in facts.wraps:
+        if wrap.parameter:
+            continue  # a wrapper handed in: which class it wraps is the caller's
+        owners = set(classes_of(wrap.inner, wrap.call, ctx)) - {""}
+        if not owners:
+            continue
+        uses = _wrapper_uses(wrap, ctx, facts)
+        markers = []
+        for node in uses:
+            parent = ctx.parent(node)
+            if isinstance(parent, ast.Call) and parent.func is node:
+                if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
+                    markers.append(UNKNOWN_CALLER)
+                else:
+                    markers.append(",".join([f"#{len(parent.args)}", *(
+                        f"-{i}" for i, a in enumerate(parent.args) if _is_none(a)), *(
+                        k.arg for k in parent.keywords if not _is_none(k.value))]))
+            elif isinstance(parent, ast.keyword):
+                parent = ctx.parent(parent)
+            if isinstance(parent, ast.Return) or (isinstance(parent, ast.Call) and parent.func is not node
+                                                  and not _inspects(parent, ctx)):
+                markers.append(UNKNOWN_CALLER)
+        for owner in owners:
+            found.setdefault(owner, []).extend(markers or [UNKNOWN_CALLER])
+    return found
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _wrapper_uses(wrap, ctx: FileContext, facts) -> list[ast.AST]:
+    """The loads of the name that holds ``wrap``: where ``facts.wrap_for`` says they are the wrapper,
+    and, for a local name, on until it is rebound to something other than itself wrapped or moved
+    again (`model = DistributedDataParallel(model)` on another launch path calls the same forward)."""
+    if wrap.name.startswith("self."):
+        return [n for n in ctx.tree_index.nodes_within(wrap.scope, ast.Attribute)
+                if target_text(n) == wrap.name and isinstance(n.ctx, ast.Load) and facts.wrap_for(n) is wrap]
+    names = [n for n in ctx.tree_index.nodes_within(wrap.scope, ast.Name) if n.id == wrap.name]
+    end = float("inf")
+    for node in names:
+        parent = ctx.parent(node)
+        if isinstance(node.ctx, ast.Store) and node.lineno > wrap.start and isinstance(parent, ast.Assign) \
+                and not any(isinstance(n, ast.Name) and n.id == wrap.name for n in ast.walk(parent.value)):
+            end = min(end, node.lineno)
+    return [n for n in names if isinstance(n.ctx, ast.Load) and wrap.start < n.lineno < end
+            and facts.scope_of(n) is wrap.scope]
+
+
+def _inspects(call: ast.Call, ctx: FileContext) -> bool:
+    """A call a wrapper may be handed to without being called through it: `hasattr(model, "module")`,
+    torch's own functions (`DistributedDataParallel(model)` on another launch path, `torch.save`)."""
+    if isinstance(call.func, ast.Name) and call.func.id in _INSPECTIONS:
+        return True
+    return (ctx.resolve(call.func) or "").startswith("torch.")
+
+
 def summarize_calls(ctx: FileContext, result) -> None:
-    """Fill ``result.module_calls`` for the project index."""
+    """Fill ``result.module_calls`` and ``result.wrapper_calls`` for the project index."""
     result.module_calls = ctx.fact(module_calls)
+    result.wrapper_calls = ctx.fact(wrapper_calls)

@@ -10,9 +10,12 @@ or built inside a module, in some scanned file), ``outlives_call:<class>`` (an
 instance may outlive one forward call: not built only inside forward-reachable code) and
 ``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
 or a caller is not known; see dpcheck.analysis.guards) ``prefix_kept:<function>`` (no function
-of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints) and
+of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints),
 ``unplaced:<class>`` (the class's constructor does not move it to a device; see
-dpcheck.analysis.placement).
+dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weights of its own,
+not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
+(some call through a DataParallel wrapper of the class passes that parameter of its forward; see
+dpcheck.analysis.guards).
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from typing import Iterable
 from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
-from dpcheck.analysis.guards import UNKNOWN_CALLER
-from dpcheck.analysis.placement import UNPLACED
-from dpcheck.analysis.torch_api import MODULE_BASES, is_torch_nn_class
+from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
+from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
@@ -60,8 +63,10 @@ class ClassIndex:
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
+        self._wrapper_calls: dict[str, list[str]] = {}  # class -> what each call of its wrappers passes
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
+        self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
@@ -104,8 +109,11 @@ class ClassIndex:
         self._built_elsewhere.update(result.built_elsewhere)
         for name, markers in result.module_calls.items():
             self._module_calls.setdefault(name, set()).update(markers)
+        for name, calls in result.wrapper_calls.items():
+            self._wrapper_calls.setdefault(name, []).extend(calls)
         self._prefix_strippers.update(result.prefix_strippers)
         self._self_placing.update(result.self_placing)
+        self._weightless.update(result.weightless)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -293,6 +301,10 @@ class ClassIndex:
                 if name in self._returns or name not in self.aliases:
                     break
                 name = self.aliases[name]
+            if name not in self._returns and self.lookup(leaf[len(CALL_LEAF):]) is not None:
+                # A lower-case class of another file (MEAL-V2's `discriminatorLoss(d)`).
+                (parts if is_part else classes).append(leaf[len(CALL_LEAF):])
+                continue
             if name not in self._returns or name in trail:
                 return None
             found = self._settle_leaves(self._returns[name], trail | {name}, is_part)
@@ -301,6 +313,18 @@ class ClassIndex:
             classes += found[0]
             parts += found[1]
         return classes, parts
+
+    def holds_weights(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """May the class hold a parameter, buffer or weighted layer of its own: its constructor, a
+        base's, or a class built there may build one, or one of them is not scanned?"""
+        if name in MODULE_BASES or (is_torch_nn_class(name) and (
+                parameter_free(name) or name.rsplit(".", 1)[-1] in MODULE_CONTAINERS)):
+            return False
+        target = self.lookup(name)
+        if target is None or target in trail or target not in self._weightless:
+            return True
+        trail = trail | {target}
+        return any(self.holds_weights(other, trail) for other in (*self.bases[target], *self._weightless[target]))
 
     def outlives_call(self, name: str) -> bool:
         """May an instance of this class outlive one forward call? False only when scanned code
@@ -335,6 +359,22 @@ class ClassIndex:
         most = max((int(m[1:]) for m in markers if m.startswith("#")), default=0)
         return 0 <= int(position) < most
 
+    def wrapper_passes(self, text: str) -> bool:
+        """``<class>:<param>@<k>``: does some call of a DataParallel wrapper of the class in the
+        scanned files pass forward's parameter (by keyword, or as positional argument k)? Then the
+        code behind `if <param> is not None:` runs when the model is wrapped (see guards.wrapper_calls)."""
+        name, _, rest = text.rpartition(":")
+        param, _, position = rest.partition("@")
+        for callee, calls in list(self._wrapper_calls.items()):
+            if (self.lookup(callee) or callee) != name:
+                continue
+            for call in calls:
+                count, *keywords = call.split(",")
+                if call != UNKNOWN_CALLER and (param in keywords or 0 <= int(position) < int(count[1:])
+                                               and f"-{position}" not in keywords):
+                    return True
+        return False
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -353,11 +393,15 @@ class ClassIndex:
             return self.outlives_call(name)
         if kind == "passed" and name:
             return self.passed(name)
+        if f"{kind}:" == WRAPPER_PASSES_CONDITION and name:
+            return self.wrapper_passes(name)
         if kind == PREFIX_KEPT and name:
             self._load_for(name)  # the module that defines the loader, when it was not scanned
             return name.rsplit(".", 1)[-1] not in self._prefix_strippers
         if kind == UNPLACED and name:
             return (self.lookup(name) or name) not in self._self_placing
+        if kind == HOLDS_WEIGHTS and name:
+            return self.holds_weights(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

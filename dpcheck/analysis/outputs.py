@@ -20,6 +20,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.torch_api import PARAMETER_FREE
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -76,27 +77,19 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
 def is_loss_module(model: ModelClass) -> bool:
     """A loss module: named *Loss, *CrossEntropy, *CE, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
     owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
-    name = model.name
-    return bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
-        and not any(w in name for w in ("Model", "Net", "With"))
+    # The cross-batch, squeeze and output rules each ask it of every class: decided once per class.
+    verdict = model.__dict__.get("_loss_module_verdict")
+    if verdict is None:
+        name = model.name
+        verdict = model._loss_module_verdict = bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
+            and not any(w in name for w in ("Model", "Net", "With"))
+    return verdict
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`), and a name
 # ending in cross-entropy's initials (`ConfidenceBasedCE`, `LabelSmoothingCE`, `WeightedBCE`; only
 # at the end, where a block's acronym such as `CEModule` does not reach).
 _LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)|[a-z_]B?CE$")
-
-_PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
-                   "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
-                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
-                   "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
-
-
-def parameter_free(name: str) -> bool:
-    """A torch.nn class that holds no weights (activations, padding, pooling, losses...)."""
-    last = name.rsplit(".", 1)[-1]
-    return any(p in last for p in _PARAMETER_FREE)
-
 
 def _owns_layers(model: ModelClass) -> bool:
     """Does the class hold a submodule that can have weights (not an activation or a loss)?"""
@@ -106,7 +99,7 @@ def _owns_layers(model: ModelClass) -> bool:
         for _, value, _ in facts.assignments:
             if isinstance(value, ast.Call) and model.classify(value, None)[0] == "module":
                 name = (model.ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
-                if not any(name.endswith(p) or name.startswith(p) for p in _PARAMETER_FREE):
+                if not any(name.endswith(p) or name.startswith(p) for p in PARAMETER_FREE):
                     return True
     return False
 
@@ -842,6 +835,33 @@ def _enabled_option(test: ast.AST) -> str | None:
             and test.comparators[0].value is None:
         return test.left.id
     return test.id if isinstance(test, ast.Name) else None
+
+
+def error_when_passed(anchor: ast.AST, model: ModelClass) -> tuple[frozenset[str], ...]:
+    """For ``anchor`` behind options of forward that default to None (`if labels is not None:`):
+    the cross-file conditions (a ``Finding.requires`` tuple) that some call through a DataParallel
+    wrapper of the class passes each, under which the path runs when the model is wrapped.
+    Empty when it is behind no option, or behind one of another kind (a flag, a config switch)."""
+    from dpcheck.analysis.guards import WRAPPER_PASSES_CONDITION, required_options
+
+    forward = model.forward
+    if forward is None:
+        return ()
+    defaults = parameter_defaults(forward.node.args)
+    conditions: list[frozenset[str]] = []
+    child, cur = anchor, forward.parent(anchor)
+    while cur is not None and cur is not forward.node:
+        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
+            taken = child in cur.body
+            by_default = _test_by_default(cur.test, defaults, forward, False)
+            if by_default is not None and taken != by_default[0]:
+                options = required_options(forward, cur.test, taken)
+                if not options:
+                    return ()
+                conditions += [frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{name}@{position}"})
+                               for name, position in options]
+        child, cur = cur, forward.parent(cur)
+    return tuple(conditions)
 
 
 def optional_severity(anchor: ast.AST, model: ModelClass, leaf: ast.AST | None = None) -> Severity | None:

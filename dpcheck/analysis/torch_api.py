@@ -42,6 +42,18 @@ CONTAINER_CTORS = frozenset({"list", "dict", "set", "collections.OrderedDict",
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
                                "Sequential"})
 
+PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
+                   "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
+                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
+                   "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
+
+
+def parameter_free(name: str) -> bool:
+    """A torch.nn class that holds no weights (activations, padding, pooling, losses...)."""
+    last = name.rsplit(".", 1)[-1]
+    return any(p in last for p in PARAMETER_FREE)
+
+
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 

@@ -102,17 +102,27 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
             for arg in [*construction.args, *(k.value for k in construction.keywords)]:
-                parts.update((part, owner) for part in _classes_of(arg, construction, ctx))
-        if not constructions:
-            traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
-            if traced:
-                candidates.append(traced)
-            else:
-                unresolved.append(call.lineno)
+                parts.update((part, owner) for part in classes_of(arg, construction, ctx))
+        if constructions:
+            continue
+        # A lower-case name imported from another file may be a class (MEAL-V2's
+        # `discriminatorLoss(d)`) or a builder function: recorded as wrapped all the same. The
+        # project index counts only names that are classes as wrapped, and while a wrapped name
+        # is no scanned class (a builder, which may return any class) it demotes nothing to advice.
+        maybe = [c for c in _constructions_of(inner, call, ctx, imported_calls=True) if c not in constructions]
+        for construction in maybe:
+            found.setdefault(_class_built(construction, ctx), dim)
+        if maybe:
+            continue
+        traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
+        if traced:
+            candidates.append(traced)
+        else:
+            unresolved.append(call.lineno)
     return found, unresolved, frozenset(parts), candidates
 
 
-def _classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
+def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
     """Classes an expression may be an instance of (see ``_constructions_of``)."""
     return [_class_built(call, ctx) for call in _constructions_of(node, at, ctx)]
 
@@ -124,19 +134,25 @@ def _class_built(construction: ast.Call, ctx: FileContext) -> str:
     return ctx.resolve(func) or ""
 
 
-def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0) -> list[ast.Call]:
+def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth: int = 0,
+                      imported_calls: bool = False) -> list[ast.Call]:
     """The class constructions an expression may be an instance of: a construction, or a name or
     `self.x` built from one in the same scope (through `.cuda()`/`.to()` chains and conditional
-    expressions)."""
+    expressions). With ``imported_calls``, a call of any name imported from outside torch counts
+    too (a lower-case class of another file cannot be told from a function here)."""
     if node is None or depth > 4:
         return []
     node = _without_conversions(node)
     if isinstance(node, ast.IfExp):
-        return _constructions_of(node.body, at, ctx, depth + 1) + _constructions_of(node.orelse, at, ctx, depth + 1)
+        return _constructions_of(node.body, at, ctx, depth + 1, imported_calls) + \
+            _constructions_of(node.orelse, at, ctx, depth + 1, imported_calls)
     if isinstance(node, ast.Call):
         name = _class_built(node, ctx)
         local = ctx.local_name(name)
         if _reads_as_class(name, ctx):
+            return [node]  # (a class of this file whatever its case: CMC's `alexnet(feat_dim)`)
+        if imported_calls and isinstance(node.func, (ast.Name, ast.Attribute)) and local is None \
+                and "." in name and not name.startswith("torch."):
             return [node]
         builder = ctx.module_functions.get(local) if local else None
         if not isinstance(builder, ast.FunctionDef):
@@ -146,7 +162,7 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         found = []
         for ret in ctx.tree_index.nodes_within(builder, ast.Return):
             if ret.value is not None and ctx.enclosing(ret, FunctionNode) is builder:
-                found += _constructions_of(ret.value, ret, ctx, depth + 1)
+                found += _constructions_of(ret.value, ret, ctx, depth + 1, imported_calls)
         return found
     facts = script_facts(ctx)
     text = target_text(node)
@@ -158,7 +174,7 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
         if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
-            found += _constructions_of(sub.value, sub, ctx, depth + 1)
+            found += _constructions_of(sub.value, sub, ctx, depth + 1, imported_calls)
     return found
 
 
