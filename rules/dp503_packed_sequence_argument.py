@@ -2,16 +2,21 @@
 ## What it does
 Flags a `forward` that receives a `PackedSequence`: an argument annotated
 `PackedSequence` (an error), or one that forward tests with `isinstance(arg, PackedSequence)`
-(a warning: forward accepts packed input, but callers may pass padded tensors only).
+(a warning: forward accepts packed input, but callers may pass padded tensors only); and a
+`forward` that hands one of its own parameters to `pad_sequence` or `pack_sequence`: it
+receives a Python list of variable-length per-sample sequences (an error).
 
 ## Why is this bad?
 `PackedSequence` is a namedtuple, so DataParallel's scatter chunks each of its fields,
 `data`, `batch_sizes`, `sorted_indices`, independently along dim 0. The replicas get
 fields that no longer describe each other: garbage, or errors deep inside the RNN.
+A list of per-sample sequences is a container too: scatter cuts each sequence along its own
+dim 0, its time axis, so every replica gets every sample cut to a piece of its length, and
+attention or the RNN sees only that piece; the gathered output has the right shape.
 
 ## How to fix
 Pass the padded tensor and the lengths (as a tensor) and pack inside forward, with
-`enforce_sorted=False`.
+`enforce_sorted=False` (pad a list of sequences before the call, not inside forward).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from dpcheck.analysis.outputs import gathered_class
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
+
+# torch.nn.utils.rnn functions whose first argument is a list of per-sample sequences.
+_SEQUENCE_LIST_FUNCTIONS = frozenset({"torch.nn.utils.rnn.pad_sequence", "torch.nn.utils.rnn.pack_sequence"})
 
 
 class PackedSequenceArgument(Rule):
@@ -78,6 +86,14 @@ class PackedSequenceArgument(Rule):
                     and isinstance(call.args[0], ast.Name) and call.args[0].id in params \
                     and (resolve(call.args[1]) or "").endswith("PackedSequence"):
                 yield self._finding(call.args[0], Severity.WARNING)
+            elif call.args and isinstance(call.args[0], ast.Name) and call.args[0].id in params \
+                    and (resolve(call.func) or "") in _SEQUENCE_LIST_FUNCTIONS \
+                    and not _rebound_before(fn, call.args[0].id, call):
+                name, function = call.args[0].id, resolve(call.func).rsplit(".", 1)[-1]
+                yield self.violation(call.args[0], f"forward hands `{name}` to `{function}`, so it receives a list of "
+                                     "per-sample sequences: DataParallel scatters each sequence of the list along "
+                                     "its own dim 0 (its time axis), so every replica gets every sample cut to a "
+                                     "piece of its length")
 
     def _finding(self, node, severity=None):
         name = getattr(node, "arg", None) or getattr(node, "id", "?")
@@ -89,3 +105,9 @@ class PackedSequenceArgument(Rule):
         # The DataParallel step failed on a PackedSequence.
         return super().matches(finding, observation, ran) or (
             ran and observation.raised and bool(observation.details.get("mentions_packed_sequence")))
+
+
+def _rebound_before(fn, name: str, call: ast.Call) -> bool:
+    """Does forward assign ``name`` before ``call`` (`x = list(x.unbind(0))`: no longer the argument)?"""
+    return any(isinstance(t, ast.Name) and t.id == name and node.lineno < call.lineno
+               for node in fn.nodes(ast.Assign) for target in node.targets for t in ast.walk(target))
