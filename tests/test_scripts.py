@@ -674,6 +674,31 @@ def test_a_wrapped_parameter_is_what_the_file_passes_for_it():
 
 
 
+def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot_return(tmp_path):
+    models = _MODELS + """
+    def build(p):
+        return Wrapped() if p else Wrapped()
+    """
+    found = _project(tmp_path, {"models.py": models, "train.py": """
+        import torch.nn as nn
+        from models import build
+        model = nn.DataParallel(build(True))
+    """})
+    assert found[10]["severity"] == "error"
+    assert found[19]["severity"] == "info"
+    # A builder with a return that is not traced may return any class: no demotion.
+    (tmp_path / "models.py").write_text(textwrap.dedent(models + """
+    def build_any(p, net):
+        return Wrapped() if p else net
+    """))
+    untraced = _project(tmp_path, {"train.py": """
+        import torch.nn as nn
+        from models import build_any
+        model = nn.DataParallel(build_any(True, None))
+    """})
+    assert {f["severity"] for f in untraced.values()} == {"error"}
+
+
 def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
     found = _project(tmp_path, {"models.py": _MODELS + """
     class Holder(nn.Module):

@@ -254,8 +254,21 @@ class ClassIndex:
         as their parts; one whose candidates are not all traced counts as a site not traced. A
         class built only as a layer of classes not in use (CRD's memory bank, the criterion built
         bare) is not in use either."""
-        wrapped = list(self._wrapped_names)  # (lookup may summarise unscanned modules, which adds names)
+        wrapped: list[str] = []
         parts: list[str] = []
+        # (lookup may summarise unscanned modules, which adds names: iterate over a copy)
+        for name in list(self._wrapped_names):
+            if self.lookup(name) is not None:
+                wrapped.append(name)
+                continue
+            # A wrapped name that is no class: a builder of another file called at the wrap site
+            # (SCAN's `DataParallel(get_model(p))`) stands for the classes its returns build; a
+            # builder whose returns are not all traced leaves what runs unknown.
+            settled = self._settle_leaves([CALL_LEAF + name])
+            if settled is None:
+                return frozenset()
+            wrapped += settled[0]
+            parts += settled[1]
         for leaves in list(self._wrap_candidates):
             settled = self._settle_leaves(leaves)
             if settled is None:
