@@ -109,7 +109,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
         # `discriminatorLoss(d)`) or a builder function: recorded as wrapped all the same. The
         # project index counts only names that are classes as wrapped, and while a wrapped name
         # is no scanned class (a builder, which may return any class) it demotes nothing to advice.
-        maybe = [c for c in _constructions_of(inner, call, ctx, imported_calls=True) if c not in constructions]
+        maybe = _constructions_of(inner, call, ctx, imported_calls=True)
         for construction in maybe:
             found.setdefault(_class_built(construction, ctx), dim)
         if maybe:
