@@ -6,9 +6,18 @@ wrapper (often a helper that wraps again a model its caller already wrapped, or 
 that returns one). One wrapper in each arm of an `if`/`else` is not nesting.
 
 ## Why is this bad?
-The outer wrapper scatters and replicates the inner wrapper, which scatters and
-replicates again: extra copies and threads on every step for nothing, and state dict
-keys with a `module.module.` prefix that nothing else loads.
+On more than one GPU it crashes at the first call. The outer wrapper replicates the inner
+one onto every device; the inner wrapper's forward on replica 1 finds its module's buffers
+on cuda:1, not its `device_ids[0]` ("module must have its parameters and buffers on device
+cuda:0 ... but found one of them on device: cuda:1"), and a model without buffers fails
+one step later, when the inner wrapper scatters its chunk to devices whose replicas still
+hold cuda:1 weights (replicas have no parameters of their own to broadcast). On one GPU
+or none DataParallel calls the module directly and the nesting only costs. Its
+state dict keys get a `module.module.` prefix that nothing else loads.
+
+This is an error, not cost only: the second wrap is typically in a multi-GPU branch
+(`if n_gpu > 1:`), exactly where it fails (transformers fixed its `run_*.py` examples'
+evaluation-time re-wrap for this error, huggingface/transformers#3842).
 
 ## How to fix
 Wrap once; check `isinstance(model, nn.DataParallel)` before wrapping in helpers.
@@ -26,7 +35,7 @@ class NestedDataParallel(Rule):
     name = "nested-dataparallel"
     severity = Severity.ERROR
     not_confirmable = TRAINING_SCRIPT
-    summary = "DataParallel inside DataParallel replicates twice and prefixes keys with module.module."
+    summary = "DataParallel inside DataParallel fails on more than one GPU (replica devices); keys get module.module."
     fix_hint = "Wrap once; test isinstance(model, nn.DataParallel) before wrapping"
     bad_example = """
         model = nn.DataParallel(Net().cuda())
@@ -52,8 +61,9 @@ class NestedDataParallel(Rule):
             if source is not None and source.call is not call:
                 requires = tuple(frozenset({c}) for c in sorted(source.requires | facts.source_of(call).requires))
                 yield self.violation(call, "This DataParallel wraps a model that is already wrapped in "
-                                     "DataParallel: every step replicates twice, and state dict keys get "
-                                     "`module.module.`", requires=requires,
+                                     "DataParallel: on more than one GPU the inner wrapper's replicas find their "
+                                     "module off its device_ids[0] and the first call fails, and state dict keys "
+                                     "get `module.module.`", requires=requires,
                                      fix=self.offer_fix("Remove the second DataParallel wrapper"))
 
     def fix(self, finding, editor):
