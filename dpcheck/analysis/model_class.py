@@ -132,6 +132,14 @@ class ModelClass:
         if self.forward is not None:
             roots.append(self.forward)
         roots.extend(self.hooks)
+        return self._reach(roots)
+
+    @cached_property
+    def _forward_code(self) -> frozenset[int]:
+        """Ids of the function nodes forward reaches on self, hooks left out."""
+        return frozenset(id(fn.node) for fn in self._reach([self.forward] if self.forward is not None else []))
+
+    def _reach(self, roots: list[FunctionInfo]) -> list[FunctionInfo]:
         seen: dict[int, FunctionInfo] = {}
         work = list(roots)
         while work:
@@ -181,6 +189,11 @@ class ModelClass:
                     continue
                 receiver = func.value
                 if not (fn.is_self(receiver) or _rooted_at_self(receiver, fn)):
+                    continue
+                if _scoped_registration(call, fn) and id(fn.node) not in self._forward_code:
+                    # Registered and removed again within a method forward does not reach (a
+                    # Grad-CAM or attention probe that calls `self(x)` in between): the hook runs
+                    # only during that method, on the module it is called on, never on a replica.
                     continue
                 target = call.args[0]
                 attr = fn.self_attr(target)
@@ -356,6 +369,34 @@ def _is_number(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool))
+
+
+def _scoped_registration(call: ast.Call, fn: FunctionInfo) -> bool:
+    """Is the handle of this `register_*hook(...)` call removed within the same function: bound to
+    a name whose `.remove()` the function calls, appended to a local list whose items it removes
+    in a loop, or used as a `with` context (a RemovableHandle removes itself on exit)?"""
+    parent = fn.parent(call)
+    if isinstance(parent, ast.withitem):
+        return True
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        handle = parent.targets[0].id
+        return any(_removes(c, handle) for c in fn.nodes(ast.Call))
+    if isinstance(parent, ast.Call) and call in parent.args and isinstance(parent.func, ast.Attribute) \
+            and parent.func.attr in ("append", "extend", "insert") and isinstance(parent.func.value, ast.Name):
+        handles = parent.func.value.id
+        loops = [*fn.nodes(ast.For), *fn.nodes(ast.comprehension)]
+        return any(isinstance(loop.iter, ast.Name) and loop.iter.id == handles and isinstance(loop.target, ast.Name)
+                   and any(_removes(c, loop.target.id) for c in fn.nodes_under(loop if isinstance(loop, ast.For)
+                                                                             else fn.parent(loop), ast.Call))
+                   for loop in loops)
+    return False
+
+
+def _removes(call: ast.Call, name: str) -> bool:
+    """`name.remove()`."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "remove" and not call.args \
+        and isinstance(func.value, ast.Name) and func.value.id == name
 
 
 def _rooted_at_self(node: ast.AST, fn: FunctionInfo) -> bool:
