@@ -115,3 +115,41 @@ class Encoder(nn.Module):
         return self.rnn(x)[0]
 """, "hooked")
     assert [(f.code, f.requires) for f in hooked.findings] == [("DP405", ())]
+
+
+PACKED_LAYER = """
+import torch.nn as nn
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, inputs):
+        if isinstance(inputs, PackedSequence):
+            inputs = PackedSequence(inputs.data * 2, inputs.batch_sizes)
+        out, _ = self.rnn(inputs)
+        if isinstance(inputs, PackedSequence):
+            out = pad_packed_sequence(out, batch_first=True)[0]
+        return out
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.recurrent = Recurrent()
+
+    def forward(self, x, lengths):
+        return self.recurrent(PACKED)
+"""
+
+
+def test_a_packed_branch_of_a_layer_runs_only_where_the_file_packs_a_sequence():
+    def reported(feed):
+        return [f.code for f in _result(PACKED_LAYER.replace("PACKED", feed), "packed").findings]
+
+    # Nothing packs: the re-wrap inside the packed branch packs nothing new, scatter hands in tensors.
+    assert reported("x") == []
+    # Packed on the replica, by a function or a PackedSequence built from scratch: the branch runs.
+    assert reported("nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)") == ["DP405"]
+    assert reported("PackedSequence(x, lengths)") == ["DP405"]

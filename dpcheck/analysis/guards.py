@@ -10,7 +10,11 @@ DataParallel takes:
   ``passed:<class>:<param>@<position>`` (some call passes it, or a caller is not known).
 * ``if isinstance(x, PackedSequence):`` on a parameter of the forward of the model a script of
   this file wraps in DataParallel: scatter cannot split a PackedSequence, so the wrapped model's
-  own inputs are never one.
+  own inputs are never one. Nor, in a file that packs no sequence (no `pack_padded_sequence`,
+  `pack_sequence` or new `PackedSequence`), are a layer's: a replica's layer receives a
+  PackedSequence only from forward code that packs one (seq2seq.pytorch's encoder and decoder
+  accept both forms; their models feed them padded tensors). A layer fed from another file's
+  packing code is not seen: the check is the file's own, as the wrap evidence is.
 
 ``branch_requires`` answers for one node; rules that report code behind such guards ask it.
 """
@@ -107,7 +111,8 @@ def _required_params(test: ast.AST, taken: bool, params: dict) -> list[str]:
 
 def _tests_packed(test: ast.AST, params: dict, model: ModelClass) -> bool:
     """`isinstance(<forward parameter>, PackedSequence)` (alone or in an `and`) in the forward of the
-    class a script of this file wraps: DataParallel's scatter never hands it a PackedSequence."""
+    class a script of this file wraps, or of any class of a file that packs no sequence:
+    DataParallel's scatter never hands it a PackedSequence, and nothing in the file packs one."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_tests_packed(value, params, model) for value in test.values)
     if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
@@ -116,7 +121,44 @@ def _tests_packed(test: ast.AST, params: dict, model: ModelClass) -> bool:
     types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
     if not all(model.ctx.resolve(t) == _PACKED_SEQUENCE for t in types):
         return False
-    return wrap_evidence(model) == WRAPPED
+    return wrap_evidence(model) == WRAPPED or not model.ctx.fact(packs_sequences)
+
+
+_PACKING = ("torch.nn.utils.rnn.pack_padded_sequence", "torch.nn.utils.rnn.pack_sequence")
+_PACKING_NAMES = frozenset({"pack_padded_sequence", "pack_sequence", "PackedSequence"})
+
+
+def packs_sequences(ctx: FileContext) -> bool:
+    """Does the file pack a sequence anywhere: call `pack_padded_sequence` or `pack_sequence`, or
+    build a `PackedSequence`, other than inside an `if isinstance(x, PackedSequence):` branch (a
+    re-wrap of a packed input's transformed data, `PackedSequence(f(x.data), x.batch_sizes)`, runs
+    only when a packed sequence already came in)? A name it cannot resolve counts when spelled like
+    one of them."""
+    for call in ctx.nodes(ast.Call):
+        name = ctx.resolve(call.func) or ""
+        last = name.rpartition(".")[2]
+        if (name in _PACKING or name == _PACKED_SEQUENCE or last in _PACKING_NAMES) \
+                and not _inside_packed_branch(ctx, call):
+            return True
+    return False
+
+
+def _inside_packed_branch(ctx: FileContext, node: ast.AST) -> bool:
+    child, parent = node, ctx.parent(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if isinstance(parent, ast.If) and child in parent.body and _isinstance_packed(ctx, parent.test):
+            return True
+        child, parent = parent, ctx.parent(parent)
+    return False
+
+
+def _isinstance_packed(ctx: FileContext, test: ast.AST) -> bool:
+    """`isinstance(<anything>, PackedSequence)`, alone or in an `and`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_isinstance_packed(ctx, value) for value in test.values)
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" \
+        and len(test.args) == 2 and all(ctx.resolve(t) == _PACKED_SEQUENCE for t in (
+            test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]))
 
 
 def module_calls(ctx: FileContext) -> dict[str, list[str]]:
