@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import typing
 
 import pytest
 
@@ -325,6 +326,36 @@ def test_the_randomness_probe_runs_only_when_the_step_drew_random_numbers(monkey
     assert report.stochastic is bool(source)
 
 
+class Drops(torch.nn.Module):
+    """Dropout and a drop probability held as a float: each forward notes what it ran with."""
+
+    seen: typing.ClassVar[list] = []
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.attn_dropout = 0.25
+
+    def forward(self, x):
+        Drops.seen.append((self.drop.p, self.attn_dropout))
+        return self.drop(self.fc(x))
+
+
+def test_randomness_is_neutralised_once_per_build_and_every_copy_runs_neutralised(monkeypatch):
+    from dpcheck.harness import runner
+
+    calls, walks = [], []
+    original = runner._neutralise_randomness
+    monkeypatch.setattr(runner, "_neutralise_randomness", lambda model: walks.append(1) or original(model))
+    Drops.seen = []
+    report = runner.run_model(counted(Drops, calls), runner.make_backend("emulated", 2), runner.default_batch_sizes(2))
+    assert report.compared == [4, 3, 1] and report.modes == ["training", "eval"] and not report.observations
+    # Was once per model run (two a batch size, two in the eval pass): the copies keep what it set.
+    assert len(walks) == len(calls) == 3
+    assert Drops.seen and set(Drops.seen) == {(0.0, 0.0)}
+
+
 @pytest.mark.parametrize("devices", [1, 2, 3, 4, 8])
 def test_the_chunk_sizes_are_those_scatter_cuts_without_a_tensor_op(devices):
     from dpcheck.harness.runner import _chunk_sizes
@@ -556,8 +587,22 @@ class _Colour(__import__("enum").Enum):
 class _Opaque:
     """An object only deepcopy's generic path copies."""
 
-    def __init__(self):
-        self.items = [1, 2]
+    def __init__(self, items=None):
+        self.items = [1, 2] if items is None else items
+
+
+class _CopiedAsList:
+    """An object whose deep copy is a list."""
+
+    def __deepcopy__(self, memo):
+        return [1, 2]
+
+
+class _CopiedAsItself:
+    """An object deepcopy does not copy."""
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 class _OwnCopy(torch.nn.Linear):
@@ -676,17 +721,40 @@ def test_a_copy_made_of_new_objects_alone_skips_the_check_that_it_reaches_the_or
     def closing_over(held):
         return lambda: held
 
-    for value in (closing_over([1, 2]), _Opaque(), [__import__("weakref").ref(backend)]):
+    # A function's closure or a weak reference kept; objects deepcopy's generic path copies into a kind
+    # the check looks into (a list), into the original itself, or into copies of tensors or modules.
+    for value in (closing_over([1, 2]), [__import__("weakref").ref(backend)], _CopiedAsList(), _CopiedAsItself(),
+                  _Opaque(torch.ones(2)), _Opaque(torch.nn.Linear(2, 2))):
         model = _awkward_model()
         model.extra = value
         delegated = []
         runner._deepcopy(model, delegated)
-        assert delegated, value  # what deepcopy's generic path copies, or a function's closure or a weak reference kept
+        assert delegated, value
         assert runner._faithful_copy(model, backend) is not None and checked
         checked.clear()
 
+    # Any other object deepcopy copies generically (a transformers config) into a new one: the check
+    # cannot find the original through it (it does not look inside such objects).
+    model = _awkward_model()
+    model.config = _Opaque({"sizes": [1, 2]})
+    delegated = []
+    copied = runner._deepcopy(model, delegated)
+    assert delegated == [] and copied.config.items is not model.config.items
+    assert not original(copied, model)
+    assert runner._faithful_copy(model, backend) is not None and not checked
+
     holder = _awkward_model()
     holder.stash = lambda: holder  # reaches the original: the copy is refused, the model is built again
+    assert runner._faithful_copy(holder, backend) is None
+
+    # An object that leads deepcopy's generic path to a module of the model before the module's own
+    # copy is made: that module is copied generically, its function reaching the original kept as it is.
+    holder = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    holder[0].config = _Opaque(holder[1])
+    holder[1].stash = lambda: holder
+    delegated = []
+    runner._deepcopy(holder, delegated)
+    assert delegated and original(runner._deepcopy(holder), holder)
     assert runner._faithful_copy(holder, backend) is None
 
 

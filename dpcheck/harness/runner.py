@@ -18,6 +18,7 @@ import copy
 import copyreg
 import enum
 import functools
+import itertools
 import math
 import re
 import sys
@@ -157,9 +158,10 @@ def _deepcopy(obj, delegated: list | None = None):
     _plain_module_class) is copied by _copy_module, and each plain tensor and empty hook dict
     directly (see _copy_plain_tensor, _copy_value); the memo keeps any sharing as deepcopy would.
     ``delegated``: where given, gets the type of each value left to deepcopy's generic path or
-    holding a function or weak reference (see _copy_value); while it stays empty, the copy is made
-    only of new containers, modules and tensors and of immutable values, and shares nothing with
-    ``obj`` that could reach it."""
+    holding a function or weak reference (see _copy_value), except an object whose copy is new, of no
+    kind _refers_to looks into, and made no module or tensor; while it stays empty, the copy is made
+    of new containers, modules and tensors, immutable values and such objects, and _refers_to would
+    find nothing in it that reaches ``obj``."""
     delegated = [] if delegated is None else delegated
     memo: dict[int, Any] = {}
     if isinstance(obj, torch.nn.Module) and _plain_module(obj):
@@ -266,6 +268,14 @@ def _copy_value(value, memo: dict, delegated: list):
     if found is not _MISSING:
         return found
     cls = type(value)
+    if cls is torch.nn.Parameter and not vars(value):
+        # Most of a model's tensors: Parameter.__deepcopy__'s copy (a parameter of a clone of its data,
+        # its requires_grad kept; no gradient, hooks or attributes) made without deepcopy's dispatch.
+        if value._backward_hooks:
+            delegated.append(cls)
+        new = memo[id(value)] = torch.nn.Parameter(value.data.clone(memory_format=torch.preserve_format),
+                                                   value.requires_grad)
+        return new
     if copy._deepcopy_dispatch.get(cls) is copy._deepcopy_atomic or isinstance(value, enum.Enum) and _inert(value):
         if not _inert(value) and not (cls is types.FunctionType and value.__closure__ is None):
             # (A function reaches what its closure holds, as _refers_to looks: one without a closure,
@@ -277,8 +287,8 @@ def _copy_value(value, memo: dict, delegated: list):
         # instance attributes): the new one in the memo first, then each key and value.
         new = cls()
         memo[id(value)] = new
-        for key, item in value.items():
-            new[_copy_value(key, memo, delegated)] = _copy_value(item, memo, delegated)
+        for key, item in value.items():  # (a key is a name, mostly: deepcopy shares a string as it is)
+            new[key if type(key) is str else _copy_value(key, memo, delegated)] = _copy_value(item, memo, delegated)
         return new
     if cls is list:
         new = []  # deepcopy's steps for a list
@@ -303,10 +313,31 @@ def _copy_value(value, memo: dict, delegated: list):
         return memo[id(value)] if id(value) in memo else copy.deepcopy(value, memo)
     if isinstance(value, torch.nn.Module) and _plain_module(value):
         return _copy_module(value, memo, delegated)
-    delegated.append(cls)
     if isinstance(value, torch.nn.Module):
+        delegated.append(cls)
         _copy_tensors_and_empty_dicts(value, memo)
-    return copy.deepcopy(value, memo)
+        return copy.deepcopy(value, memo)
+    made = len(memo)
+    copied = copy.deepcopy(value, memo)
+    if copied is value or _looked_into(copied) or any(
+            isinstance(new, (torch.nn.Module, torch.Tensor))
+            for new in itertools.islice(reversed(memo.values()), len(memo) - made)):
+        delegated.append(cls)
+    # Else a new object of another kind (a transformers config), with no module or tensor made for it:
+    # the check that a copy reaches its original (_refers_to) finds nothing through such an object
+    # (it compares it with the original's modules, tensors and containers and does not look inside).
+    return copied
+
+
+def _looked_into(value) -> bool:
+    """Is ``value`` of a kind the check that a copy reaches its original (_refers_to) looks into or
+    could find among the original's objects: a container, a function, method, partial or weak
+    reference, a module, a tensor?"""
+    return isinstance(value, _LOOKED_INTO) or type(value).__name__ == "deque"
+
+
+_LOOKED_INTO = (dict, list, tuple, set, frozenset, bytearray, weakref.ref, types.MethodType, functools.partial,
+                types.FunctionType, torch.nn.Module, torch.Tensor)
 
 
 def _copy_plain_tensor(tensor: torch.Tensor, memo: dict) -> None:
@@ -753,6 +784,8 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
                 backend.seed(0)
                 with tracing():
                     ref_model, args, kwargs = _normalise(build(batch))
+                # Before any copy is made: copies keep what it set (a walk of every module's attributes).
+                _neutralise_randomness(ref_model)
             else:
                 ref_model, args, kwargs, random_state = built
                 torch.random.set_rng_state(random_state)  # as the build left it
@@ -781,7 +814,6 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         chunks = _chunk_sizes(batch, backend.n)
         for m in (ref_model, dp_model):
             backend.place_module(m, 0)
-            _neutralise_randomness(m)
         batchnorm = _per_chunk_batchnorm(ref_model, chunks)
         probe_randomness = batch == report.batches[0] and not eval_pass
         with backend.untagged():
@@ -904,9 +936,10 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
 
 
 def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -> torch.nn.Module:
-    """Another model exactly as ``build(batch)`` gave ``model`` (not run yet): a deep copy, made
-    outside the emulation's mode, where that copy shares nothing with ``model`` (else a second
-    build from the same seed, with the random number generator left as the first build left it)."""
+    """Another model exactly as ``build(batch)`` gave ``model`` (not run yet), its randomness
+    neutralised as ``model``'s is: a deep copy, made outside the emulation's mode, where that copy
+    shares nothing with ``model`` (else a second build from the same seed, with the random number
+    generator left as the first build left it)."""
     copied = _faithful_copy(model, backend)
     if copied is not None:
         return copied
@@ -914,7 +947,9 @@ def _second_model(model: torch.nn.Module, build, batch: int, backend: Backend) -
     try:
         backend.seed(0)
         with tracing():
-            return _normalise(build(batch))[0]
+            built = _normalise(build(batch))[0]
+        _neutralise_randomness(built)
+        return built
     finally:
         torch.random.set_rng_state(state)
 
@@ -1170,8 +1205,8 @@ def _shared_container_tensors(model: torch.nn.Module):
 
     for path, module in model.named_modules():
         for key, value in list(vars(module).items()):
-            if key in _MODULE_INTERNALS or isinstance(value, (torch.Tensor, torch.nn.Module)):
-                continue
+            if type(value) in _INERT_ATOMS or key in _MODULE_INTERNALS or isinstance(value, (torch.Tensor, torch.nn.Module)):
+                continue  # (most attributes are sizes, flags and names: looked at first)
             if isinstance(value, (list, tuple, dict, set)) or type(value).__name__ == "deque":
                 for where, tensor in walk(value, key, 0):
                     yield path, key, where, tensor
