@@ -12,17 +12,27 @@ example returns, and the time of the harness comparing them at one batch size (2
 its default three. Each ratio is the harness's time against the sum of the plain steps it
 runs: one single-device and one DataParallel step per batch size, plus, when the example returns
 a training-mode model, the eval pass's two steps at 2N in eval mode (issue 12's target: at most
-2x). Everything else the harness does (building the example at each batch size, copies,
-snapshots, the randomness probe, comparing) is its overhead. In-process timings (no child
-process start or torch import, which `--confirm` adds once per file). `--stat min` (the
-fastest run) and `--clock cpu` (this process's CPU time) are steadier on a loaded machine;
-`--profile TOP` adds, for each model, the harness's TOP functions by time (cProfile).
+2x), each time the statistic (`--stat`) of its samples. Everything else the harness does
+(building the example at each batch size, copies, snapshots, the randomness probe, comparing) is
+its overhead. In-process timings (no child process start or torch import, which `--confirm` adds
+once per file).
+
+The plain steps and the harness runs are interleaved: each of `--runs` rounds takes one sample of
+every plain step and of each harness run (the harness first in every other round), so a host whose
+clocks or caches change while the benchmark runs moves both sides of the ratio alike. The last
+column is the spread of the ratio at 3 batch sizes over the rounds (min, median, max of each round's
+harness time against the sum of that round's plain steps): one run shows whether 2x holds with
+margin. (The sum of each step's fastest sample can be lower than any one round's sum: with `--stat
+min` the ratio can lie above every round's.) `--stat min` (the fastest sample) and `--clock cpu`
+(this process's CPU time) are steadier on a loaded machine; `--profile TOP` adds, for each model,
+the harness's TOP functions by time (cProfile).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import operator
 import os
 import statistics
 import sys
@@ -51,21 +61,10 @@ def load(spec_text: str) -> list[tuple[str, object]]:
 CLOCK = time.perf_counter
 
 
-def seconds(fn, runs: int, statistic=statistics.median) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = CLOCK()
-        fn()
-        samples.append(CLOCK() - start)
-    return statistic(samples)
-
-
-def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str, eval_mode: bool = False) -> float:
-    """The plain single-device and DataParallel forward + backward at ``batch``, summed (``eval_mode``:
-    with the model in eval mode, as the harness's eval pass runs it)."""
-    import torch
-
+def plain_steps(example, backend, batch: int, rel: str, eval_mode: bool = False) -> list | None:
+    """The plain single-device and DataParallel forward + backward at ``batch`` (``eval_mode``: with the
+    model in eval mode, as the harness's eval pass runs it), each a function of no arguments run inside
+    the backend's context; None where one raises (hazardous models may fail under DataParallel)."""
     from dpcheck.harness.runner import _normalise, _reduce
 
     with backend.context():
@@ -75,29 +74,42 @@ def plain_steps(example, backend, batch: int, runs: int, statistic, rel: str, ev
         backend.place_module(model, 0)  # in the mode the example returns, as the harness runs it
         placed, placed_kw = backend.place(inputs, 0), backend.place(kwargs, 0)
 
-        def single():
-            loss = _reduce(model(*placed, **placed_kw))
-            if loss is not None:
-                loss.backward()
-            if backend.name == "cuda":
-                torch.cuda.synchronize()
+    def single():
+        loss = _reduce(model(*placed, **placed_kw))
+        if loss is not None:
+            loss.backward()
 
-        def dataparallel():
-            out = backend.dataparallel(model, tuple(placed), dict(placed_kw), lambda *a: None)
-            loss = _reduce(out)
-            if loss is not None:
-                loss.backward()
-            if backend.name == "cuda":
-                torch.cuda.synchronize()
+    def dataparallel():
+        out = backend.dataparallel(model, tuple(placed), dict(placed_kw), lambda *a: None)
+        loss = _reduce(out)
+        if loss is not None:
+            loss.backward()
 
-        total = 0.0
-        for step in (single, dataparallel):
-            try:
-                total += seconds(step, runs, statistic)
-            except Exception as exc:  # noqa: BLE001 - hazardous models may fail under DataParallel
-                print(f"  ({rel}: the plain {step.__name__} step at batch {batch} raised {type(exc).__name__})")
-                return float("nan")
-    return total
+    for step in (single, dataparallel):
+        try:
+            with backend.context():
+                step()  # warm-up
+        except Exception as exc:  # noqa: BLE001 - hazardous models may fail under DataParallel
+            print(f"  ({rel}: the plain {step.__name__} step at batch {batch} raised {type(exc).__name__})")
+            return None
+    return [single, dataparallel]
+
+
+def sample(fn, backend) -> float:
+    """One run of ``fn`` on CLOCK (on cuda from an idle GPU to the end of its work). The backend's
+    context is entered outside the clock; run_model enters it itself (once per model), as --confirm
+    does."""
+    import torch
+
+    cuda = backend.name == "cuda"
+    with backend.context():
+        if cuda:
+            torch.cuda.synchronize()
+        start = CLOCK()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        return CLOCK() - start
 
 
 def profile_model(rel, example, backend, runs: int, top: int) -> None:
@@ -128,19 +140,50 @@ def profile_model(rel, example, backend, runs: int, top: int) -> None:
 
 def time_model(rel, example, backend, runs: int, statistic) -> None:
     """Print one row: the plain steps and the harness at 1 and at 3 batch sizes, each ratio against
-    the plain steps at the batch sizes that harness run used."""
+    the plain steps at the batch sizes that harness run used, then the spread of that ratio at 3
+    batch sizes over the rounds. The plain steps and the harness runs are interleaved: each round
+    takes one sample of every plain step and of each harness run (harness first in every other
+    round), so a host whose clocks or caches change during the benchmark moves both sides alike."""
     from dpcheck.harness.runner import _normalise, default_batch_sizes, run_model
 
     sizes = default_batch_sizes(backend.n)
-    plain = {batch: plain_steps(example, backend, batch, runs, statistic, rel) for batch in sizes}
+    steps = {batch: plain_steps(example, backend, batch, rel) for batch in sizes}
     # The harness's eval pass (2N, eval mode) follows a training-mode run: its plain steps count too.
     training = _normalise(example(sizes[0]))[0].training
-    eval_steps = plain_steps(example, backend, 2 * backend.n, runs, statistic, rel, eval_mode=True) if training else 0.0
-    one = seconds(lambda: run_model(example, backend, sizes[:1]), max(3, runs // 2), statistic)
-    three = seconds(lambda: run_model(example, backend, sizes), max(3, runs // 2), statistic)
-    first, every = plain[sizes[0]] + eval_steps, sum(plain.values()) + eval_steps
-    print(f"{rel:<42} {first * 1e3:>9.2f} ms {one * 1e3:>9.2f} ms {one / first:>6.1f}x "
-          f"{every * 1e3:>11.2f} ms {three * 1e3:>10.2f} ms {three / every:>6.1f}x")
+    eval_steps = plain_steps(example, backend, 2 * backend.n, rel, eval_mode=True) if training else []
+    if any(found is None for found in (*steps.values(), eval_steps)):
+        print(f"{rel:<42} (not timed: a plain step raised)")
+        return
+
+    def harness(batch_sizes):
+        return lambda: run_model(example, backend, batch_sizes)
+
+    one, three = harness(sizes[:1]), harness(sizes)
+    plain = [(batch, step) for batch in sizes for step in steps[batch]] + [("eval", step) for step in eval_steps]
+    for fn in (one, three):
+        sample(fn, backend)  # warm-up
+    times: dict = {"one": [], "three": [], "plain": [[] for _ in plain]}
+    for round_ in range(runs):
+        harness_first = round_ % 2 == 1
+        if harness_first:
+            times["one"].append(sample(one, backend))
+            times["three"].append(sample(three, backend))
+        for samples, (_, step) in zip(times["plain"], plain):
+            samples.append(sample(step, backend))
+        if not harness_first:
+            times["one"].append(sample(one, backend))
+            times["three"].append(sample(three, backend))
+
+    def plain_sum(batches, pick) -> float:  # the plain steps those batch sizes run, with the eval pass's
+        return sum(pick(samples) for samples, (batch, _) in zip(times["plain"], plain) if batch in batches)
+
+    first = plain_sum({sizes[0], "eval"}, statistic)
+    every = plain_sum({*sizes, "eval"}, statistic)
+    harness_one, harness_three = statistic(times["one"]), statistic(times["three"])
+    per_round = sorted(times["three"][r] / plain_sum({*sizes, "eval"}, operator.itemgetter(r)) for r in range(runs))
+    spread = f"{per_round[0]:.2f} {statistics.median(per_round):.2f} {per_round[-1]:.2f}"
+    print(f"{rel:<42} {first * 1e3:>9.2f} ms {harness_one * 1e3:>9.2f} ms {harness_one / first:>6.1f}x "
+          f"{every * 1e3:>11.2f} ms {harness_three * 1e3:>10.2f} ms {harness_three / every:>6.1f}x {spread:>22}")
 
 
 def main() -> int:
@@ -173,7 +216,7 @@ def main() -> int:
           f"{args.stat} of {args.runs} runs ({args.clock} clock), {torch.get_num_threads()} CPU threads per op "
           f"(OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}), load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'model':<42} {'plain at ' + str(sizes[0]):>12} {'harness':>12} {'ratio':>7} "
-          f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7}")
+          f"{'plain at ' + ','.join(map(str, sizes)):>14} {'harness':>13} {'ratio':>7} {'per round min med max':>22}")
     for rel, example in [found for spec_text in (args.models or MODELS) for found in load(spec_text)]:
         time_model(rel, example, backend, args.runs, statistic)
         if args.profile:
