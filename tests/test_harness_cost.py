@@ -697,6 +697,64 @@ def test_the_model_copy_is_the_copy_deepcopy_makes():
     assert model.table[0, 0] == 0 and copied.row[0] == 4.0  # the copy's own storage, shared by its view
 
 
+class _TiedLM(torch.nn.Module):
+    """Tied input and output embeddings, a parametrized layer, a weight-normed one, a list attribute."""
+
+    def __init__(self):
+        super().__init__()
+        from torch.nn.utils import parametrizations, parametrize
+
+        class Symmetric(torch.nn.Module):
+            def forward(self, weight):
+                return weight.triu() + weight.triu(1).transpose(0, 1)
+
+        self.embed = torch.nn.Embedding(5, 4)
+        self.square = torch.nn.Linear(4, 4)
+        parametrize.register_parametrization(self.square, "weight", Symmetric())
+        self.normed = parametrizations.weight_norm(torch.nn.Linear(4, 4))
+        self.head = torch.nn.Linear(4, 5, bias=False)
+        self.head.weight = self.embed.weight
+        self.widths = [4, 4]
+
+    def forward(self, ids):
+        return self.head(self.normed(self.square(self.embed(ids))))
+
+
+def test_the_model_copy_keeps_tied_weights_tied_and_parametrizations_as_deepcopy_does():
+    import copy
+    import warnings
+
+    from dpcheck.harness import runner
+    from dpcheck.harness.runner import _deepcopy
+
+    torch.manual_seed(0)
+    model = _TiedLM()
+    ids = torch.tensor([[0, 3, 4]])
+    expected, copied = copy.deepcopy(model), _deepcopy(model)
+    _, original_ids = _structure(model)
+    assert _structure(copied, original_ids)[0] == _structure(expected, original_ids)[0]
+    assert copied.head.weight is copied.embed.weight and copied.embed.weight is not model.embed.weight
+    assert type(copied.square) is type(expected.square)  # the parametrized class (deepcopy's own path)
+    assert copied.square.parametrizations.weight.original is not model.square.parametrizations.weight.original
+    assert torch.equal(copied(ids), model(ids))
+    copied.widths.append(8)
+    with torch.no_grad():
+        copied.embed.weight.add_(1)
+        copied.square.parametrizations.weight.original.mul_(2)
+    assert model.widths == [4, 4] and not torch.equal(copied(ids), model(ids))
+    assert torch.equal(copied.head.weight, copied.embed.weight)  # still one tensor in the copy
+
+    # The old weight norm (a forward pre-hook and a computed, non-leaf `weight`) cannot be deep-copied:
+    # neither copy is made, and the harness builds the model again.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # deprecated for the parametrization above
+        old_normed = torch.nn.Sequential(torch.nn.utils.weight_norm(torch.nn.Linear(4, 4)))
+    for copier in (copy.deepcopy, _deepcopy):
+        with pytest.raises(RuntimeError, match="deepcopy"):
+            copier(old_normed)
+    assert runner._faithful_copy(old_normed, runner.make_backend("emulated", 2)) is None
+
+
 def test_a_copy_made_of_new_objects_alone_skips_the_check_that_it_reaches_the_original(monkeypatch):
     from dpcheck.harness import runner
 
