@@ -6,6 +6,11 @@ registered anywhere in the file, whose body assigns to `self.x`, writes into a
 container on `self`, or writes into a container from an enclosing scope
 (`features[name] = output`, `activations.append(output)`).
 
+A hook that a method registers and removes again before returning (its handle's `.remove()`
+called there, or the handle used as a `with` context), in a method forward does not reach, is
+not reported: an attention or Grad-CAM probe that runs the module itself in between fires only
+inside that method, on the module it is called on (a DataParallel wrapper has no such method).
+
 ## Why is this bad?
 Hooks are shared by reference with every DataParallel replica, so they run once per
 GPU, in threads, each with that replica's chunk of the batch. The last writer wins:

@@ -2,7 +2,10 @@
 ## What it does
 Flags `pad_packed_sequence(...)` in code that runs during `forward` without
 `total_length`, or with a `total_length` taken from the lengths of the chunk
-(`total_length=lengths[0]`, `lengths.max()`).
+(`total_length=lengths[0]`, `lengths.max()`). Code behind a guard no run of the wrapped model
+takes is left out: an optional argument no caller passes, and `if isinstance(x, PackedSequence):`
+on a forward input of the wrapped model, or of a layer in a file that packs no sequence
+(DataParallel's scatter never hands in a PackedSequence; a layer gets one only from code that packs).
 
 ## Why is this bad?
 Each replica pads to the longest sequence *in its own chunk*, so replicas return
