@@ -314,3 +314,73 @@ def test_the_generated_walk_is_compiled_only_for_runs_of_many_files(tmp_path):
     compiled = [subprocess.run([sys.executable, "-c", probe, str(n)], capture_output=True, text=True,
                                cwd=REPO, check=True).stdout.strip() for n in (1, 20)]
     assert compiled == ["False", "True"]
+
+
+def _walk_code_at(tmp_path, monkeypatch):
+    """``_compiled_walk`` keeping its code under ``tmp_path`` (as if the package lived there)."""
+    from dpcheck.analysis import tree
+
+    kept = tmp_path / "__pycache__" / "walk.bin"
+    monkeypatch.setattr("importlib.util.cache_from_source", lambda path: str(kept))
+    return tree, kept
+
+
+def test_the_compiled_walk_is_kept_and_read_back_by_a_later_run(tmp_path, monkeypatch):
+    """A cold run over many files waited 40 to 70 ms for the walk's compilation before its
+    workers started; the code is kept beside dpcheck's bytecode and a later run reads it back."""
+    tree, kept = _walk_code_at(tmp_path, monkeypatch)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source, _ = tree._visitors_source()
+    first = tree._compiled_walk(source)
+    assert kept.is_file()
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(tree, "compile", no_compile, raising=False)
+    again = tree._compiled_walk(source)
+    assert again.co_code == first.co_code and again.co_filename == first.co_filename
+    namespace = {}
+    exec(again, namespace)  # noqa: S102 - the walk's own code
+    make_visitors = namespace["_make_visitors"]
+    # The code read back walks like the walk by hand.
+    module = ast.parse(EVERY_SHAPE)
+    saved = tree._VISITORS
+    try:
+        tree._VISITORS = make_visitors, tree._visitors_source()[1]
+        assert _walk_recursively(module) == _walk_with_stack(module)
+    finally:
+        tree._VISITORS = saved
+
+
+def test_a_kept_walk_of_another_source_or_interpreter_is_compiled_again(tmp_path, monkeypatch):
+    import marshal
+
+    tree, kept = _walk_code_at(tmp_path, monkeypatch)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source, _ = tree._visitors_source()
+    kept.parent.mkdir()
+    stale = compile("def _make_visitors(*args):\n    raise AssertionError('stale')\n", "x", "exec")
+    for version, kept_source in ((sys.version, "# another grammar\n" + source), ("2.7.18", source)):
+        kept.write_bytes(marshal.dumps((version, kept_source, stale)))
+        code = tree._compiled_walk(source)
+        assert code.co_filename == tree._WALK_FILENAME  # compiled from the source, not the stale code
+        assert marshal.loads(kept.read_bytes())[:2] == (sys.version, source)  # and kept in its place
+    kept.write_bytes(b"not marshal data")
+    assert tree._compiled_walk(source).co_filename == tree._WALK_FILENAME
+
+
+def test_the_walk_is_not_kept_where_bytecode_is_not_written(tmp_path, monkeypatch):
+    tree, kept = _walk_code_at(tmp_path, monkeypatch)
+    source, _ = tree._visitors_source()
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    tree._compiled_walk(source)
+    assert not kept.exists()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    def refused(*args):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(tree.os, "replace", refused)  # a folder that cannot be written
+    assert tree._compiled_walk(source).co_filename == tree._WALK_FILENAME
+    assert not kept.exists() and not list(kept.parent.iterdir())  # nothing left behind

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import sys
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
@@ -175,10 +177,11 @@ _VISITORS: tuple[Callable, list[type]] | None = None
 
 
 def prepare_walk() -> None:
-    """Compile the generated walk for this process. Compiling its source takes 40 to 70 ms, a
+    """Make the generated walk for this process. Compiling its source takes 40 to 70 ms, a
     third of a one-file run, so only runs of many files call this (``engine.analyze_selected``,
     before the pool forks: the workers inherit it); until then trees are walked by hand
-    (``_walk_with_stack``: the same results, a little slower per node)."""
+    (``_walk_with_stack``: the same results, a little slower per node). The compiled code is
+    kept beside this module's own bytecode (``_compiled_walk``), so a later run reads it back."""
     _visitors()
 
 
@@ -187,9 +190,60 @@ def _visitors() -> tuple[Callable, list[type]]:
     if _VISITORS is None:
         source, classes = _visitors_source()
         namespace: dict[str, Any] = {}
-        exec(compile(source, "<dpcheck.analysis.tree visitors>", "exec"), namespace)  # noqa: S102 - generated here
+        exec(_compiled_walk(source), namespace)  # noqa: S102 - generated here
         _VISITORS = namespace["_make_visitors"], classes
     return _VISITORS
+
+
+# The file name the generated walk's code is kept under, as if it were a module beside this one
+# (``importlib.util.cache_from_source`` then places it as Python places bytecode: __pycache__, the
+# interpreter's tag, PYTHONPYCACHEPREFIX).
+_WALK_CODE_NAME = "_generated_walk.py"
+_WALK_FILENAME = "<dpcheck.analysis.tree visitors>"
+
+
+def _compiled_walk(source: str):
+    """The code of the generated walk's ``source``: read back from the file an earlier run kept
+    it in when that run generated the same source on this same interpreter (``sys.version``),
+    else compiled and kept there (unless bytecode writing is off, as for Python's own, or the
+    folder cannot be written: then it is compiled again next time). Reading it back takes under
+    a millisecond, compiling it 40 to 70 ms: a cold run over many files waits for it before its
+    workers start."""
+    import importlib.util
+    import marshal
+
+    try:
+        path = importlib.util.cache_from_source(os.path.join(os.path.dirname(__file__), _WALK_CODE_NAME))
+    except (NotImplementedError, ValueError):  # no bytecode cache on this interpreter
+        path = None
+    if path is not None:
+        try:
+            with open(path, "rb") as handle:
+                version, kept_source, code = marshal.load(handle)
+            if version == sys.version and kept_source == source:
+                return code
+        except (OSError, EOFError, ValueError, TypeError):
+            pass  # none kept yet, or unreadable: compiled below
+    code = compile(source, _WALK_FILENAME, "exec")
+    if path is not None and not sys.dont_write_bytecode:
+        _keep(path, marshal.dumps((sys.version, source, code)))
+    return code
+
+
+def _keep(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a temporary file renamed over it), as
+    Python writes bytecode; a folder that cannot be written is left alone."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def _walk_recursively(tree: ast.AST):
