@@ -4,7 +4,11 @@ Flags a 0-dim tensor returned from a model's `forward`, alone or inside a tuple,
 or dict: a loss from `F.cross_entropy(...)` or an `nn.*Loss` module, or a full
 reduction such as `x.mean()` or `x.sum()` with no dim, also when a function or method of the
 file returns it (`penalty = self.calc_gradient_penalty(...)`) or an option read off the
-model's configuration weighs it (`torch.mean(d) * self.config["alpha"]`).
+model's configuration weighs it (`torch.mean(d) * self.config["alpha"]`). Also what a module of
+a project class returns, of this file or another, where every return of that class's forward
+that can run with the options the call passes is 0-dim (`loss = self.crf(emissions, tags)`,
+pytorch-crf's mean log-likelihood, unless the call asks for `reduction="none"`); an option given
+by position or with a value the call does not show is not guessed at.
 
 ## Why is this bad?
 DataParallel gathers outputs by concatenating them along dim 0. A 0-dim tensor has no
@@ -43,6 +47,7 @@ from dpcheck.analysis.outputs import (
     gathered_class,
     optional_path,
     optional_severity,
+    reason_requires,
     returned_leaves,
     scalar_reason,
 )
@@ -101,7 +106,7 @@ class ScalarReturnedFromForward(Rule):
                 error_if = error_when_passed(anchor, model) if severity is Severity.WARNING and \
                     not optional_path(leaf, model, flags_only=True) else ()
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",
-                                     severity=severity, error_if=error_if)
+                                     severity=severity, error_if=error_if, requires=reason_requires(reason))
 
 
 def _gather_consequence(dim: ast.AST | None) -> str:

@@ -229,7 +229,9 @@ def test_file_result_round_trips_through_the_cache_format():
     result.built_per_call = ["disparityregression", "Head"]
     result.built_elsewhere = []
     result.module_calls = {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}
+    result.scalar_forwards = {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []
     assert back.module_calls == {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}

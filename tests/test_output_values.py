@@ -73,3 +73,52 @@ def test_a_loss_times_a_tensor_argument_is_not_known_0_dim():
 def test_the_first_value_unpacked_from_a_loss_module_is_its_loss(unpack, found):
     body = f"def forward(self, x, y):\n    out = self.net(x)\n    {unpack}\n"
     assert bool(dp401_rows(body)) is found
+
+
+HEADED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x, y, reduction="mean"):
+        loss = F.cross_entropy(self.fc(x), y, reduction="none")
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return loss.sum()
+        return loss.mean()
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, x, y, r):
+        kw = {}
+        return CALL
+"""
+
+
+@pytest.mark.parametrize("call, found", [
+    ("self.head(x, y)", True),
+    ("self.head(x, y=y)", True),
+    ("self.head(x, y, reduction='sum')", True),
+    ("self.head(x, y, reduction='mean')", True),  # the default, given
+    ("self.head(x, y, reduction='none')", False),
+    ("self.head(x, y, 'sum')", False),  # an option given by position is not read
+    ("self.head(x, y, reduction=r)", False),  # nor one whose value cannot be seen
+    ("self.head(x, y, **kw)", False),
+])
+def test_a_module_of_the_file_whose_forward_returns_0_dim_is_read_with_the_options_its_call_passes(call, found):
+    rule = rules_by_code()["DP401"]
+    rule = rule() if isinstance(rule, type) else rule
+    result = analyze_source(textwrap.dedent(HEADED).replace("CALL", call), "m.py", [rule], "m")
+    assert [f.code for f in result.findings] == (["DP401"] if found else [])
+    # What other files' calls read: the head's forward is 0-dim unless reduction is 'none'.
+    assert result.scalar_forwards["m.Head"] == ["reduction@2=*|'mean'|'sum'"]
+    assert ("m.Net" in result.scalar_forwards) == found  # (and a class that returns its value)

@@ -22,8 +22,9 @@ from dpcheck.analysis.checkpoints import summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
-from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.names import ImportMap, module_name_for
+from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
@@ -91,6 +92,9 @@ class FileResult:
     # module-level functions whose returns are traced -> their leaves (wrapping.function_returns).
     wrap_candidates: list[list[str]] = field(default_factory=list)
     returns: dict[str, list[str]] = field(default_factory=dict)
+    # Its module classes whose forward returns a 0-dim value -> the options that decide it
+    # (outputs.scalar_forwards).
+    scalar_forwards: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -115,7 +119,9 @@ class FileResult:
                 **({"wrapper_calls": {k: " ".join(v) for k, v in self.wrapper_calls.items()}}
                    if self.wrapper_calls else {}),
                 **({"wrap_candidates": [" ".join(v) for v in self.wrap_candidates]} if self.wrap_candidates else {}),
-                **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {})}
+                **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {}),
+                **({"scalar_forwards": {k: " ".join(v) for k, v in self.scalar_forwards.items()}}
+                   if self.scalar_forwards else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -135,7 +141,8 @@ class FileResult:
                    {str(k): v.split() for k, v in dict(data.get("weightless", {})).items()},
                    {str(k): v.split() for k, v in dict(data.get("wrapper_calls", {})).items()},
                    [str(v).split() for v in data.get("wrap_candidates", ())],
-                   {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()})
+                   {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()},
+                   {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -300,17 +307,17 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
 
 
 def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
-    source, display, classes = ctx.source, ctx.source.path, ctx.classes
+    source, display = ctx.source, ctx.source.path
     summarize_wrapping(ctx, result)
     summarize_calls(ctx, result)
     # (Module summaries too: `unplaced:<class>` and `prefix_kept:<function>` load the module they name.)
     summarize_placement(ctx, result)
     summarize_weightless(ctx, result)
     summarize_checkpoints(ctx, result)
+    summarize_scalar_forwards(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
-    models = [ModelClass(ctx, info, needs) for name, info in classes.items()
-              for sure, needs in [ctx.class_is_module(name)] if sure or needs]
+    models = file_models(ctx)
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.
     harnesses = {id(model): harness for model in models if (harness := harness_of(model))}

@@ -15,7 +15,8 @@ of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.ch
 dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weights of its own,
 not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
 (some call through a DataParallel wrapper of the class passes that parameter of its forward; see
-dpcheck.analysis.guards).
+dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
+value when called so; see dpcheck.analysis.outputs).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
@@ -67,6 +69,7 @@ class ClassIndex:
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
+        self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._calls_canonical: dict[str, set[str]] | None = None
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
@@ -114,6 +117,7 @@ class ClassIndex:
         self._prefix_strippers.update(result.prefix_strippers)
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
+        self._scalar_forwards.update(result.scalar_forwards)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -388,6 +392,13 @@ class ClassIndex:
                     return True
         return False
 
+    def returns_scalar(self, text: str) -> bool:
+        """``<class>:<passed>``: does the class's forward return a 0-dim value when called passing
+        ``passed`` (see outputs.scalar_call)?"""
+        name, _, passed = text.rpartition(":")
+        tokens = self._scalar_forwards.get(self.lookup(name) or name)
+        return tokens is not None and scalar_call(tokens, passed)
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -415,6 +426,8 @@ class ClassIndex:
             return (self.lookup(name) or name) not in self._self_placing
         if kind == HOLDS_WEIGHTS and name:
             return self.holds_weights(name)
+        if f"{kind}:" == SCALAR_FORWARD_CONDITION and name:
+            return self.returns_scalar(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -52,6 +52,17 @@ class AttrFacts:
 
 
 
+def file_models(ctx: FileContext) -> list[ModelClass]:
+    """The file's module classes (certain, or modules on a condition on the index), built once
+    for the rules and the per-file summaries that read them."""
+    return ctx.fact(_file_models)
+
+
+def _file_models(ctx: FileContext) -> list[ModelClass]:
+    return [ModelClass(ctx, info, needs) for name, info in ctx.classes.items()
+            for sure, needs in [ctx.class_is_module(name)] if sure or needs]
+
+
 class ModelClass:
     """An nn.Module subclass seen with its in-file bases: attributes and forward-reachable code."""
 

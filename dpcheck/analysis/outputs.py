@@ -20,7 +20,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ModelClass
-from dpcheck.analysis.torch_api import PARAMETER_FREE
+from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -449,6 +449,29 @@ def _has_dim(call: ast.Call) -> bool:
 _MAX_SCALAR_DEPTH = 10
 
 
+class Reason(str):
+    """Why a value is 0-dim (the text a finding quotes), holding the cross-file conditions (in the
+    form of ``Finding.requires``) under which it is: a module of another file whose forward returns
+    a 0-dim value (see ``scalar_forwards``)."""
+
+    requires: tuple[frozenset[str], ...] = ()
+
+
+def _reason(text: str, *parts: str | None) -> str:
+    """``text``, holding the conditions of the reasons it was made of (each must hold)."""
+    requires = tuple(r for part in parts for r in getattr(part, "requires", ()))
+    if not requires:
+        return text
+    reason = Reason(text)
+    reason.requires = requires
+    return reason
+
+
+def reason_requires(reason: str) -> tuple[frozenset[str], ...]:
+    """The cross-file conditions under which ``reason`` (of ``scalar_reason``) holds."""
+    return getattr(reason, "requires", ())
+
+
 def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0,
                   resolving: frozenset[str] = frozenset()) -> str | None:
     """Why ``node`` is a 0-dim tensor (a loss, a full reduction), or None.
@@ -472,7 +495,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         reasons = [scalar_reason(s, fn, model, depth + 1, resolving) for s in sides]
         neutral = [_python_number(s, fn, model, resolving) for s in sides]
         if all(r or c for r, c in zip(reasons, neutral)) and any(reasons):
-            return next(r for r in reasons if r)
+            return _reason(str(next(r for r in reasons if r)), *reasons)
         return None
     if isinstance(node, ast.UnaryOp):
         return scalar_reason(node.operand, fn, model, depth + 1, resolving)
@@ -503,6 +526,9 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return f"`.{node.func.attr}()` with no dim"
     if _is_loss_module_call(node, fn, model):
         return f"a loss from `{ast.unparse(node.func)}`"
+    reason = _scalar_module_call(node, fn, model)
+    if reason:
+        return reason
     if isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_KEEPING_METHODS:
         # `loss.sum().div(b)`, `loss.float()`: a 0-dim receiver with numbers stays 0-dim.
         reason = scalar_reason(node.func.value, fn, model, depth + 1, resolving)
@@ -541,7 +567,7 @@ def _callee(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo
 
 def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass, depth: int) -> str | None:
     """Why every value ``callee`` returns (element ``index`` of each returned tuple) is 0-dim, or None."""
-    found = None
+    reasons = []
     for value in callee.returns():
         if index is not None:
             if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts) \
@@ -551,8 +577,8 @@ def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass,
         reason = scalar_reason(value, callee, model, depth + 1)
         if reason is None:
             return None
-        found = found or reason
-    return f"{found}, returned by `{callee.name}()`" if found else None
+        reasons.append(reason)
+    return _reason(f"{reasons[0]}, returned by `{callee.name}()`", *reasons) if reasons else None
 
 
 # Names of the values a loss module returns next to its loss for logging.
@@ -646,15 +672,15 @@ def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: 
             return None  # a closure we can read that builds something else from its arguments
     elif not isinstance(call.func, ast.Name) or call.func.id in ("dict", "tuple", "list"):
         return None
-    found = None
+    reasons = []
     for arg in call.args:
         if isinstance(arg, ast.Constant):
             continue
         reason = scalar_reason(arg, fn, model, depth + 1, resolving)
         if reason is None:
             return None
-        found = found or reason
-    return f"{found}, passed through `{ast.unparse(call.func)}`" if found else None
+        reasons.append(reason)
+    return _reason(f"{reasons[0]}, passed through `{ast.unparse(call.func)}`", *reasons) if reasons else None
 
 
 def _is_loss_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> bool:
@@ -688,6 +714,266 @@ def _is_loss_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) ->
 
 
 _LOSS_ATTRS = frozenset({"loss", "loss_fn", "loss_func", "loss_fct", "lossfn", "loss_function", "loss_module"})
+
+
+# --- modules whose forward returns a 0-dim value ----------------------------------------
+#
+# A model often returns what a module of its own project computes: `loss = self.crf(emissions,
+# tags, mask)` (pytorch-crf's mean log-likelihood), a loss head with layers of its own. Which
+# classes' forward returns a 0-dim value is a fact of their file (``scalar_forwards``), kept in the
+# per-file results for other files' calls (``FileResult.scalar_forwards``); a call of such a class
+# is 0-dim on the condition ``scalar_forward:<class>:<how the call passes arguments>``, which the
+# class index settles (``index.ClassIndex.returns_scalar``), in this file as in another.
+
+SCALAR_FORWARD_CONDITION = "scalar_forward:"
+# In a summary's token, the values of an option under which forward returns 0-dim: this one stands
+# for "left to its default" (the other values are `repr`s of constants).
+DEFAULT_VALUE = "*"
+
+
+def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | None:
+    """`self.crf(emissions, tags, mask)`: a call of a module of a project class (held by `self` or
+    a local, built by one constructor) whose forward returns a 0-dim value when called so."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None  # `*args`, `**kwargs`: which options it passes cannot be told
+    attr = fn.self_attr(call.func)
+    if attr is not None:
+        facts = model.attrs.get(attr)
+        constructions = [v for _, v, _ in facts.assignments] if facts else []
+    elif isinstance(call.func, ast.Name):
+        constructions = list(fn.local_values.get(call.func.id, ()))
+    else:
+        return None
+    if not constructions or not all(isinstance(v, ast.Call) and _class_reference(v.func, model.ctx)
+                                    for v in constructions):
+        return None
+    names = {model.ctx.resolve(v.func) for v in constructions}
+    if len(names) != 1:
+        return None
+    name = names.pop()
+    if not name or name.startswith("torch."):
+        return None
+    passed = ",".join([str(len(call.args)), *(f"{k.arg}={_option_value(k.value) or ''}" for k in call.keywords)])
+    reason = f"`{ast.unparse(call.func)}(...)`, whose `{name.rsplit('.', 1)[-1]}.forward` returns one"
+    local = model.ctx.local_name(name)
+    if local is not None:  # a class of this file: decided here
+        tokens = _class_scalar_tokens(model.ctx, local)
+        return reason if tokens is not None and scalar_call(tokens, passed) else None
+    found = Reason(reason)
+    found.requires = (frozenset({f"{SCALAR_FORWARD_CONDITION}{name}:{passed}"}),)
+    return found
+
+
+def _class_reference(func: ast.AST, ctx: FileContext) -> bool:
+    """`CRF`, `crf.CRF`: a class of this file or a name read off an import (not `self.make_head`,
+    not a local callable)."""
+    root = func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    return root.id in ctx.imports.aliases or (root is func and root.id in ctx.classes)
+
+
+def scalar_call(tokens: list[str], passed: str) -> bool:
+    """Does a call that passes ``passed`` (`<positional count>,<keyword>=<value>,...`, the value
+    empty where it is not a constant) run only returns that are 0-dim, by a class's ``tokens``
+    (see ``scalar_forwards``)? Each deciding option left to its default, or one of them given a
+    value under which they are (the others at their defaults); never one given by position."""
+    count, *keywords = passed.split(",")
+    given = dict(k.partition("=")[::2] for k in keywords)
+    chosen = []
+    for token in tokens:
+        option, _, rest = token.partition("@")
+        position, _, allowed = rest.partition("=")
+        values = allowed.split("|")
+        if 0 <= int(position) < int(count):
+            return False
+        if option in given:
+            chosen.append(given[option] in values)
+    if not chosen:  # every deciding option left to its default: a summary of no tokens holds then
+        return all(DEFAULT_VALUE in token.rpartition("=")[2].split("|") for token in tokens)
+    return len(chosen) == 1 and chosen[0]
+
+
+def _option_value(node: ast.AST) -> str | None:
+    """A constant option value as a summary token writes it (`'mean'`, `True`, `2`), or None."""
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, (str, int, float, bool, type(None))):
+        return None
+    text = repr(node.value)
+    return text if len(text) <= 40 and not any(c in text for c in " ,|:=") else None
+
+
+def scalar_forwards(ctx: FileContext) -> dict[str, list[str]]:
+    """Module classes of this file whose forward returns a 0-dim value (qualified name -> tokens
+    `<option>@<position>=<value>|...`: for each option of forward that decides which return runs,
+    the values under which every return that can run is 0-dim, the others left to their defaults;
+    ``DEFAULT_VALUE`` for its default). pytorch-crf's CRF returns `llh` under `reduction ==
+    'none'` and a 0-dim value otherwise: `reduction@3=*|'mean'|'sum'|'token_mean'`."""
+    return ctx.fact(_find_scalar_forwards)
+
+
+def _find_scalar_forwards(ctx: FileContext) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name, info in ctx.classes.items():
+        tokens = _class_scalar_tokens(ctx, name)
+        if tokens is not None:
+            found[info.qualname] = tokens
+    return found
+
+
+_PENDING = object()
+
+
+def _class_scalar_tokens(ctx: FileContext, name: str) -> list[str] | None:
+    """``scalar_forwards``' tokens of the module class of this file named ``name``, or None; each
+    class decided once (and not while it is being decided: a forward that reaches its own class)."""
+    decided = ctx.fact(_no_classes_decided)
+    tokens = decided.get(name, _PENDING)
+    if tokens is not _PENDING:
+        return tokens
+    decided[name] = None
+    model = ctx.fact(_models_by_name).get(name)
+    forward = model.forward if model is not None else None
+    if forward is not None and forward.owner is model.info:  # (an inherited one: summarised with its class)
+        decided[name] = _scalar_forward_tokens(model, forward)
+    return decided[name]
+
+
+def _no_classes_decided(ctx: FileContext) -> dict:
+    return {}
+
+
+def _models_by_name(ctx: FileContext) -> dict[str, ModelClass]:
+    from dpcheck.analysis.model_class import file_models
+
+    return {model.name: model for model in file_models(ctx)}
+
+
+def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str] | None:
+    returns = [node for node in forward.nodes(ast.Return)
+               if node.value is not None and forward.enclosing(node, FunctionNode) is forward.node]
+    if not returns:
+        return None
+    args = forward.node.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]  # (after `self`)
+    options = {name: default for name, default in parameter_defaults(args).items()
+               if isinstance(default, ast.Constant) and name not in forward.local_values}
+    # The options the tests above the returns compare, with the constants they compare them to.
+    compared: dict[str, set] = {}
+    for node in returns:
+        for test, _ in _tests_above(node, forward):
+            for name, values in _option_constants(test, options):
+                compared.setdefault(name, set()).update(values)
+    memo: dict[int, bool] = {}
+
+    def all_scalar(values: dict) -> bool:
+        reachable = [n for n in returns if _reachable(n, forward, values)]
+        for node in reachable:
+            if id(node) not in memo:
+                reason = scalar_reason(node.value, forward, model)
+                memo[id(node)] = bool(reason) and not reason_requires(reason)
+            if not memo[id(node)]:
+                return False
+        return bool(reachable)
+
+    defaults = {name: default.value for name, default in options.items()}
+    by_default = all_scalar(defaults)
+    tokens = []
+    for name in sorted(compared):
+        # (the default given explicitly is the default)
+        allowed = [DEFAULT_VALUE, _option_value(options[name]) or DEFAULT_VALUE] if by_default else []
+        for value in sorted(compared[name] - {defaults[name]}, key=repr):
+            text = _option_value(ast.Constant(value))
+            if text is not None and all_scalar({**defaults, name: value}):
+                allowed.append(text)
+        if allowed:
+            position = positional.index(name) if name in positional else -1
+            tokens.append(f"{name}@{position}={'|'.join(allowed)}")
+    if not by_default and not tokens:
+        return None
+    return tokens
+
+
+def _tests_above(node: ast.AST, fn: FunctionInfo) -> Iterator[tuple[ast.AST, bool]]:
+    """(test, whether ``node`` runs when it holds) of each `if` around ``node`` in ``fn``."""
+    child, cur = node, fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
+            yield cur.test, child in cur.body
+        child, cur = cur, fn.parent(cur)
+
+
+def _reachable(node: ast.AST, fn: FunctionInfo, values: dict) -> bool:
+    """Can ``node`` run when forward's options hold ``values``? False only where an `if` test
+    around it reads options alone and decides against it."""
+    for test, when in _tests_above(node, fn):
+        value = _evaluate(test, values)
+        if value is not None and value != when:
+            return False
+    return True
+
+
+_UNKNOWN = object()
+
+
+def _evaluate(test: ast.AST, values: dict) -> bool | None:
+    """The truth of an `if` test that reads only options of known value (`reduction == 'none'`,
+    `mode in ('a', 'b')`, `not flag`, `and`/`or` of such), or None."""
+    value = _evaluated(test, values)
+    return None if value is _UNKNOWN else bool(value)
+
+
+def _evaluated(node: ast.AST, values: dict):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values.get(node.id, _UNKNOWN)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_evaluated(e, values) for e in node.elts]
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _evaluated(node.operand, values)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(node, ast.BoolOp):
+        parts = [_evaluated(v, values) for v in node.values]
+        if any(p is _UNKNOWN for p in parts):
+            return _UNKNOWN
+        return (all if isinstance(node.op, ast.And) else any)(bool(p) for p in parts)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, right = _evaluated(node.left, values), _evaluated(node.comparators[0], values)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        op = node.ops[0]
+        try:
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return left == right if isinstance(op, ast.Eq) else left is right
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return left != right if isinstance(op, ast.NotEq) else left is not right
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, tuple):
+                return (left in right) == isinstance(op, ast.In)
+        except TypeError:
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _option_constants(test: ast.AST, options: dict) -> Iterator[tuple[str, list]]:
+    """The options a test compares, each with the constants it is compared to (`reduction ==
+    'none'`: ('reduction', ['none'])); a flag (a True, False or None default) with those three."""
+    for sub in ast.walk(test):
+        if isinstance(sub, ast.Name) and sub.id in options:
+            yield sub.id, [True, False, None] if isinstance(options[sub.id].value, (bool, type(None))) else []
+        elif isinstance(sub, ast.Compare) and len(sub.ops) == 1 and isinstance(sub.left, ast.Name) \
+                and sub.left.id in options:
+            right = sub.comparators[0]
+            elts = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+            yield sub.left.id, [e.value for e in elts if isinstance(e, ast.Constant)]
+
+
+def summarize_scalar_forwards(ctx: FileContext, result) -> None:
+    """Fill ``result.scalar_forwards`` for the class index (see ``scalar_forwards``)."""
+    if "return" in ctx.source.text:
+        result.scalar_forwards = scalar_forwards(ctx)
 
 
 def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
