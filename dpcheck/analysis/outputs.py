@@ -809,7 +809,7 @@ def scalar_forwards(ctx: FileContext) -> dict[str, list[str]]:
     `<option>@<position>=<value>|...`: for each option of forward that decides which return runs,
     the values under which every return that can run is 0-dim, the others left to their defaults;
     ``DEFAULT_VALUE`` for its default). pytorch-crf's CRF returns `llh` under `reduction ==
-    'none'` and a 0-dim value otherwise: `reduction@3=*|'mean'|'sum'|'token_mean'`."""
+    'none'` and a 0-dim value otherwise: `reduction@3=*|'mean'|'sum'`."""
     return ctx.fact(_find_scalar_forwards)
 
 
@@ -871,8 +871,7 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str
         reachable = [n for n in returns if _reachable(n, forward, values)]
         for node in reachable:
             if id(node) not in memo:
-                reason = scalar_reason(node.value, forward, model)
-                memo[id(node)] = bool(reason) and not reason_requires(reason)
+                memo[id(node)] = _every_value_scalar(node.value, forward, model)
             if not memo[id(node)]:
                 return False
         return bool(reachable)
@@ -893,6 +892,29 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str
     if not by_default and not tokens:
         return None
     return tokens
+
+
+def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> bool:
+    """Is ``node`` 0-dim on every path, in this file alone: a returned name by every value bound to
+    it (less an initial constant and values a later binding rebuilds, as ``_leaves`` follows them).
+    (``scalar_reason`` takes a name for 0-dim when one of its values is, as DP401 reports each
+    returned value; a summary must hold for all of them, and a layer's output usually disproves it
+    at its first value.)"""
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id)
+        if not values:
+            return False
+        if len(values) > 1:
+            values = [v for v in values if not isinstance(v, ast.Constant)] or values
+            values = _not_rebuilt(node.id, values, fn)
+        resolving = frozenset({node.id})
+        for value in values:
+            reason = scalar_reason(value, fn, model, 1, resolving)
+            if not reason or reason_requires(reason):
+                return False
+        return True
+    reason = scalar_reason(node, fn, model)
+    return bool(reason) and not reason_requires(reason)
 
 
 def _tests_above(node: ast.AST, fn: FunctionInfo) -> Iterator[tuple[ast.AST, bool]]:
