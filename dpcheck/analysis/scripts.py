@@ -303,11 +303,16 @@ class ScriptFacts:
                 if source is None:
                     continue
                 end: float = float("inf")
-                if not attribute:
-                    for later in entries[i + 1:]:
-                        if later.lineno > node.lineno and not self.exclusive(node, later):
-                            end = later.lineno
-                            break
+                # The next assignment that can follow it ends it; for `self.<attr>`, the next one in
+                # its own method (`self.model = create_model(...)`, then `self.model =
+                # nn.DataParallel(self.model)`: the second is what the method reads after it), while
+                # the other methods may see any of them.
+                function = self.ctx.enclosing(node, _FUNCTIONS) if attribute else None
+                for later in entries[i + 1:]:
+                    if later.lineno > node.lineno and not self.exclusive(node, later) and (
+                            not attribute or self.ctx.enclosing(later, _FUNCTIONS) is function):
+                        end = later.lineno
+                        break
                 wraps.append(Wrap(text, source, self.scope_of(node, attribute), node.lineno, end, node))
         return wraps
 
