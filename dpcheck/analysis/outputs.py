@@ -897,8 +897,8 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str
 def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> bool:
     """Is ``node`` 0-dim on every path, in this file alone: a returned name by every value bound to
     it (less an initial constant and values a later binding rebuilds, as ``_leaves`` follows them).
-    (``scalar_reason`` takes a name for 0-dim when one of its values is, as DP401 reports each
-    returned value; a summary must hold for all of them, and a layer's output usually disproves it
+    (``scalar_reason`` takes a name for 0-dim when one of its values is, as the output rule reports
+    each returned value; a summary must hold for all of them, and a layer's output usually disproves it
     at its first value.)"""
     if isinstance(node, ast.Name):
         values = fn.local_values.get(node.id)
