@@ -46,6 +46,10 @@ from dpcheck.rule import Rule
 # Methods whose result, read from forward, is the tensor on the replica's device (`.cuda()` bare or
 # with the input's device, `.type_as(x)`), not the shared original.
 _MOVES_TO_DEVICE = ("to", "cuda", "type_as")
+# Copies of a tensor that a move may follow (`deepcopy(self.kernel).to(x.device)`, `self.k.clone().cuda()`):
+# the moved copy is on the replica's device all the same.
+_COPY_FUNCTIONS = frozenset({"copy.copy", "copy.deepcopy"})
+_COPY_METHODS = frozenset({"clone", "detach", "contiguous", "float", "double", "half"})
 
 
 class PlainTensorAttribute(Rule):
@@ -89,7 +93,7 @@ class PlainTensorAttribute(Rule):
             for node in fn.nodes(ast.Attribute):
                 name = fn.self_attr(node)
                 if name in candidates and isinstance(node.ctx, ast.Load):
-                    parent = fn.parent(node)
+                    parent = fn.parent(_copied(model, fn, node))
                     if isinstance(parent, ast.Attribute) and parent.attr in _MOVES_TO_DEVICE:
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
                     elif _fallback_when_no_target(fn, node) or _rebound_moved_before(fn, node, name):
@@ -141,6 +145,20 @@ class PlainTensorAttribute(Rule):
         args = list(call.args)
         args[1] = args[1].with_changes(value=assign.value)  # the value keeps its own formatting
         editor.replace(assign, cst.Expr(call.with_changes(args=args)))
+
+def _copied(model, fn, node):
+    """The outermost copy of ``node`` (`deepcopy(node)`, `node.clone()`, chained), or ``node``."""
+    while True:
+        parent = fn.parent(node)
+        if isinstance(parent, ast.Call) and len(parent.args) == 1 and parent.args[0] is node \
+                and model.ctx.resolve(parent.func) in _COPY_FUNCTIONS:
+            node = parent
+        elif isinstance(parent, ast.Attribute) and parent.attr in _COPY_METHODS \
+                and isinstance(call := fn.parent(parent), ast.Call) and call.func is parent and not call.args:
+            node = call
+        else:
+            return node
+
 
 def _seeded_by_setup_method(model, name, assignments) -> str | None:
     """The method that seeds `self.<name>` when forward builds the state itself (a decoding cache
