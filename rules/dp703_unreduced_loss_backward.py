@@ -13,6 +13,11 @@ When forward returns a loss, each replica returns a 0-dim tensor and gather turn
 into a vector with one value per GPU. `loss.backward()` then fails with `grad can be
 implicitly created only for scalar outputs`, after a single-GPU test run went fine.
 
+A DataParallel subclass whose own `forward` calls no `gather` (nor a base's `forward`) is
+not the stock wrapper: what it returns is its own (PyTorch-Encoding's `DataParallelCriterion`
+returns `Reduce.apply(*outputs) / len(outputs)`, a 0-dim mean), and its output is left alone.
+DP401 still treats a class such a subclass wraps as gathered.
+
 ## How to fix
 Reduce first: `loss = model(x, y).mean()` (or `.sum()`), as transformers does with
 `if n_gpu > 1: loss = loss.mean()`.
@@ -22,7 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import STOCK_OUTPUT_CONDITION, mentions_dataparallel, replaced_output, script_facts
+from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -57,16 +63,23 @@ class UnreducedLossBackward(Rule):
             wrap = _output_of(target, facts, node.lineno)
             if wrap is None:
                 continue
+            requires = wrap.requires
+            wrapper = ctx.resolve(wrap.call.func) if isinstance(wrap.call, ast.Call) else None
+            if wrapper and ctx.local_name(wrapper) in ctx.classes:
+                if ctx.classes[ctx.local_name(wrapper)].qualname in replaced_output(ctx):
+                    continue  # this file's subclass returns its own (reduced) output
+            elif wrapper and facts.dp_class(wrap.call) is not None and wrapper not in DATAPARALLEL_CLASSES:
+                requires = (*requires, frozenset({f"{STOCK_OUTPUT_CONDITION}{wrapper}"}))
             note = wrap.source.note
             if "gather" in note:  # a custom gather may reduce the per-GPU losses itself
                 yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
                                      f"DataParallel-wrapped `{wrap.name}` ({note}): unless that gather reduces "
                                      "the per-GPU losses, backward gets a vector", severity=Severity.WARNING,
-                                     requires=wrap.requires)
+                                     requires=requires)
                 continue
             yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
                                  f"DataParallel-wrapped `{wrap.name}`: a loss comes back with one value "
-                                 "per GPU and backward needs a scalar", requires=wrap.requires,
+                                 "per GPU and backward needs a scalar", requires=requires,
                                  fix=self.offer_fix(f"Average the per-GPU losses: "
                                                     f"`{ast.unparse(target)}.mean().backward()`"))
 

@@ -701,6 +701,42 @@ def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot
     assert {f["severity"] for f in untraced.values()} == {"error"}
 
 
+def test_a_library_class_wrapped_from_plain_options_runs_no_scanned_code(tmp_path):
+    # torchaudio's `DataParallel(WaveRNN(...))`, and a torch layer wrapped in place: no scanned
+    # class runs under DataParallel, so a class nothing wraps gives advice only.
+    wrap = """
+        import torch.nn as nn
+        from vocoderlib.models import WaveRNN
+        def main(args):
+            n_classes = 2 ** args.bits if args.mol else 30
+            model = nn.DataParallel(WaveRNN(n_hidden=args.hidden, n_classes=n_classes, scales=[5, 5]))
+            probe = nn.DataParallel(nn.Linear(args.hidden, 2))
+    """
+    found = _project(tmp_path, {"models.py": _MODELS, "train.py": wrap})
+    assert [f["severity"] for f in found.values()] == ["info", "info"]
+    # What runs stays unknown where the class may be the project's or may run the project's code:
+    # its module is a file of the project left out of the run, a relative import names it, or its
+    # constructor is handed a module instance (a scanned one, or a parameter that may be one).
+    (tmp_path / "vocoderlib").mkdir()
+    (tmp_path / "vocoderlib" / "__init__.py").write_text("")
+    (tmp_path / "vocoderlib" / "models.py").write_text(textwrap.dedent(_MODELS.replace("Unused", "WaveRNN")))
+    findings, _ = run_json(tmp_path / "models.py", tmp_path / "train.py", "--select", "DP101", "--isolated")
+    assert {f["severity"] for f in findings} == {"error"}
+    (tmp_path / "vocoderlib" / "models.py").unlink()
+    # A package of the project (a folder of scanned files) whose module was left out: not a library.
+    (tmp_path / "vocoderlib" / "__init__.py").unlink()
+    (tmp_path / "vocoderlib" / "layers.py").write_text(textwrap.dedent(_MODELS.replace("Unused", "Conv")))
+    found = _project(tmp_path, {"models.py": _MODELS, "train.py": wrap})
+    assert {f["severity"] for f in found.values()} == {"error"}
+    (tmp_path / "vocoderlib" / "layers.py").unlink()
+    for variant in (wrap.replace("from vocoderlib.models", "from .vocoder"),
+                    wrap.replace("n_hidden=args.hidden", "encoder=Wrapped()").replace(
+                        "import WaveRNN", "import WaveRNN\n        from models import Wrapped"),
+                    wrap.replace("def main(args)", "def main(args, encoder)").replace("n_hidden=args.hidden", "encoder")):
+        found = _project(tmp_path, {"models.py": _MODELS, "train.py": variant})
+        assert {f["severity"] for f in found.values()} == {"error"}, variant
+
+
 def test_a_layer_of_a_wrapped_class_keeps_its_severity(tmp_path):
     found = _project(tmp_path, {"models.py": _MODELS + """
     class Holder(nn.Module):

@@ -95,6 +95,10 @@ class FileResult:
     # Its module classes whose forward returns a 0-dim value -> the options that decide it
     # (outputs.scalar_forwards).
     scalar_forwards: dict[str, list[str]] = field(default_factory=dict)
+    # Classes it wraps only as imported classes built from plain arguments (wrapping.wrapped_alone).
+    wrapped_alone: list[str] = field(default_factory=list)
+    # Its DataParallel subclasses whose forward does not return the gathered output (scripts.replaced_output).
+    replaced_output: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -121,7 +125,9 @@ class FileResult:
                 **({"wrap_candidates": [" ".join(v) for v in self.wrap_candidates]} if self.wrap_candidates else {}),
                 **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {}),
                 **({"scalar_forwards": {k: " ".join(v) for k, v in self.scalar_forwards.items()}}
-                   if self.scalar_forwards else {})}
+                   if self.scalar_forwards else {}),
+                **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
+                **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -142,7 +148,8 @@ class FileResult:
                    {str(k): v.split() for k, v in dict(data.get("wrapper_calls", {})).items()},
                    [str(v).split() for v in data.get("wrap_candidates", ())],
                    {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()},
-                   {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()})
+                   {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()},
+                   data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split())
 
 
 def read_bytes(path: Path) -> bytes:

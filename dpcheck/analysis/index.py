@@ -29,6 +29,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
+from dpcheck.analysis.scripts import STOCK_OUTPUT_CONDITION
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -58,6 +59,11 @@ class ClassIndex:
         self._layers_of: dict[str, set[str]] = {}  # simple name of a class -> the classes it builds as layers
         self._wrapped_dims: dict[str, str] = {}
         self._unresolved_wraps = 0
+        self._wrapped_alone: set[str] = set()  # wrapping.wrapped_alone of some file...
+        self._wrapped_not_alone: set[str] = set()  # ...and not of all files that wrap it
+        self._missing: set[str] = set()  # dotted names load_module found no file for
+        self._path_names: set[str] = set()  # folder and module names on the paths of the files indexed
+        self._replaced_output: set[str] = set()  # DataParallel subclasses (scripts.replaced_output)
         self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
@@ -105,6 +111,10 @@ class ClassIndex:
                 self._layers_of.setdefault(owner, set()).add(part)
         self._wrapped_dims.update(result.wrapped_dims)
         self._unresolved_wraps += len(result.unresolved_wraps)
+        self._wrapped_alone.update(result.wrapped_alone)
+        self._path_names.update(result.filename.removesuffix(".py").replace("\\", "/").split("/"))
+        self._replaced_output.update(result.replaced_output)
+        self._wrapped_not_alone.update(set(result.wrapped).difference(result.wrapped_alone))
         self._wrap_candidates.extend(result.wrap_candidates)
         self._returns.update(result.returns)
         self._unused.update(result.unused)
@@ -137,7 +147,16 @@ class ClassIndex:
                     self._add(result)
                     self._memo.clear()
                     return True
+                self._missing.add(candidate)
         return False
+
+    def _library_class(self, name: str) -> bool:
+        """Is ``name`` a class no file of the project defines: not indexed, the module lookup found no
+        file for its module, and its top-level package names no folder or module on the paths of
+        the files indexed (`cpc.criterion.X` beside a scanned `cpc/model.py` is the project's, in a
+        package whose `__init__.py` the scan left out; `torchaudio.models.WaveRNN` is a library's)?"""
+        return self.load_module is not None and self.lookup(name) is None \
+            and name.rpartition(".")[0] in self._missing and name.partition(".")[0] not in self._path_names
 
     def lookup(self, name: str) -> str | None:
         """The indexed class a dotted name refers to, following re-exports."""
@@ -178,6 +197,20 @@ class ClassIndex:
             return False
         return any(self.is_dataparallel(base, trail | {target}) for base in self.bases[target])
 
+    def stock_output(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """Does a call of this DataParallel (subclass) return the stock gathered output: no class on
+        its way down to DataParallel has a forward of its own that returns something else? (A class
+        not found counts as stock.)"""
+        if name in DATAPARALLEL_CLASSES:
+            return True
+        target = self.lookup(name)
+        if target is None or target in trail:
+            return True
+        if target in self._replaced_output:
+            return False
+        return all(self.stock_output(base, trail | {target}) for base in self.bases[target]
+                   if self.is_dataparallel(base))
+
     def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper?"""
         for _ in range(8):
@@ -216,7 +249,7 @@ class ClassIndex:
         Simple names keep this conservative: a same-named class that is used counts as this one."""
         if self._used is None:
             self._used = self._classes_in_use()
-        if not self._used or class_name in self._used:
+        if self._used is _UNKNOWN or class_name in self._used:
             return None
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_roots})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
@@ -260,29 +293,37 @@ class ClassIndex:
         bare) is not in use either."""
         wrapped: list[str] = []
         parts: list[str] = []
+        library: list[str] = []
         # (lookup may summarise unscanned modules, which adds names: iterate over a copy)
         for name in list(self._wrapped_names):
             if self.lookup(name) is not None:
                 wrapped.append(name)
+                continue
+            if name in self._wrapped_alone and name not in self._wrapped_not_alone and self._library_class(name):
+                # torchaudio's `DataParallel(WaveRNN(n_hidden=...))`: the library's code runs, handed
+                # nothing of the project's.
+                library.append(name)
                 continue
             # A wrapped name that is no class: a builder of another file called at the wrap site
             # (SCAN's `DataParallel(get_model(p))`) stands for the classes its returns build; a
             # builder whose returns are not all traced leaves what runs unknown.
             settled = self._settle_leaves([CALL_LEAF + name])
             if settled is None:
-                return frozenset()
+                return _UNKNOWN
             wrapped += settled[0]
             parts += settled[1]
+        # Torch layers wrapped in place (`nn.DataParallel(nn.Linear(8, 2))`), which no file records as wrapped.
+        library += [name for name in sorted(self._wrapped_alone - self._wrapped_names) if self._library_class(name)]
         for leaves in list(self._wrap_candidates):
             settled = self._settle_leaves(leaves)
             if settled is None:
-                return frozenset()
+                return _UNKNOWN
             wrapped += settled[0]
             parts += settled[1]
-        if self._unresolved_wraps or not wrapped or not all(
+        if self._unresolved_wraps or not (wrapped or library) or not all(
                 _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
-            return frozenset()
-        self._wrapped_roots = list(wrapped)
+            return _UNKNOWN
+        self._wrapped_roots = wrapped + library
         used: set[str] = set()
         pending = wrapped + parts
         while pending:
@@ -405,6 +446,8 @@ class ClassIndex:
             return self.is_dataparallel(name)
         if kind == "builder" and name:
             return self.returns_wrapper(name, trail)
+        if f"{kind}:" == STOCK_OUTPUT_CONDITION and name:
+            return self.stock_output(name)
         if kind == "gathered" and name:
             return self.gathered(name)
         if kind == "wrapped" and name:
@@ -432,6 +475,11 @@ class ClassIndex:
 
     def holds(self, finding: Finding) -> bool:
         return all(any(self.condition(name) for name in names) for names in finding.requires)
+
+
+# What ``ClassIndex._classes_in_use`` answers when the scanned files do not show what runs under
+# DataParallel (an empty set is an answer: only library classes are wrapped).
+_UNKNOWN: frozenset[str] = frozenset({"<unknown>"})
 
 
 def _tail(qualname: str) -> str:

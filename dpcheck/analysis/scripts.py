@@ -583,6 +583,31 @@ def _unnot(test: ast.AST) -> tuple[ast.AST, bool]:
     return test, True
 
 
+# The condition of a finding about what a DataParallel subclass of another file returns: its
+# output is the stock gathered one (ClassIndex.stock_output settles it from replaced_output).
+STOCK_OUTPUT_CONDITION = "stock_output:"
+# Calls through which a forward may hand back the gathered output (`self.gather(outputs, ...)`,
+# `super().forward(...)`).
+_GATHERING_CALLS = frozenset({"gather", "forward"})
+
+
+def replaced_output(ctx: FileContext) -> list[str]:
+    """Qualified names of this file's classes on a base named like a DataParallel whose own
+    `forward` calls no `gather` and no other `forward`: what it returns is not the per-device
+    outputs gathered on the output device (PyTorch-Encoding's DataParallelCriterion returns
+    `Reduce.apply(*outputs) / len(outputs)`, a 0-dim mean, or the module's own output)."""
+    found = []
+    for info in ctx.classes.values():
+        forward = info.methods.get("forward")
+        if forward is None or not any("Parallel" in base for base in info.bases):
+            continue
+        calls = [node.func for node in ast.walk(forward) if isinstance(node, ast.Call)]
+        if not any((func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _GATHERING_CALLS
+                   for func in calls):
+            found.append(info.qualname)
+    return found
+
+
 def _unwraps(value: ast.AST) -> bool:
     """Is a returned value `<x>.module` (in either arm of a conditional expression)? A function
     that returns a wrapper's `.module` on its wrapped path returns the bare model on every path."""

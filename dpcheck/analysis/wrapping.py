@@ -31,8 +31,14 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword
-from dpcheck.analysis.scripts import mentions_dataparallel, mentions_script_token, script_facts, target_text
-from dpcheck.analysis.torch_api import FunctionNode
+from dpcheck.analysis.scripts import (
+    mentions_dataparallel,
+    mentions_script_token,
+    replaced_output,
+    script_facts,
+    target_text,
+)
+from dpcheck.analysis.torch_api import FunctionNode, is_torch_nn_class
 from dpcheck.analysis.tree import statement_nodes
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
@@ -72,6 +78,14 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
     return ctx.fact(_wrap_sites)[1]
 
 
+def wrapped_alone(ctx: FileContext) -> list[str]:
+    """Classes this file wraps that are imported by an absolute import and built, at every wrap
+    site of this file, from arguments that hold no module instance (``_holds_no_module``): where
+    no file of the project defines them (a library model, torchaudio's `WaveRNN`), the wrap runs
+    no scanned class's code, and what runs under DataParallel is still known."""
+    return ctx.fact(_wrap_sites)[4]
+
+
 def wrap_candidates(ctx: FileContext) -> list[list[str]]:
     """For each wrap site that ``wrapped_classes`` does not trace to a construction but whose module
     the code shows to be one of a finite set (a builder of another file, a registry of classes
@@ -79,16 +93,19 @@ def wrap_candidates(ctx: FileContext) -> list[list[str]]:
     return ctx.fact(_wrap_sites)[3]
 
 
-def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str], list[list[str]]]:
+def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str], list[list[str]],
+                                            list[str]]:
     """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, (class, wrapped
     class) for each class whose instances the script passes to the wrapped model's constructor,
-    the candidate leaves of the other wrap sites, see ``wrap_candidates``)."""
+    the candidate leaves of the other wrap sites, see ``wrap_candidates``, ``wrapped_alone``)."""
     found: dict[str, ast.AST | None] = {}
     unresolved: list[int] = []
     parts: set[tuple[str, str]] = set()
     candidates: list[list[str]] = []
+    alone: set[str] = set()
+    not_alone: set[str] = set()
     if not mentions_script_token(ctx):
-        return found, unresolved, frozenset(), candidates
+        return found, unresolved, frozenset(), candidates, []
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
@@ -99,6 +116,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
         for construction in constructions:
             owner = _class_built(construction, ctx)
             found.setdefault(owner, dim)
+            (alone if _built_alone(construction, call, ctx) else not_alone).add(owner)
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
             for arg in [*construction.args, *(k.value for k in construction.keywords)]:
@@ -114,12 +132,84 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             found.setdefault(_class_built(construction, ctx), dim)
         if maybe:
             continue
+        layer = _torch_layer_alone(inner, call, ctx)
+        if layer:
+            alone.add(layer)  # `nn.DataParallel(nn.Linear(8, 2))`: torch's own code runs, no scanned class's
+            continue
         traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
         if traced:
             candidates.append(traced)
         else:
             unresolved.append(call.lineno)
-    return found, unresolved, frozenset(parts), candidates
+    return found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone)
+
+
+def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
+    """Is ``construction`` a class imported by an absolute import (not one of this file, not a
+    relative import of a sibling file) called with arguments that hold no module instance?"""
+    func = construction.func
+    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+        return False  # (`from_pretrained`: which class it builds is the checkpoint's to say)
+    head = func
+    while isinstance(head, ast.Attribute):
+        head = head.value
+    if not isinstance(head, ast.Name) or head.id not in ctx.imports.aliases or head.id in ctx.fact(_imported_twice) \
+            or head.id in ctx.fact(_relatively_imported):
+        return False
+    scope = ctx.enclosing(at, FunctionNode)
+    return all(_holds_no_module(arg, scope, ctx) for arg in [*construction.args, *(k.value for k in construction.keywords)])
+
+
+def _torch_layer_alone(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> str | None:
+    """The torch layer the wrapped module is, when it is built in place (`nn.Linear(8, 2)`) from
+    arguments that hold no module instance; else None."""
+    inner = _without_conversions(inner)
+    if not isinstance(inner, ast.Call):
+        return None
+    name = ctx.resolve(inner.func) or ""
+    scope = ctx.enclosing(at, FunctionNode)
+    return name if is_torch_nn_class(name) and all(
+        _holds_no_module(arg, scope, ctx) for arg in [*inner.args, *(k.value for k in inner.keywords)]) else None
+
+
+def _relatively_imported(ctx: FileContext) -> frozenset[str]:
+    """Names a relative import binds (`from .models import Net`: a sibling file, maybe not scanned)."""
+    statements = ctx.tree_index.by_type if "order" in ctx.tree_index.__dict__ else statement_nodes(ctx.tree)
+    return frozenset(alias.asname or alias.name for node in statements.get(ast.ImportFrom, ())
+                     if node.level for alias in node.names)
+
+
+def _holds_no_module(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: int = 0) -> bool:
+    """Can this argument not be, nor hold, a module instance of the project? Constants, arithmetic,
+    comparisons, containers and f-strings of such, attributes of a name other than `self`
+    (`args.n_hidden`: options and configs), calls of torch or builtins on such, and a name whose
+    every binding in ``scope`` is such. A bare parameter, `self.x`, a call of anything else, a
+    lambda or a name bound otherwise may be one."""
+    if depth > _LEAF_DEPTH:
+        return False
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Attribute):
+        head = node
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        return isinstance(head, ast.Name) and head.id != "self" or isinstance(head, ast.Constant)
+    if isinstance(node, ast.Name):
+        leaves = _name_leaves(node.id, scope, ctx,
+                              lambda value, at: [] if _holds_no_module(value, at, ctx, depth + 1) else None)
+        return leaves is not None
+    if isinstance(node, ast.Call):
+        name = ctx.resolve(node.func) or ""
+        if not (name.startswith("torch.") and not is_torch_nn_class(name) or isinstance(node.func, ast.Name)
+                and node.func.id in _BUILTIN_NAMES and name in ("", node.func.id)):
+            return False
+        return all(_holds_no_module(arg, scope, ctx, depth + 1)
+                   for arg in [*node.args, *(k.value for k in node.keywords)])
+    if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
+                         ast.Set, ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Subscript, ast.Starred)):
+        return all(_holds_no_module(child, scope, ctx, depth + 1) for child in ast.iter_child_nodes(node)
+                   if isinstance(child, ast.expr))
+    return False
 
 
 def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
@@ -174,6 +264,10 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
         if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
+            wrap = _without_conversions(sub.value)
+            if facts.dp_class(wrap) is not None and target_text(
+                    _without_conversions(argument(wrap, 0, "module"))) == text:
+                continue  # (`self.model = DataParallelModel(self.model)`: the wrapper, not the model)
             found += _constructions_of(sub.value, sub, ctx, depth + 1, imported_calls)
     return found
 
@@ -741,6 +835,8 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.wrapped = sorted(wrapped_classes(ctx))
     result.unresolved_wraps = unresolved_wrap_sites(ctx)
     result.wrap_candidates = [sorted(set(leaves)) for leaves in wrap_candidates(ctx)]
+    result.wrapped_alone = wrapped_alone(ctx)
+    result.replaced_output = replaced_output(ctx)
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
