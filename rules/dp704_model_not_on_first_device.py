@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 
-from dpcheck.analysis.dataflow import keyword
+from dpcheck.analysis.dataflow import keyword, passed_values
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.torch_api import MOVE_METHODS
@@ -193,7 +193,7 @@ def _holder_of_placed(inner, call, scope, ctx) -> str | None:
     if not name or not name.rsplit(".", 1)[-1][:1].isupper():
         return None
     moved = False
-    for arg in (*values[0].args, *(k.value for k in values[0].keywords)):
+    for arg in passed_values(values[0]):
         if isinstance(arg, ast.Starred):
             return None
         builds = [arg] if isinstance(arg, ast.Call) else _constructions(arg, None, scope)

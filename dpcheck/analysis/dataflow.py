@@ -187,6 +187,11 @@ def keyword(call: ast.Call, name: str) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def passed_values(call: ast.Call) -> list[ast.AST]:
+    """Every value ``call`` passes: its positional arguments, then its keyword arguments' values."""
+    return [*call.args, *(k.value for k in call.keywords)]
+
+
 def argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
     """The value ``call`` passes for a parameter: its positional argument ``position``, else its
     keyword argument ``name`` (a valid call passes one at the most), or None."""

@@ -1073,14 +1073,11 @@ def optional_path(anchor: ast.AST, model: ModelClass, flags_only: bool = False) 
     if forward is None:
         return None
     defaults = parameter_defaults(forward.node.args)
-    child, cur = anchor, forward.parent(anchor)
-    while cur is not None and cur is not forward.node:
-        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
-            by_default = _test_by_default(cur.test, defaults, forward, flags_only)
-            # The branch runs by default when the test takes it in the options' default state.
-            if by_default is not None and (child in cur.body) != by_default[0]:
-                return by_default[1]
-        child, cur = cur, forward.parent(cur)
+    for test, taken in _tests_above(anchor, forward):
+        by_default = _test_by_default(test, defaults, forward, flags_only)
+        # The branch runs by default when the test takes it in the options' default state.
+        if by_default is not None and taken != by_default[0]:
+            return by_default[1]
     return None
 
 
@@ -1157,18 +1154,14 @@ def error_when_passed(anchor: ast.AST, model: ModelClass) -> tuple[frozenset[str
         return ()
     defaults = parameter_defaults(forward.node.args)
     conditions: list[frozenset[str]] = []
-    child, cur = anchor, forward.parent(anchor)
-    while cur is not None and cur is not forward.node:
-        if isinstance(cur, ast.If) and (child in cur.body or child in cur.orelse):
-            taken = child in cur.body
-            by_default = _test_by_default(cur.test, defaults, forward, False)
-            if by_default is not None and taken != by_default[0]:
-                options = required_options(forward, cur.test, taken)
-                if not options:
-                    return ()
-                conditions += [frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{name}@{position}"})
-                               for name, position in options]
-        child, cur = cur, forward.parent(cur)
+    for test, taken in _tests_above(anchor, forward):
+        by_default = _test_by_default(test, defaults, forward, False)
+        if by_default is not None and taken != by_default[0]:
+            options = required_options(forward, test, taken)
+            if not options:
+                return ()
+            conditions += [frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{name}@{position}"})
+                           for name, position in options]
     return tuple(conditions)
 
 

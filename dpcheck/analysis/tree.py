@@ -338,6 +338,11 @@ class TreeIndex:
         self.size = size
         self.by_type = by_type
 
+    def statements_by_type(self) -> dict[type, list[ast.AST]]:
+        """Nodes by type, statements among them: the walk's ``by_type`` once the walk has run, else
+        ``statement_nodes`` of the tree (a question about imports does not start the whole walk)."""
+        return self.by_type if "order" in self.__dict__ else statement_nodes(self.tree)
+
     def subtree(self, node: ast.AST) -> list[ast.AST]:
         """``node`` and everything under it, in preorder."""
         start = self.position[node]

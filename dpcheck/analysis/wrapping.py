@@ -30,7 +30,7 @@ from operator import attrgetter, is_
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
-from dpcheck.analysis.dataflow import argument, keyword
+from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.scripts import (
     mentions_dataparallel,
     mentions_script_token,
@@ -39,7 +39,6 @@ from dpcheck.analysis.scripts import (
     target_text,
 )
 from dpcheck.analysis.torch_api import FunctionNode, is_torch_nn_class
-from dpcheck.analysis.tree import statement_nodes
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
@@ -119,7 +118,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             (alone if _built_alone(construction, call, ctx) else not_alone).add(owner)
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
-            for arg in [*construction.args, *(k.value for k in construction.keywords)]:
+            for arg in passed_values(construction):
                 parts.update((part, owner) for part in classes_of(arg, construction, ctx))
         if constructions:
             continue
@@ -157,7 +156,7 @@ def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
             or head.id in ctx.fact(_relatively_imported):
         return False
     scope = ctx.enclosing(at, FunctionNode)
-    return all(_holds_no_module(arg, scope, ctx) for arg in [*construction.args, *(k.value for k in construction.keywords)])
+    return all(_holds_no_module(arg, scope, ctx) for arg in passed_values(construction))
 
 
 def _torch_layer_alone(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> str | None:
@@ -169,12 +168,12 @@ def _torch_layer_alone(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> 
     name = ctx.resolve(inner.func) or ""
     scope = ctx.enclosing(at, FunctionNode)
     return name if is_torch_nn_class(name) and all(
-        _holds_no_module(arg, scope, ctx) for arg in [*inner.args, *(k.value for k in inner.keywords)]) else None
+        _holds_no_module(arg, scope, ctx) for arg in passed_values(inner)) else None
 
 
 def _relatively_imported(ctx: FileContext) -> frozenset[str]:
     """Names a relative import binds (`from .models import Net`: a sibling file, maybe not scanned)."""
-    statements = ctx.tree_index.by_type if "order" in ctx.tree_index.__dict__ else statement_nodes(ctx.tree)
+    statements = ctx.tree_index.statements_by_type()
     return frozenset(alias.asname or alias.name for node in statements.get(ast.ImportFrom, ())
                      if node.level for alias in node.names)
 
@@ -204,7 +203,7 @@ def _holds_no_module(node: ast.AST, scope: ast.AST | None, ctx: FileContext, dep
                 and node.func.id in _BUILTIN_NAMES and name in ("", node.func.id)):
             return False
         return all(_holds_no_module(arg, scope, ctx, depth + 1)
-                   for arg in [*node.args, *(k.value for k in node.keywords)])
+                   for arg in passed_values(node))
     if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
                          ast.Set, ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Subscript, ast.Starred)):
         return all(_holds_no_module(child, scope, ctx, depth + 1) for child in ast.iter_child_nodes(node)
@@ -368,7 +367,7 @@ def _with_parts(classes: list[str] | None, construction: ast.Call | None, scope:
     if classes is None or construction is None:
         return classes
     found = list(classes)
-    for arg in [*construction.args, *(k.value for k in construction.keywords)]:
+    for arg in passed_values(construction):
         parts = _part_leaves(arg, scope, ctx, depth + 1)
         if parts is None:
             return None
@@ -380,7 +379,7 @@ def _imported_twice(ctx: FileContext) -> dict[str, list[str] | None]:
     """Names that more than one import statement of the file binds (in different functions or
     branches) -> every target they are bound to (None when one is a relative import or a module):
     which one such a name is at a call is not known from the name alone."""
-    statements = ctx.tree_index.by_type if "order" in ctx.tree_index.__dict__ else statement_nodes(ctx.tree)
+    statements = ctx.tree_index.statements_by_type()
     bindings: dict[str, list[str | None]] = {}
     for node in [*statements.get(ast.Import, ()), *statements.get(ast.ImportFrom, ())]:
         for alias in node.names:
@@ -517,10 +516,8 @@ def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> 
     by name, is never called, or a call passes `*args`/`**kwargs` or leaves it to another default."""
     if ctx.module_functions.get(fn.name) is not fn:
         return None
-    arguments = fn.args
-    positional = [a.arg for a in [*arguments.posonlyargs, *arguments.args]]
-    defaults = dict(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
-    defaults.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    defaults = parameter_defaults(fn.args)
     calls = 0
     found: list[str] = []
     for node in ctx.nodes(ast.Name):
@@ -531,9 +528,7 @@ def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> 
                 or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             return None
         calls += 1
-        value = next((k.value for k in call.keywords if k.arg == name), None)
-        if value is None and name in positional and positional.index(name) < len(call.args):
-            value = call.args[positional.index(name)]
+        value = argument(call, positional.index(name), name) if name in positional else keyword(call, name)
         if value is None:
             value = defaults.get(name)
             if not (isinstance(value, ast.Constant) and value.value is None):
