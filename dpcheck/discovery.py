@@ -153,7 +153,10 @@ class Excluder:
 
     @cached_property
     def path_patterns(self) -> list[re.Pattern]:
-        return [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"(?:/.*)?\Z") for p in self._path_globs]
+        # A pattern names the path itself, not what lies under it: a folder it names is never
+        # entered by a walk from above, and a folder named on the command line below it is
+        # walked like any other (ruff does the same; --force-exclude checks the folders above).
+        return [re.compile(_glob_to_regex(p.strip("/").removeprefix("./")) + r"\Z") for p in self._path_globs]
 
     def excluded(self, path: Path, real: Path | None = None) -> bool:
         """``real``: the real path of ``path`` when the caller knows it already (a folder walk

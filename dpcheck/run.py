@@ -269,8 +269,12 @@ def _discover(resolver: Resolver, paths: list[Path]) -> list[Path]:
     from dpcheck.discovery import discover
 
     settings = resolver.default
-    return list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
-                         settings.respect_gitignore, resolver.excluder_for))
+    files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
+                          settings.respect_gitignore, resolver.excluder_for))
+    if not files:
+        # Said on stderr, as ruff does: "All checks passed!" alone would read as a clean result.
+        echo("warning: No Python files found under the given path(s)", err=True)
+    return files
 
 
 def _torch_available() -> bool:

@@ -51,3 +51,27 @@ def test_plain_class_with_unknown_base_is_not_flagged(project):
     (project / "m.py").write_text(
         "from somewhere import Base\n\nclass A(Base):\n    def forward(self, x):\n        self.y = x\n        return x\n")
     assert run_cli("m.py", "--no-cache", cwd=project).returncode == 0
+
+
+def test_a_folder_named_below_an_excluded_path_is_walked_unless_force_exclude(project):
+    # `extend-exclude = ["vendor/models"]` keeps `dpcheck .` out of the folder, but naming the
+    # folder (or one inside it) checks it, as a named file is checked; ruff behaves the same.
+    (project / "pyproject.toml").write_text('[tool.dpcheck]\nextend-exclude = ["vendor/models"]\n')
+    for folder in ("vendor/models", "vendor/models/inner"):
+        (project / folder).mkdir(parents=True)
+        (project / folder / "m.py").write_text(HAZARD)
+    assert checked(run_cli(".", "--no-cache", "--output-format", "json", cwd=project)) == []
+    assert checked(run_cli("vendor/models", "--no-cache", "--output-format", "json", cwd=project)) == [
+        "inner/m.py", "models/m.py"]
+    assert checked(run_cli("vendor/models/inner", "--no-cache", "--output-format", "json", cwd=project)) == [
+        "inner/m.py"]
+    proc = run_cli("vendor/models/inner", "--no-cache", "--force-exclude", cwd=project)
+    assert proc.returncode == 0 and "No Python files found" in proc.stderr
+
+
+def test_no_file_found_is_said_on_stderr(project):
+    (project / "empty").mkdir()
+    proc = run_cli("empty", "--no-cache", cwd=project)
+    assert proc.returncode == 0 and "warning: No Python files found under the given path(s)" in proc.stderr
+    (project / "m.py").write_text(HAZARD)
+    assert "No Python files" not in run_cli("m.py", "--no-cache", cwd=project).stderr
