@@ -676,6 +676,36 @@ def test_a_wrapped_parameter_is_what_the_file_passes_for_it():
 
 
 
+def test_a_store_into_an_attribute_of_the_wrapped_name_does_not_rebind_it():
+    # Oscar's run_vqa.py: `model.loss_type = 'bce'` and `model.dropout.p = 0.3` in the training
+    # loop change the object `model` holds, not what it holds: the wrap site is still traced.
+    script = """
+        import torch.nn as nn
+        from modeling import ModelA, ModelB
+
+        MODEL_CLASSES = {"a": ModelA, "b": ModelB}
+
+        def train(args, model):
+            model = nn.DataParallel(model)
+            for epoch in range(3):
+                model.dropout.p = 0.3
+                model.loss_type = "bce"
+                model.steps += 1
+                model.heads[0], other = None, None
+            return model
+
+        def main(args):
+            model = MODEL_CLASSES[args.model_type].from_pretrained(args.path)
+            train(args, model)
+    """
+    result = _summary(script)
+    assert result.wrap_candidates == [["modeling.ModelA", "modeling.ModelB"]] and not result.unresolved_wraps
+    # Rebinding the name itself (alone, in a tuple, starred) to what is not traced still leaves it unknown.
+    for rebinding in ("model, other = load(args)", "other, *model = load(args)", "[model] = load(args)",
+                      "for model in load(args): pass", "model += load(args)"):
+        assert _summary(script.replace('model.loss_type = "bce"', rebinding)).unresolved_wraps == [8], rebinding
+
+
 def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot_return(tmp_path):
     models = _MODELS + """
     def build(p):
