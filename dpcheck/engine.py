@@ -53,15 +53,18 @@ class RunResult:
                 continue
             if finding.code != INTERNAL_ERROR and any(matches(s, finding.code) for s in ignored):
                 continue
-            settled = replace(finding, requires=(), error_if=())
+            settled = replace(finding, requires=(), error_if=(), advice_if=())
             if finding.error_if and finding.severity != "error" and self.index is not None and self._holds(replace(
                     finding, requires=finding.error_if), kept):
                 settled = replace(settled, severity="error")
             class_name = finding.subject.class_name
             if class_name and finding.severity != "info" and self.index is not None \
-                    and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)):
+                    and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)
+                         or next(filter(None, map(self.index.advice, finding.advice_if)), None)):
                 # "Real if this class were the one wrapped" is advice when the project shows
-                # what it wraps and this class is not part of it, or nothing uses the class.
+                # what it wraps and this class is not part of it, or nothing uses the class; a
+                # finding about a stock DataParallel method is, where the class is wrapped only in
+                # subclasses that define their own.
                 settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
             (suppressed if finding.suppressed else kept).append(settled)
         return kept, suppressed

@@ -161,6 +161,9 @@ class Finding:
     cell: int | None = None
     # In the form of ``requires``: where they all hold, the finding is an error (settled with it).
     error_if: tuple[frozenset[str], ...] = ()
+    # Conditions under which the finding is advice only, reported as info with the index's reason
+    # (ClassIndex.advice: the class is wrapped only in subclasses with their own gather).
+    advice_if: tuple[str, ...] = ()
 
     def with_confirmation(self, confirmation: Confirmation) -> "Finding":
         return replace(self, confirmation=confirmation)
@@ -176,6 +179,7 @@ class Finding:
             "suppressed": self.suppressed, "subject": self.subject.to_dict(), "cell": self.cell,
             # Rare: written only when present (the cache holds every finding).
             **({"error_if": [sorted(r) for r in self.error_if]} if self.error_if else {}),
+            **({"advice_if": list(self.advice_if)} if self.advice_if else {}),
         }
 
     @classmethod
@@ -188,7 +192,8 @@ class Finding:
                    tuple(frozenset(str(n) for n in _list(r)) for r in _list(data["requires"])),
                    _confirmation(data["confirmation"]), bool(data["suppressed"]),
                    Subject.from_dict(data.get("subject")), None if cell is None else int(cell),
-                   tuple(frozenset(str(n) for n in _list(r)) for r in _list(data.get("error_if", []))))
+                   tuple(frozenset(str(n) for n in _list(r)) for r in _list(data.get("error_if", []))),
+                   tuple(str(n) for n in _list(data.get("advice_if", []))))
 
 
 def _confirmation(data: Mapping | None) -> Confirmation | None:

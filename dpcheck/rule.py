@@ -62,6 +62,10 @@ class Rule:
     # class without such code: the analysis does not ask it about one (a third of a model
     # library's classes: configs, outputs, pretrained-model bases).
     forward_code_only: ClassVar[bool] = False
+    # The DataParallel method (scripts.WRAPPER_METHODS) whose stock behaviour the rule's class findings
+    # are about: "gather" for what becomes of forward's output, "scatter" for how its arguments are
+    # split. Where every scanned wrap of the class is by a subclass defining its own, they are advice.
+    wrapper_method: ClassVar[str] = ""
 
     # --confirm. A static rule names the observation kinds (dpcheck.findings.ObservationKind)
     # that confirm its findings once the finding's line ran under DataParallel; `matches`

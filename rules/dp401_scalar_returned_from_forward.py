@@ -24,6 +24,10 @@ that own no layers, and classes built as children of another module in the same 
 not checked unless a scanned script wraps them: DataParallel gathers only the wrapped
 model's output. Nor is a harness that parallelises a submodule of its
 own (`self.model = nn.DataParallel(self.model)`), unless a script wraps the harness too.
+Where every scanned file wraps the class in a DataParallel subclass that defines its own
+`gather` (CSAILVision's `DictGatherDataParallel`, which unsqueezes 0-dim outputs before
+concatenating), the finding is advice (info) and says so: that code, not the stock gather,
+decides what becomes of the scalar.
 
 A return behind an option the caller leaves out by default (inside `if labels is not None:`,
 `if a is not None and b is not None:`, `if not return_dict:`) is a warning: it runs only when
@@ -61,6 +65,7 @@ class ScalarReturnedFromForward(Rule):
     code = "DP401"
     name = "scalar-returned-from-forward"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.SCALAR_OUTPUT_GATHERED, K.SCALAR_OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.GRADS_DIFFER,
                           K.LOSS_MEAN_WEIGHTS_CHUNKS_EQUALLY})

@@ -27,6 +27,7 @@ class NonTensorReturnedFromForward(Rule):
     code = "DP402"
     name = "non-tensor-returned-from-forward"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.OUTPUT_VALUE_DIFFERS, K.GATHER_FAILED})
     summary = "Python numbers, strings or dataclasses returned from forward break DataParallel's gather"

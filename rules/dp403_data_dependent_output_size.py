@@ -32,6 +32,7 @@ class DataDependentOutputSize(Rule):
     code = "DP403"
     name = "data-dependent-output-size"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({
         K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})

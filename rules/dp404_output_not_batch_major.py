@@ -43,6 +43,7 @@ class OutputNotBatchMajor(Rule):
     code = "DP404"
     name = "output-not-batch-major"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "An output whose dim 0 is not the batch is concatenated along the wrong axis by gather"

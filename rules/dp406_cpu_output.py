@@ -28,6 +28,7 @@ class CpuOutput(Rule):
     code = "DP406"
     name = "cpu-output"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.GATHER_FAILED})
     summary = "CPU tensors or numpy arrays returned from forward cannot be gathered"

@@ -32,6 +32,7 @@ class ConditionalOutputStructure(Rule):
     code = "DP407"
     name = "conditional-output-structure"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.GATHER_FAILED})
     summary = "Output keys or items added under a data-dependent condition differ between replicas"

@@ -37,6 +37,7 @@ class BatchByBatchOutput(Rule):
     code = "DP408"
     name = "batch-by-batch-output"
     severity = Severity.ERROR
+    wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED})
     summary = "A (B, B) similarity matrix returned from forward is gathered as (B, B/N) blocks"

@@ -40,6 +40,7 @@ class SequenceFirstLayout(Rule):
     code = "DP501"
     name = "sequence-first-layout"
     severity = Severity.ERROR
+    wrapper_method = "scatter"
     forward_code_only = True
     confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.OUTPUT_SHAPE_DIFFERS, K.VALUES_DIFFER, K.GRADS_DIFFER})
     summary = "A sequence-first RNN/Transformer on forward inputs: DataParallel splits time, not batch"

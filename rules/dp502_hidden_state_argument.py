@@ -32,6 +32,7 @@ class HiddenStateArgument(Rule):
     code = "DP502"
     name = "hidden-state-argument"
     severity = Severity.ERROR
+    wrapper_method = "scatter"
     forward_code_only = True
     # An LSTM's (h, c) tuple is scattered element by element, each along layers.
     confirms = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.VALUES_DIFFER})

@@ -37,6 +37,7 @@ class PackedSequenceArgument(Rule):
     code = "DP503"
     name = "packed-sequence-argument"
     severity = Severity.ERROR
+    wrapper_method = "scatter"
     forward_code_only = True
     confirms = frozenset({K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.ARGUMENT_PACKED_SEQUENCE_SPLIT})
     summary = "A PackedSequence passed to forward has its fields scattered independently"

@@ -26,6 +26,7 @@ from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
+from dpcheck.analysis.scripts import OWN_METHOD_CONDITION
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
@@ -99,6 +100,10 @@ class FileResult:
     wrapped_alone: list[str] = field(default_factory=list)
     # Its DataParallel subclasses whose forward does not return the gathered output (scripts.replaced_output).
     replaced_output: list[str] = field(default_factory=list)
+    # Its DataParallel subclasses -> the stock methods each defines itself (scripts.overridden_methods),
+    # and the classes it wraps -> the wrappers it wraps them in (wrapping.wrappers_of).
+    overridden_methods: dict[str, list[str]] = field(default_factory=dict)
+    wrappers: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -127,7 +132,10 @@ class FileResult:
                 **({"scalar_forwards": {k: " ".join(v) for k, v in self.scalar_forwards.items()}}
                    if self.scalar_forwards else {}),
                 **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
-                **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {})}
+                **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
+                **({"overridden_methods": {k: " ".join(v) for k, v in self.overridden_methods.items()}}
+                   if self.overridden_methods else {}),
+                **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -149,7 +157,9 @@ class FileResult:
                    [str(v).split() for v in data.get("wrap_candidates", ())],
                    {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()},
-                   data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split())
+                   data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split(),
+                   {str(k): str(v).split() for k, v in dict(data.get("overridden_methods", {})).items()},
+                   {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -334,7 +344,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
         # A rule that checks files only (the script rules) is not asked about each class.
         class_models = models if type(rule).check_class is not Rule.check_class else ()
         try:
-            raw: list[tuple[Violation, tuple[frozenset[str], ...]]] = []
+            raw: list[tuple[Violation, tuple[frozenset[str], ...], tuple[str, ...]]] = []
             for model in class_models:
                 if rule.forward_code_only and not model.reachable:
                     continue  # nothing of the class runs in forward: nothing for such a rule to report
@@ -345,16 +355,18 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
                 base_req = (model.requires,) if model.requires else ()
                 conditions = tuple(frozenset({c}) for c in sorted(model.conditions))
                 harness = harnesses.get(id(model))
+                advice = (f"{OWN_METHOD_CONDITION}{rule.wrapper_method}:{model.info.qualname}",) \
+                    if rule.wrapper_method else ()
                 for v in found:
                     if v.subject.class_name is None:  # every class rule's finding names its class
                         v.subject = replace(v.subject, class_name=model.name)
                     if v.subject.attr is None:  # `self.<attr>` the flagged node is about, if any
                         v.subject = replace(v.subject, attr=_self_attribute(v.node))
                     own = (frozenset({harness.condition}),) if harness and harness.owns(v.node) else ()
-                    raw.append((v, base_req + conditions + own))
+                    raw.append((v, base_req + conditions + own, advice))
             for v in rule.check_file(ctx):
-                raw.append((v, ()))
-            found = [_finding(rule, v, requires, source) for v, requires in raw]
+                raw.append((v, (), ()))
+            found = [_finding(rule, v, requires, source, advice) for v, requires, advice in raw]
         except Exception as exc:  # a rule bug (RecursionError, MemoryError too) must not hide other rules' findings
             result.internal_error = True
             result.findings.append(Finding(
@@ -373,7 +385,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_construction(ctx, models, result)
 
 
-def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> Finding:
+def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile, advice: tuple[str, ...] = ()) -> Finding:
     row, col, end_row, end_col = source.span(v.node)
     severity = (v.severity or rule.severity)
     fix = v.fix
@@ -383,7 +395,7 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile) -> F
                  source.char_column(e.end_row, e.end_col)) for e in fix.edits))
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
-                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if))
+                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if), advice_if=advice)
 
 
 def _self_attribute(node: ast.AST) -> str | None:

@@ -29,7 +29,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
-from dpcheck.analysis.scripts import STOCK_OUTPUT_CONDITION
+from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, STOCK_OUTPUT_CONDITION
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -64,6 +64,8 @@ class ClassIndex:
         self._missing: set[str] = set()  # dotted names load_module found no file for
         self._path_names: set[str] = set()  # folder and module names on the paths of the files indexed
         self._replaced_output: set[str] = set()  # DataParallel subclasses (scripts.replaced_output)
+        self._overridden: dict[str, set[str]] = {}  # DataParallel subclass -> its own methods (scripts)
+        self._wrappers: dict[str, set[str]] = {}  # class wrapped -> its wrappers (wrapping.wrappers_of)
         self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
@@ -114,6 +116,10 @@ class ClassIndex:
         self._wrapped_alone.update(result.wrapped_alone)
         self._path_names.update(result.filename.removesuffix(".py").replace("\\", "/").split("/"))
         self._replaced_output.update(result.replaced_output)
+        for name, methods in result.overridden_methods.items():
+            self._overridden.setdefault(name, set()).update(methods)
+        for name, wrappers in result.wrappers.items():
+            self._wrappers.setdefault(name, set()).update(wrappers)
         self._wrapped_not_alone.update(set(result.wrapped).difference(result.wrapped_alone))
         self._wrap_candidates.extend(result.wrap_candidates)
         self._returns.update(result.returns)
@@ -210,6 +216,42 @@ class ClassIndex:
             return False
         return all(self.stock_output(base, trail | {target}) for base in self.bases[target]
                    if self.is_dataparallel(base))
+
+    def defines(self, wrapper: str, method: str, trail: frozenset[str] = frozenset()) -> bool:
+        """Does this DataParallel subclass, or a class on its way down to DataParallel, define its own
+        ``method`` (see scripts.overridden_methods)? (torch's classes, and a class not found, do not.)"""
+        target = self.lookup(wrapper)
+        if target is None or target in trail or not self.is_dataparallel(target):
+            return False
+        return method in self._overridden.get(target, ()) or any(
+            self.defines(base, method, trail | {target}) for base in self.bases[target])
+
+    def own_method(self, text: str) -> str | None:
+        """``<method>:<class>``: why the class's findings about that stock DataParallel method are advice
+        only, or None: some scanned file wraps the class, and every wrap of it in the scanned files is
+        by a subclass that defines its own ``method`` (a wrap through a builder or a registry, whose
+        wrapper is not recorded per class, counts as a stock one)."""
+        method, _, name = text.partition(":")
+        wrappers: set[str] = set()
+        for wrapped, names in list(self._wrappers.items()):
+            if (self.lookup(wrapped) or wrapped) == name:
+                wrappers.update(names)
+        if not wrappers or not all(self.defines(w, method) for w in wrappers):
+            return None
+        simple = name.rsplit(".", 1)[-1]
+        if any((self.lookup(leaf) or leaf).rsplit(".", 1)[-1] == simple
+               for leaves in list(self._wrap_candidates) for leaf in leaves):
+            return None
+        shown = " and ".join(sorted(f"`{w.rsplit('.', 1)[-1]}`" for w in wrappers))
+        return (f"every scanned file wraps `{simple}` in {shown}, which defines its own `{method}`: "
+                f"what becomes of this is up to that code, not DataParallel's")
+
+    def advice(self, condition: str) -> str | None:
+        """Why a finding that carries ``condition`` in its ``advice_if`` is advice only, or None."""
+        kind, _, rest = condition.partition(":")
+        if f"{kind}:" == OWN_METHOD_CONDITION and rest:
+            return self.own_method(rest)
+        return None
 
     def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper?"""

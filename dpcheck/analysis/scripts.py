@@ -608,6 +608,27 @@ def replaced_output(ctx: FileContext) -> list[str]:
     return found
 
 
+# The methods of DataParallel whose stock behaviour class rules reason about (a rule names one in
+# ``Rule.wrapper_method``): a subclass that defines its own decides how inputs are split or outputs combined.
+WRAPPER_METHODS = ("scatter", "gather")
+# The condition of a class finding that is advice only where every scanned wrap of the class is by
+# a DataParallel subclass defining its own <method> (ClassIndex.own_method settles it).
+OWN_METHOD_CONDITION = "own_method:"
+
+
+def overridden_methods(ctx: FileContext) -> dict[str, list[str]]:
+    """Qualified names of this file's classes on a base named like a DataParallel -> which of
+    ``WRAPPER_METHODS`` each defines itself (CSAILVision's `DictGatherDataParallel.gather`, which
+    unsqueezes 0-dim outputs and gathers dicts; `UserScatteredDataParallel.scatter`, which hands
+    each device one element of a list the data loader made)."""
+    found = {}
+    for info in ctx.classes.values():
+        own = [name for name in WRAPPER_METHODS if name in info.methods]
+        if own and any("Parallel" in base for base in info.bases):
+            found[info.qualname] = own
+    return found
+
+
 def _unwraps(value: ast.AST) -> bool:
     """Is a returned value `<x>.module` (in either arm of a conditional expression)? A function
     that returns a wrapper's `.module` on its wrapped path returns the bare model on every path."""

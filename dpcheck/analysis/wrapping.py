@@ -34,6 +34,7 @@ from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, pas
 from dpcheck.analysis.scripts import (
     mentions_dataparallel,
     mentions_script_token,
+    overridden_methods,
     replaced_output,
     script_facts,
     target_text,
@@ -92,29 +93,40 @@ def wrap_candidates(ctx: FileContext) -> list[list[str]]:
     return ctx.fact(_wrap_sites)[3]
 
 
+def wrappers_of(ctx: FileContext) -> dict[str, list[str]]:
+    """Classes this file wraps (``wrapped_classes``) -> the resolved name of the wrapper at each of
+    its wrap sites (`torch.nn.DataParallel`, a subclass of this file or another: its own scatter or
+    gather may replace the stock ones; the index reads it with ``ClassIndex.own_method``)."""
+    return ctx.fact(_wrap_sites)[5]
+
+
 def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str], list[list[str]],
-                                            list[str]]:
+                                            list[str], dict[str, list[str]]]:
     """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, (class, wrapped
     class) for each class whose instances the script passes to the wrapped model's constructor,
-    the candidate leaves of the other wrap sites, see ``wrap_candidates``, ``wrapped_alone``)."""
+    the candidate leaves of the other wrap sites, see ``wrap_candidates``, ``wrapped_alone``,
+    ``wrappers_of``)."""
     found: dict[str, ast.AST | None] = {}
+    wrappers: dict[str, list[str]] = {}
     unresolved: list[int] = []
     parts: set[tuple[str, str]] = set()
     candidates: list[list[str]] = []
     alone: set[str] = set()
     not_alone: set[str] = set()
     if not mentions_script_token(ctx):
-        return found, unresolved, frozenset(), candidates, []
+        return found, unresolved, frozenset(), candidates, [], wrappers
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
               for call in facts.data_parallel_calls]
     for call, dim in sites:
         inner = argument(call, 0, "module")
+        wrapper = ctx.resolve(call.func) or "<unresolved>"  # (read as torch's own: stock methods)
         constructions = _constructions_of(inner, call, ctx)
         for construction in constructions:
             owner = _class_built(construction, ctx)
             found.setdefault(owner, dim)
+            wrappers.setdefault(owner, []).append(wrapper)
             (alone if _built_alone(construction, call, ctx) else not_alone).add(owner)
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
@@ -129,6 +141,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
         maybe = _constructions_of(inner, call, ctx, imported_calls=True)
         for construction in maybe:
             found.setdefault(_class_built(construction, ctx), dim)
+            wrappers.setdefault(_class_built(construction, ctx), []).append(wrapper)
         if maybe:
             continue
         layer = _torch_layer_alone(inner, call, ctx)
@@ -140,7 +153,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             candidates.append(traced)
         else:
             unresolved.append(call.lineno)
-    return found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone)
+    return found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers
 
 
 def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
@@ -843,6 +856,8 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.wrap_candidates = [sorted(set(leaves)) for leaves in wrap_candidates(ctx)]
     result.wrapped_alone = wrapped_alone(ctx)
     result.replaced_output = replaced_output(ctx)
+    result.overridden_methods = overridden_methods(ctx)
+    result.wrappers = {name: sorted(set(names)) for name, names in sorted(wrappers_of(ctx).items())}
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
