@@ -8,6 +8,11 @@ transposed so that dim 0 is no longer the batch. A returned Parameter or buffer 
 warning: a class that returns its own weights is almost always a layer used inside the
 wrapped model, not the model itself.
 
+A list with one entry per sample is batch-major when stacked: a comprehension or loop over a
+forward input (or a name unpacked from one), or over a list built empty and appended to once per
+iteration of such a loop (DeepPurpose's per-molecule `(start, n_atoms)` offsets into a packed
+tensor, read back as `[h.narrow(0, start, n).mean(0) for start, n in scope]`).
+
 ## Why is this bad?
 Gather concatenates every output along dim 0. A `(layers, B, H)` tensor from two
 replicas comes back as `(2 * layers, B/2, H)`: silently wrong, or a gather shape error

@@ -13,6 +13,10 @@ batch of 128 computes eight 16x16 matrices, not one 128x128), and batch centerin
 subtracts a different mean on every GPU. Shapes are right; the objective is silently
 different from the single-device run.
 
+A reduction over one sample's rows of a packed tensor is per sample, not across the batch:
+`h.narrow(0, start, n).mean(0)` where `start` or `n` is bound per iteration of a loop over the
+batch (see DP404 for the lists that count as one entry per sample).
+
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
 observed values) differs only for the rows that take the fallback: a warning (latent).
 

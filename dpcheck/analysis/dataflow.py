@@ -149,10 +149,35 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
             return False  # transposed, or a layer's weights (a module passed in is not data)
         if isinstance(base, ast.Subscript):
             return False  # indexing may drop or move the batch dim
-        if isinstance(base, ast.Call) and (_drops_batch_dim(base) or _new_leading_axis(base)):
+        if isinstance(base, ast.Call) and (_drops_batch_dim(base) or _new_leading_axis(base)
+                                           or _per_sample_slice(base, fn)):
             return False
         base = base.func if isinstance(base, ast.Call) else base.value
     return isinstance(base, ast.Name) and derived.get(base.id, False)
+
+
+_LOOPS = (ast.For, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
+
+
+def _per_sample_slice(call: ast.Call, fn: FunctionInfo) -> bool:
+    """`x.narrow(0, start, length)` with `start` or `length` bound per iteration of a loop or
+    comprehension over the batch: one sample's rows of a packed tensor (DeepPurpose's
+    `atom_hiddens.narrow(0, start, n_atoms)` per molecule), not the batch."""
+    func = call.func
+    dim = argument(call, 0, "dim")
+    if not (isinstance(func, ast.Attribute) and func.attr == "narrow" and isinstance(dim, ast.Constant)
+            and dim.value == 0 and not isinstance(dim.value, bool)):
+        return False
+    bounds = {n.id for arg in passed_values(call)[1:] for n in ast.walk(arg) if isinstance(n, ast.Name)}
+    node = fn.parent(call)
+    while node is not None:
+        if isinstance(node, _LOOPS):
+            for loop in [node] if isinstance(node, ast.For) else node.generators:
+                targets = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+                if targets & bounds and _over_batch(loop.iter, fn):
+                    return True
+        node = fn.parent(node)
+    return False
 
 
 def _new_leading_axis(call: ast.Call) -> bool:
@@ -275,14 +300,58 @@ def _per_step_list(node: ast.AST, fn: FunctionInfo, derived: dict[str, bool]) ->
     return False
 
 
-def _over_batch(iterable: ast.AST, fn: FunctionInfo) -> bool:
-    """`for item in x`, `zip(x, y)`, `enumerate(x)`, `x.unbind(0)`, `range(len(x))`, `range(x.shape[0])`."""
-    params = set(parameters_of(fn))
+def _over_batch(iterable: ast.AST, fn: FunctionInfo, depth: int = 0) -> bool:
+    """`for item in x`, `zip(x, y)`, `enumerate(x)`, `x.unbind(0)`, `range(len(x))`, `range(x.shape[0])`
+    of a forward input (a parameter, or a name unpacked from one: `atoms, bonds, sizes = feature`),
+    or a local list with one entry per sample (see ``_one_entry_per_sample``)."""
+    inputs = fn.fact(_batch_inputs)
     for sub in ast.walk(iterable):
-        if isinstance(sub, ast.Name) and sub.id in params:
+        if isinstance(sub, ast.Name) and sub.id in inputs:
             text = ast.unparse(iterable)
             return not any(t in text for t in (".shape[1]", ".size(1)", ".shape[-", ".size(-"))
-    return False
+    return isinstance(iterable, ast.Name) and depth < _PER_SAMPLE_DEPTH and _one_entry_per_sample(
+        iterable.id, fn, depth + 1)
+
+
+# How many lists deep `_over_batch` follows one list built per sample from another.
+_PER_SAMPLE_DEPTH = 2
+
+
+def _batch_inputs(fn: FunctionInfo) -> frozenset[str]:
+    """Forward's parameters and the names a statement unpacks from one (`atoms, bonds, sizes =
+    feature`): scatter splits every tensor of an input tuple along dim 0, as it splits a parameter."""
+    params = set(parameters_of(fn))
+    found = set(params)
+    for node in fn.nodes(ast.Assign):
+        if isinstance(node.value, ast.Name) and node.value.id in params:
+            for target in node.targets:
+                if isinstance(target, (ast.Tuple, ast.List)):
+                    found.update(e.id for e in target.elts if isinstance(e, ast.Name))
+    return frozenset(found)
+
+
+def _one_entry_per_sample(name: str, fn: FunctionInfo, depth: int) -> bool:
+    """Is ``name`` a local list built empty (`scope = []`) and appended to only by statements of the
+    body of loops over the batch, with no `break` or `continue` in them: one entry per iteration,
+    one iteration per sample (DeepPurpose's `N_atoms_scope.append((start, n_atoms))` per molecule)?"""
+    values = fn.local_values.get(name, ())
+    if not values or not all(isinstance(v, ast.List) and not v.elts for v in values):
+        return False
+    appended = False
+    for node in fn.nodes(ast.Attribute):
+        if not (isinstance(node.value, ast.Name) and node.value.id == name):
+            continue
+        call = fn.parent(node)
+        statement = fn.parent(call)
+        loop = fn.parent(statement)
+        if node.attr != "append" or not isinstance(call, ast.Call) or call.func is not node \
+                or not isinstance(statement, ast.Expr) or not isinstance(loop, ast.For) \
+                or statement not in loop.body or not _over_batch(loop.iter, fn, depth) \
+                or any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(loop)):
+            return False  # (any other use of the list's methods, `extend`, `insert`, `pop`, too)
+        appended = True
+    return appended and not any(isinstance(n.target, ast.Name) and n.target.id == name
+                                for n in fn.nodes(ast.AugAssign))
 
 
 def _appended_per_sample(name: str, fn: FunctionInfo, derived: dict[str, bool]) -> bool:
