@@ -29,11 +29,10 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import code_names
+from dpcheck.analysis.torch_api import BATCHNORM_LAYERS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
-
-_BATCHNORM = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d")
 
 
 class BatchNormStatisticsPerReplica(Rule):
@@ -80,7 +79,7 @@ class BatchNormStatisticsPerReplica(Rule):
                                          "nn.DataParallel: with no process group it silently acts as "
                                          "plain per-replica BatchNorm", severity=Severity.ERROR)
                     return
-                if resolved.startswith("torch.nn.") and last in _BATCHNORM:
+                if resolved.startswith("torch.nn.") and last in BATCHNORM_LAYERS:
                     yield self.violation(value, f"`self.{name}` is {last}: under DataParallel it normalises "
                                          "each replica's B/N slice and keeps replica 0's running statistics")
                     return
@@ -178,7 +177,7 @@ def _batchnorm_built_in(model):
         for call in fn.nodes(ast.Call):
             resolved = resolve(call.func) or ""
             last = resolved.rsplit(".", 1)[-1]
-            if resolved.startswith("torch.nn.") and last in _BATCHNORM:
+            if resolved.startswith("torch.nn.") and last in BATCHNORM_LAYERS:
                 return call, f"`{ast.unparse(call.func)}` in `{fn.name}`"
             if resolved in _BATCHNORM_BLOCKS and not any(k.arg == "norm_layer" for k in call.keywords):
                 return call, f"`{ast.unparse(call.func)}` (BatchNorm by default)"

@@ -1177,3 +1177,48 @@ def test_wrapper_passes_reads_the_calls_made_through_the_wrapper():
     assert not index.condition("wrapper_passes:m.Scorer:labels@1")
     handed = text.replace("    return logits", "    return scorer")
     assert analyze_source(handed, "m.py", [], "m").wrapper_calls["m.Scorer"] == ["#1", "*"]
+
+
+_POOLED_BN = """
+    import torch.nn as nn
+
+    class ImagePooling(nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.branch = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(channels, 8, 1),
+                                        nn.BatchNorm2d(8), nn.ReLU())
+
+        def forward(self, x):
+            return self.branch(x)
+"""
+
+_TRAIN_SCRIPT = """
+    import torch.nn as nn
+    from torch.utils.data import DataLoader
+    from models import ImagePooling
+
+    def main(dataset):
+        model = nn.DataParallel(ImagePooling(3).cuda())
+        loader = DataLoader(dataset, batch_size=8, shuffle=True{drop})
+        for x in loader:
+            model(x.cuda()).sum().backward()
+"""
+
+
+def test_a_pooled_batchnorm_is_a_warning_unless_every_wrapping_script_drops_the_last_batch(tmp_path):
+    def dp604(files):
+        for name, text in files.items():
+            (tmp_path / name).write_text(textwrap.dedent(text))
+        findings, _ = run_json(tmp_path, "--select", "DP604", "--isolated")
+        return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"], f["severity"]) for f in findings]
+
+    # The loader keeps the partial last batch: a replica can get one sample.
+    assert dp604({"models.py": _POOLED_BN, "train.py": _TRAIN_SCRIPT.format(drop="")}) == \
+        [("models.py", 8, "warning")]
+    # The only script that wraps the model drops it: the last batch never runs.
+    assert dp604({"train.py": _TRAIN_SCRIPT.format(drop=", drop_last=True")}) == []
+    # drop_last=False keeps it, as does a second wrapping script whose loader is built elsewhere.
+    assert dp604({"train.py": _TRAIN_SCRIPT.format(drop=", drop_last=False")}) == [("models.py", 8, "warning")]
+    assert dp604({"train.py": _TRAIN_SCRIPT.format(drop=", drop_last=True"),
+                  "finetune.py": "import torch.nn as nn\nfrom models import ImagePooling\n"
+                                 "model = nn.DataParallel(ImagePooling(3))\n"}) == [("models.py", 8, "warning")]

@@ -104,6 +104,8 @@ class FileResult:
     # and the classes it wraps -> the wrappers it wraps them in (wrapping.wrappers_of).
     overridden_methods: dict[str, list[str]] = field(default_factory=dict)
     wrappers: dict[str, list[str]] = field(default_factory=dict)
+    # For a file that wraps a model: whether it drops the partial last batch (scripts.partial_batches).
+    partial_batches: str = ""
 
     @property
     def submodules(self) -> list[str]:
@@ -135,7 +137,8 @@ class FileResult:
                 **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
                 **({"overridden_methods": {k: " ".join(v) for k, v in self.overridden_methods.items()}}
                    if self.overridden_methods else {}),
-                **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {})}
+                **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
+                **({"partial_batches": self.partial_batches} if self.partial_batches else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -159,7 +162,8 @@ class FileResult:
                    {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()},
                    data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split(),
                    {str(k): str(v).split() for k, v in dict(data.get("overridden_methods", {})).items()},
-                   {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()})
+                   {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()},
+                   str(data.get("partial_batches", "")))
 
 
 def read_bytes(path: Path) -> bytes:

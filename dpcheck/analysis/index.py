@@ -29,7 +29,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
-from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, STOCK_OUTPUT_CONDITION
+from dpcheck.analysis.scripts import KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION, STOCK_OUTPUT_CONDITION
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -79,6 +79,10 @@ class ClassIndex:
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._calls_canonical: dict[str, set[str]] | None = None
+        # scripts.partial_batches of the files that wrap a model: how many there are, and whether
+        # one of them keeps the partial last batch (see keeps_partial_batches).
+        self._wrapping_files = 0
+        self._keeps_last = False
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
         # ``offline`` is first asked (the guessing index of engine.ModuleSummaries never asks it).
@@ -134,6 +138,9 @@ class ClassIndex:
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
         self._scalar_forwards.update(result.scalar_forwards)
+        if result.partial_batches:
+            self._wrapping_files += 1
+            self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -482,6 +489,13 @@ class ClassIndex:
         tokens = self._scalar_forwards.get(self.lookup(name) or name)
         return tokens is not None and scalar_call(tokens, passed)
 
+    def keeps_partial_batches(self) -> bool:
+        """May a partial last batch reach a wrapped model? False only when every scanned file that
+        wraps a model passes `drop_last=True` to its loader (scripts.partial_batches). Project-wide,
+        not per wrapped class: a script's wrap is often not traced to a class (a registry, a
+        builder), and its loader is what decides."""
+        return self._wrapping_files == 0 or self._keeps_last
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -513,6 +527,8 @@ class ClassIndex:
             return self.holds_weights(name)
         if f"{kind}:" == SCALAR_FORWARD_CONDITION and name:
             return self.returns_scalar(name)
+        if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:
+            return self.keeps_partial_batches()
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

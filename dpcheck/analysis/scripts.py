@@ -33,7 +33,7 @@ import ast
 from typing import Iterator
 
 from dpcheck.analysis.context import FileContext
-from dpcheck.analysis.dataflow import argument
+from dpcheck.analysis.dataflow import argument, is_true, keyword
 from dpcheck.analysis.tree import cached_property
 from dpcheck.constants import DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES
 from dpcheck.record import record
@@ -718,6 +718,27 @@ def _mentions_dataparallel(ctx: FileContext) -> bool:
     if _imports_project_function(ctx) and any(token in ctx.source.text for token in TRAINING_TOKENS):
         return bool(script_facts(ctx).wraps)  # only a builder imported from another file can wrap here
     return False
+
+
+# The condition of a finding that needs a batch leaving one sample to a replica: some scanned script
+# that wraps a model may run a partial last batch (ClassIndex.keeps_partial_batches settles it from
+# each file's `partial_batches`).
+PARTIAL_BATCHES_CONDITION = "partial_batches:"
+# `FileResult.partial_batches` of a file that wraps a model: it builds a DataLoader (or batch
+# sampler) with `drop_last=True`, or none.
+DROPS_LAST = "dropped"
+KEEPS_LAST = "kept"
+
+
+def partial_batches(ctx: FileContext) -> str:
+    """For a file that wraps a model in DataParallel: DROPS_LAST when it passes `drop_last=True` to a
+    call (a DataLoader, a BatchSampler: its training loader, since evaluation needs none), else
+    KEEPS_LAST (its loader keeps the partial last batch, or is built elsewhere); "" for other files."""
+    if not mentions_dataparallel(ctx):
+        return ""
+    if "drop_last" in ctx.source.text and any(is_true(keyword(call, "drop_last")) for call in ctx.nodes(ast.Call)):
+        return DROPS_LAST
+    return KEEPS_LAST
 
 
 def mentions_script_token(ctx: FileContext) -> bool:

@@ -39,6 +39,9 @@ _TENSOR_METHODS = frozenset({"cuda", "to", "float", "double", "half", "long", "i
 CONTAINER_CTORS = frozenset({"list", "dict", "set", "collections.OrderedDict",
                              "collections.defaultdict", "collections.deque",
                              "collections.Counter", "typing.OrderedDict"})
+# torch.nn's BatchNorm layers (not SyncBatchNorm, whose DataParallel hazard is its own).
+BATCHNORM_LAYERS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+                              "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"})
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
                                "Sequential"})
 

@@ -35,6 +35,7 @@ from dpcheck.analysis.scripts import (
     mentions_dataparallel,
     mentions_script_token,
     overridden_methods,
+    partial_batches,
     replaced_output,
     script_facts,
     target_text,
@@ -844,11 +845,12 @@ def _is_zero(node: ast.AST) -> bool:
 
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
-    """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``
-    and ``.unused`` for the project index."""
+    """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``,
+    ``.unused`` and ``.partial_batches`` for the project index."""
     result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
     result.returns = function_returns(ctx)
+    result.partial_batches = partial_batches(ctx)
     if not mentions_script_token(ctx):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
