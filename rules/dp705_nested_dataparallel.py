@@ -3,7 +3,10 @@
 Flags an `nn.DataParallel` wrapped around another `nn.DataParallel`:
 `nn.DataParallel(nn.DataParallel(net))`, or wrapping a name that already holds a
 wrapper (often a helper that wraps again a model its caller already wrapped, or a builder
-that returns one). One wrapper in each arm of an `if`/`else` is not nesting.
+that returns one), or wrapping a module whose constructor was handed a wrapper and keeps it as a
+submodule it calls (`DataParallel(Holder(nn.DataParallel(net)))`, the holder's `__init__` doing
+`self.net = net` and a method calling `self.net(...)`, in this file or another). One wrapper in each
+arm of an `if`/`else` is not nesting.
 
 ## Why is this bad?
 On more than one GPU it crashes at the first call. The outer wrapper replicates the inner
@@ -25,7 +28,10 @@ Wrap once; check `isinstance(model, nn.DataParallel)` before wrapping in helpers
 
 from __future__ import annotations
 
+import ast
+
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.wrapping import KEPT_MODULE_CONDITION
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -65,6 +71,31 @@ class NestedDataParallel(Rule):
                                      "module off its device_ids[0] and the first call fails, and state dict keys "
                                      "get `module.module.`", requires=requires,
                                      fix=self.offer_fix("Remove the second DataParallel wrapper"))
+                continue
+            yield from self._wrapper_kept_by_constructor(call, inner, facts)
+
+    def _wrapper_kept_by_constructor(self, call, inner, facts):
+        """`DataParallel(holder)` where `holder = Holder(wrapper, ...)`: the holder's class keeps that
+        argument as a submodule it calls (a cross-file condition the project index settles)."""
+        built = facts.constructed_value(inner)
+        if built is None:
+            return
+        resolved = facts.ctx.resolve(built.func)
+        if not resolved or any(isinstance(a, ast.Starred) for a in built.args):
+            return
+        handed = [(f"@{k}", arg) for k, arg in enumerate(built.args)]
+        handed += [(k.arg, k.value) for k in built.keywords if k.arg is not None]
+        for where, arg in handed:
+            source = facts.wrapper_value(arg)
+            if source is None or source.call is call:
+                continue
+            requires = tuple(frozenset({c}) for c in sorted(source.requires | facts.source_of(call).requires))
+            requires += (frozenset({f"{KEPT_MODULE_CONDITION}{resolved}:{where}"}),)
+            yield self.violation(call, f"This DataParallel wraps `{ast.unparse(built.func)}(...)`, whose constructor "
+                                 f"keeps `{ast.unparse(arg)}`, a DataParallel wrapper, as a submodule it calls: on "
+                                 "more than one GPU the inner wrapper's replicas find their module off its "
+                                 "device_ids[0] and the first call fails", requires=requires)
+            return
 
     def fix(self, finding, editor):
         import libcst as cst

@@ -1222,3 +1222,51 @@ def test_a_pooled_batchnorm_is_a_warning_unless_every_wrapping_script_drops_the_
     assert dp604({"train.py": _TRAIN_SCRIPT.format(drop=", drop_last=True"),
                   "finetune.py": "import torch.nn as nn\nfrom models import ImagePooling\n"
                                  "model = nn.DataParallel(ImagePooling(3))\n"}) == [("models.py", 8, "warning")]
+
+
+def test_kept_modules_are_init_parameters_stored_on_self_and_called():
+    from dpcheck.analysis.file import FileResult
+    from dpcheck.analysis.index import ClassIndex
+
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        class Holder(nn.Module):
+            def __init__(self, width, models, *, head=None, spare=None):
+                super().__init__()
+                self.width = width
+                self.models = models
+                self.head = head
+                if spare is not None:
+                    self.spare = spare  # behind a test: not kept for certain
+
+            def forward(self, x):
+                return self.head(self.models(x)) + self.spare(x)
+
+        class Reader(nn.Module):
+            def __init__(self, models):
+                super().__init__()
+                self.models = models  # stored, never called
+
+            def forward(self, x):
+                return x
+    """)
+    result = analyze_source(text, "m.py", [], "m")
+    assert result.kept_modules == {"m.Holder": ["head@-1", "models@1"]}
+    assert FileResult.from_dict(result.to_dict()).kept_modules == result.kept_modules
+    index = ClassIndex([result])
+    assert index.condition("kept_module:m.Holder:@1") and index.condition("kept_module:m.Holder:head")
+    assert not index.condition("kept_module:m.Holder:@0")  # width: stored, not called
+    assert not index.condition("kept_module:m.Reader:@0")
+    assert not index.condition("kept_module:m.Missing:@0")  # not scanned: not shown
+
+
+def test_partial_batches_fact_of_a_wrapping_file_survives_the_cache():
+    from dpcheck.analysis.file import FileResult
+
+    script = "import torch.nn as nn\nfrom torch.utils.data import DataLoader\nmodel = nn.DataParallel(net)\n"
+    kept = analyze_source(script + "loader = DataLoader(data, batch_size=8)\n", "t.py", [], "t")
+    dropped = analyze_source(script + "loader = DataLoader(data, batch_size=8, drop_last=True)\n", "t.py", [], "t")
+    assert (kept.partial_batches, dropped.partial_batches) == ("kept", "dropped")
+    assert analyze_source("x = 1\n", "u.py", [], "u").partial_batches == ""
+    assert FileResult.from_dict(dropped.to_dict()).partial_batches == "dropped"

@@ -106,6 +106,8 @@ class FileResult:
     wrappers: dict[str, list[str]] = field(default_factory=dict)
     # For a file that wraps a model: whether it drops the partial last batch (scripts.partial_batches).
     partial_batches: str = ""
+    # Its module classes -> the `__init__` parameters they keep as submodules they call (wrapping.kept_modules).
+    kept_modules: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -138,7 +140,9 @@ class FileResult:
                 **({"overridden_methods": {k: " ".join(v) for k, v in self.overridden_methods.items()}}
                    if self.overridden_methods else {}),
                 **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
-                **({"partial_batches": self.partial_batches} if self.partial_batches else {})}
+                **({"partial_batches": self.partial_batches} if self.partial_batches else {}),
+                **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
+                   if self.kept_modules else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -163,7 +167,8 @@ class FileResult:
                    data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split(),
                    {str(k): str(v).split() for k, v in dict(data.get("overridden_methods", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()},
-                   str(data.get("partial_batches", "")))
+                   str(data.get("partial_batches", "")),
+                   {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:

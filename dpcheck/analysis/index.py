@@ -31,7 +31,7 @@ from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION, STOCK_OUTPUT_CONDITION
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
-from dpcheck.analysis.wrapping import CALL_LEAF, PART_LEAF
+from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -82,6 +82,7 @@ class ClassIndex:
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
         self._wrapping_files = 0
+        self._kept_modules: dict[str, list[str]] = {}  # class -> `__init__` parameters kept as submodules
         self._keeps_last = False
         self._offline: frozenset[str] | None = None
         # Every import target, in the order added; their `module.Class` tails are taken only when
@@ -138,6 +139,7 @@ class ClassIndex:
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
         self._scalar_forwards.update(result.scalar_forwards)
+        self._kept_modules.update(result.kept_modules)
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
@@ -496,6 +498,16 @@ class ClassIndex:
         builder), and its loader is what decides."""
         return self._wrapping_files == 0 or self._keeps_last
 
+    def keeps_module(self, text: str) -> bool:
+        """``<class>:<argument>``, the argument a keyword name or `@k` (positional k): does the class
+        keep what a call passes there as a submodule it calls (wrapping.kept_modules)? Unknown (a
+        class not scanned, a `*args` call) is False: the finding needs it shown."""
+        name, _, passed = text.rpartition(":")
+        markers = self._kept_modules.get(self.lookup(name) or name, ())
+        if passed.startswith("@"):
+            return any(m.rpartition("@")[2] == passed[1:] for m in markers)
+        return any(m.rpartition("@")[0] == passed for m in markers)
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -527,6 +539,8 @@ class ClassIndex:
             return self.holds_weights(name)
         if f"{kind}:" == SCALAR_FORWARD_CONDITION and name:
             return self.returns_scalar(name)
+        if f"{kind}:" == KEPT_MODULE_CONDITION and name:
+            return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:
             return self.keeps_partial_batches()
         return self.is_module(text)

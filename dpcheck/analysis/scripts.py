@@ -194,6 +194,26 @@ class ScriptFacts:
             return self._builder_call(node)
         return None
 
+    def constructed_value(self, node: ast.AST) -> ast.Call | None:
+        """The construction ``node`` evaluates to, through a name's last binding before it in its
+        scope and `.cuda()`-like chains: `Holder(d).cuda()` for `holder` after `holder = Holder(d).cuda()`.
+        None when it is not a call, or is a DataParallel construction."""
+        for _ in range(8):
+            if isinstance(node, ast.Name):
+                self._ensure()
+                earlier = [a for a in self._assignments.get((id(self.scope_of(node)), node.id), ())
+                           if a.lineno < node.lineno]
+                node = self._value_for(earlier[-1], node.id) if earlier else None
+                continue
+            if not isinstance(node, ast.Call) or self.dp_class(node) is not None:
+                return None
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _SELF_RETURNING:
+                node = func.value
+                continue
+            return node
+        return None
+
     def dp_expression(self, node: ast.AST) -> ast.AST | None:
         """The DataParallel construction (or wrapper-returning call) ``node`` evaluates to."""
         source = self.wrapper_value(node)

@@ -677,6 +677,43 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
     return {part: frozenset(names) for part, names in owners.items()}
 
 
+# The condition of a finding about a module handed to a class's constructor: the class keeps that
+# argument as a submodule it calls (ClassIndex.keeps_module settles it from `kept_modules`).
+KEPT_MODULE_CONDITION = "kept_module:"
+
+
+def kept_modules(ctx: FileContext) -> dict[str, list[str]]:
+    """Module classes of this file -> the `__init__` parameters they keep as submodules, as
+    `name@position` (position after `self`): `self.<attr> = <parameter>` at the top level of
+    `__init__` (not behind a test), with `self.<attr>(...)` called in a method of the class. A module
+    handed there runs as part of the class: wrapped around a DataParallel wrapper (MEAL-V2's
+    `DataParallel(discriminatorLoss(DataParallel(d)))`), the outer wrapper replicates the inner one."""
+    found: dict[str, list[str]] = {}
+    for name, info in ctx.classes.items():
+        init = info.methods.get("__init__")
+        if init is None or not any(ctx.class_is_module(name)):
+            continue
+        positions = {a.arg: k for k, a in enumerate([*init.args.posonlyargs, *init.args.args][1:])}
+        positions.update((a.arg, -1) for a in init.args.kwonlyargs)
+        stored: dict[str, str] = {}  # attribute -> parameter
+        for statement in init.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.value, ast.Name) and statement.value.id in positions:
+                target = statement.targets[0]
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    stored[target.attr] = statement.value.id
+        if not stored:
+            continue
+        called = {call.func.attr for call in ctx.tree_index.nodes_within(info.node, ast.Call)
+                  if isinstance(call.func, ast.Attribute) and call.func.attr in stored
+                  and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"}
+        kept = sorted(f"{stored[attr]}@{positions[stored[attr]]}" for attr in called)
+        if kept:
+            found[info.qualname] = kept
+    return found
+
+
 def wrap_evidence(model: ModelClass) -> str:
     """"wrapped" | "top-level" | "submodule", from this file's evidence (the project index
     refines "top-level" through the ``gathered:`` condition)."""
@@ -846,11 +883,12 @@ def _is_zero(node: ast.AST) -> bool:
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
     """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``,
-    ``.unused`` and ``.partial_batches`` for the project index."""
+    ``.unused``, ``.partial_batches`` and ``.kept_modules`` for the project index."""
     result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
     result.returns = function_returns(ctx)
     result.partial_batches = partial_batches(ctx)
+    result.kept_modules = kept_modules(ctx)
     if not mentions_script_token(ctx):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
