@@ -703,6 +703,9 @@ def kept_modules(ctx: FileContext) -> dict[str, list[str]]:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":
                     stored[target.attr] = statement.value.id
+        # Most stored parameters are options (`self.config = config`) that nothing calls: the text
+        # tells, without walking the class's calls.
+        stored = {attr: param for attr, param in stored.items() if f"self.{attr}(" in ctx.source.text}
         if not stored:
             continue
         called = {call.func.attr for call in ctx.tree_index.nodes_within(info.node, ast.Call)
