@@ -8,6 +8,9 @@ else in the file until it parses; every other file is still checked.
 
 The finding is placed at the line and column the parser reports.
 
+Code that Python 3.6 reads but 3.7+ refuses (`x.cuda(async=True)`, PyTorch's name for
+`non_blocking` before 0.4) is not reported: dpcheck analyses it under Python 3.6's grammar.
+
 ## How to fix
 
 Fix the syntax error (run `python -m py_compile FILE` to see it as Python does), or

@@ -84,6 +84,29 @@ def test_syntax_error_and_bad_encoding_are_reported_and_the_run_goes_on(project)
     assert broken["location"]["row"] == 1 and "SyntaxError" in broken["message"]
 
 
+def test_a_script_in_python_3_6_syntax_is_analysed_like_its_modern_spelling(project):
+    # PyTorch before 0.4 spelled non_blocking `async`: valid Python 3.6, refused by 3.7+.
+    loop = "\nmodel = nn.DataParallel(Net()).cuda()\nfor x in range(3):\n    model(torch.ones(2, 4).cuda({}=True))\n"
+    (project / "old.py").write_text(HAZARD + loop.format("async"))
+    (project / "new.py").write_text(HAZARD + loop.format("non_blocking"))
+    old = json.loads(run_cli("old.py", "--no-cache", "--output-format", "json", cwd=project).stdout)
+    new = json.loads(run_cli("new.py", "--no-cache", "--output-format", "json", cwd=project).stdout)
+    assert [(f["code"], f["severity"], f["location"]) for f in old] == [
+        (f["code"], f["severity"], f["location"]) for f in new]
+    assert "DP001" not in {f["code"] for f in old} and "DP101" in {f["code"] for f in old}
+    # libcst reads no grammar that takes `async` as a name: --fix changes nothing and offers nothing.
+    before = (project / "old.py").read_bytes()
+    fixed = run_cli("old.py", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
+    assert (project / "old.py").read_bytes() == before and "fixable" not in fixed.stdout
+    modern = (project / "new.py").read_bytes()
+    run_cli("new.py", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
+    assert (project / "new.py").read_bytes() != modern
+    # What no Python 3 grammar reads is still a syntax error, placed where the running Python stops.
+    (project / "py2.py").write_text("x.cuda(async=True)\nprint 'done'\n")
+    broken = json.loads(run_cli("py2.py", "--no-cache", "--output-format", "json", cwd=project).stdout)
+    assert [(f["code"], f["location"]["row"]) for f in broken] == [("DP001", 1)]
+
+
 def test_rule_exception_is_an_internal_error_and_others_still_report(project, monkeypatch, capsys):
     from dpcheck import run as run_module
     from dpcheck.registry import rules_by_code

@@ -271,6 +271,27 @@ def analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
             gc.enable()
 
 
+# The newest grammar that still takes `async` and `await` as names. PyTorch before 0.4 spelled
+# non_blocking `async` (`target.cuda(async=True)`), so many DataParallel training scripts of that
+# era are valid Python 3.6 that Python 3.7+ refuses; read with this grammar, their wraps and
+# hazards count instead of the whole script being lost to a syntax error.
+_OLDER_GRAMMAR = (3, 6)
+
+
+def _parse(text: str, display: str) -> ast.Module:
+    """The file's tree under the running Python's grammar, else under `_OLDER_GRAMMAR`; the first
+    SyntaxError is raised when neither reads it (it names what the running Python refuses)."""
+    try:
+        return ast.parse(text, filename=display)
+    except SyntaxError as exc:
+        if "async" not in text and "await" not in text:
+            raise
+        try:
+            return ast.parse(text, filename=display, feature_version=_OLDER_GRAMMAR)
+        except SyntaxError:
+            raise exc from None
+
+
 def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                     is_package: bool) -> FileResult:
     source = SourceFile(display, text)
@@ -278,7 +299,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code
-            tree = ast.parse(text, filename=display)
+            tree = _parse(text, display)
     except (RecursionError, MemoryError) as exc:
         # CPython cannot compile it either ("maximum recursion depth exceeded during ast
         # construction", parser stack overflow): the file cannot be parsed.

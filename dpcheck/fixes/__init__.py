@@ -107,7 +107,10 @@ def _fix_one(path: Path, group: list[Finding], rules, unsafe, write, reanalyse, 
         return group
     text, current, applied = fix_text(snapshot.text, name, group, rules, unsafe, reanalyse)
     if text == snapshot.text:
-        return group
+        # No applicable fix could be made here (libcst cannot read the file, e.g. Python 3.6's
+        # `async=True`, or no edit kept it parsing): left offered, the report would still say
+        # "fixable with --fix" to a run that just asked for it.
+        return [replace(f, fix=None) if f.fix is not None and applicable(f, unsafe) else f for f in group]
     if not write:  # --diff: show what would change, report the findings as they are
         outcome.diffs[name] = textedits.unified_diff(snapshot.text, text, name)
         outcome.fixed[name] = applied
