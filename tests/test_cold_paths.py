@@ -242,8 +242,8 @@ def test_attrs_and_local_values_equal_their_readings_without_shortcuts(monkeypat
     """``ModelClass.attrs`` hands ``_record_call`` only the calls it can record and skips plain-name
     targets; ``local_values`` binds plain names inline: each equals the reading that passes every
     call and target through (a callee ``_RECORDED_CALLS`` left out would lose an attribute fact)."""
-    import dpcheck.analysis.model_class as model_class
-    import dpcheck.analysis.tree as tree_module
+    from dpcheck.analysis import model_class
+    from dpcheck.analysis import tree as tree_module
     from dpcheck.analysis.model_class import file_models
 
     class Everything:
