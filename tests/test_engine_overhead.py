@@ -27,8 +27,14 @@ def test_excluder_name_regex_matches_like_fnmatch_over_each_pattern(tmp_path):
 def test_excluder_path_patterns_are_relative_to_the_root(tmp_path):
     excluder = Excluder(tmp_path, ["data/**", "src/gen"])
     assert excluder.excluded_text("x.py", "p", str(tmp_path / "data" / "x.py"))
-    assert excluder.excluded_text("m.py", "p", str(tmp_path / "src" / "gen" / "m.py"))
+    assert excluder.excluded_text("gen", "p", str(tmp_path / "src" / "gen"))
     assert not excluder.excluded_text("m.py", "p", str(tmp_path / "src" / "m.py"))
+    # A pattern names the path itself: the walk never enters `src/gen`, a folder named below it
+    # on the command line is walked, and --force-exclude asks the folders above
+    # (`excluded_anywhere`).
+    assert not excluder.excluded_text("m.py", "p", str(tmp_path / "src" / "gen" / "m.py"))
+    (tmp_path / "src" / "gen").mkdir(parents=True)
+    assert excluder.excluded_anywhere(tmp_path / "src" / "gen" / "m.py")
     # A real path outside the root is matched as written.
     assert excluder.excluded_text("x.py", "data/x.py", "/elsewhere/x.py")
     assert not excluder.excluded_text("x.py", "other/x.py", "/elsewhere/x.py")
