@@ -1270,3 +1270,57 @@ def test_partial_batches_fact_of_a_wrapping_file_survives_the_cache():
     assert (kept.partial_batches, dropped.partial_batches) == ("kept", "dropped")
     assert analyze_source("x = 1\n", "u.py", [], "u").partial_batches == ""
     assert FileResult.from_dict(dropped.to_dict()).partial_batches == "dropped"
+
+
+def test_conditional_ddp_rebinding_leaves_the_dataparallel_wrapper():
+    # `if local_rank != -1: model = DDP(model)` after the DataParallel wrap is an alternative, not a
+    # replacement: where the test fails `model` is still the DataParallel wrapper.
+    text = """
+        import torch
+
+        def train(args, model):
+            if args.n_gpu > 1:
+                model = torch.nn.DataParallel(model)
+            if args.local_rank != -1:
+                model = torch.nn.parallel.DistributedDataParallel(model)
+            return model.config
+
+        def bare(args, model):
+            model = torch.nn.DataParallel(model)
+            if args.unwrap:
+                model = model.module
+            return model.config
+
+        def replaced(args, model):
+            model = torch.nn.DataParallel(model)
+            model = torch.nn.parallel.DistributedDataParallel(model.module)
+            return model.config
+    """
+    assert held(text, 9)
+    assert not held(text, 15)  # an unwrapping rebinding under an `if` ends it (as before)
+    assert not held(text, 20)  # an unconditional rebinding replaces it
+
+
+def test_parameter_wrap_reaches_the_value_of_its_first_rebinding():
+    # `model = DataParallel(model)` in a helper reads the wrapper its caller passed (a nested wrap);
+    # an `and`-ed `not isinstance(model, DataParallel)` test says the helper's model is bare there.
+    text = """
+        import torch
+
+        def evaluate(args, model):
+            if args.n_gpu > 1:
+                model = torch.nn.DataParallel(model)
+            return model
+
+        def checked(args, model):
+            if args.n_gpu > 1 and not isinstance(model, torch.nn.DataParallel):
+                model = torch.nn.DataParallel(model)
+            return model
+
+        def train(args, model):
+            model = torch.nn.DataParallel(model)
+            evaluate(args, model)
+            checked(args, model)
+    """
+    assert held(text, 6)
+    assert not held(text, 11)

@@ -35,7 +35,8 @@ from typing import Iterator
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import argument, is_true, keyword
 from dpcheck.analysis.tree import cached_property
-from dpcheck.constants import DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES
+from dpcheck.constants import (DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES,
+                               DISTRIBUTED_DATAPARALLEL_CLASSES)
 from dpcheck.record import record
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
@@ -330,11 +331,25 @@ class ScriptFacts:
                 function = self.ctx.enclosing(node, _FUNCTIONS) if attribute else None
                 for later in entries[i + 1:]:
                     if later.lineno > node.lineno and not self.exclusive(node, later) and (
-                            not attribute or self.ctx.enclosing(later, _FUNCTIONS) is function):
+                            not attribute or self.ctx.enclosing(later, _FUNCTIONS) is function) \
+                            and not self._conditionally_rewrapped(later, node, text):
                         end = later.lineno
                         break
                 wraps.append(Wrap(text, source, self.scope_of(node, attribute), node.lineno, end, node))
         return wraps
+
+    def _conditionally_rewrapped(self, later: ast.AST, node: ast.AST, text: str) -> bool:
+        """Is ``later`` `text = DistributedDataParallel(text, ...)` under an `if` that does not also
+        enclose ``node`` (`if args.local_rank != -1: model = DDP(model)` after `model = DataParallel(model)`)?
+        The arms are alternatives: where the test fails ``text`` still holds the DataParallel wrapper,
+        and where it holds, a DDP around it, which lacks the model's attributes as well."""
+        value = self._value_for(later, text)
+        if not isinstance(value, ast.Call) or target_text(argument(value, 0, "module")) != text:
+            return False
+        resolved = self.ctx.resolve(value.func) or ""
+        if resolved not in DISTRIBUTED_DATAPARALLEL_CLASSES and resolved.rsplit(".", 1)[-1] != "DistributedDataParallel":
+            return False
+        return self.guarded_apart(later, node)
 
     def _compute_builders(self) -> dict[str, Source]:
         found: dict[str, Source] = {}
@@ -420,7 +435,9 @@ class ScriptFacts:
             return None
         for wrap in self._wraps_by_name.get(text, ()):
             if wrap.parameter:
-                if wrap.start < node.lineno < wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope:
+                # Up to and including the line of the first reassignment: its value (`model =
+                # DataParallel(model)`) still reads the caller's wrapper.
+                if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope:
                     return wrap
                 continue
             origin = wrap.origin
@@ -466,9 +483,16 @@ class ScriptFacts:
         while cur is not None:
             if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
                 test, positive = _unnot(cur.test)
+                in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
                 if self._wrapper_test(test, text):
-                    in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
                     return test if in_body == positive else False
+                if in_body and isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And):
+                    # `if n_gpu > 1 and not isinstance(model, DataParallel):` holds only where the
+                    # conjunct does (its else arm says nothing about `model`).
+                    for conjunct in cur.test.values:
+                        test, positive = _unnot(conjunct)
+                        if self._wrapper_test(test, text):
+                            return test if positive else False
             # After `if isinstance(m, DataParallel): return ...` m is the bare model.
             for block in ("body", "orelse", "finalbody"):
                 stmts = getattr(cur, block, None)
