@@ -1324,3 +1324,31 @@ def test_parameter_wrap_reaches_the_value_of_its_first_rebinding():
     """
     assert held(text, 6)
     assert not held(text, 11)
+
+
+def test_parameter_wrap_is_not_held_where_every_passing_call_makes_the_branch_dead():
+    # GraphCodeBERT: train() passes its wrapper with eval_when_training=True, and evaluate() wraps only
+    # when it is False. One caller that passes a value not known keeps the wrapper there.
+    text = """
+        import torch
+
+        def evaluate(args, model, eval_when_training=False):
+            if not eval_when_training:
+                print(model)
+            else:
+                print(model)
+            if args.n_gpu > 1 and eval_when_training is False:
+                model = torch.nn.DataParallel(model)
+            return model
+
+        def train(args, model, flag):
+            model = torch.nn.DataParallel(model)
+            evaluate(args, model, eval_when_training=True)
+            evaluate(args, model, True)
+    """
+    assert not held(text, 6)
+    assert held(text, 8)
+    assert not held(text, 10)
+    unknown = text.rstrip() + "\n            evaluate(args, model, flag)\n"
+    assert held(unknown, 6)
+    assert held(unknown, 10)

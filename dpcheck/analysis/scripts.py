@@ -74,6 +74,9 @@ class Wrap:
     end: float  # line of the next reassignment that can follow it, or infinity
     origin: ast.AST | None = None  # the assignment, for branch exclusivity
     parameter: bool = False
+    # For a parameter: every call site of this file that passes it a wrapper, with the number of
+    # leading parameters the call binds itself (`self`).
+    sites: tuple[tuple[ast.Call, int], ...] = ()
 
     @property
     def call(self) -> ast.AST:
@@ -371,8 +374,7 @@ class ScriptFacts:
 
     def _parameter_wraps(self) -> list[Wrap]:
         """Parameters that receive a wrapper at a call site in this file."""
-        wraps: list[Wrap] = []
-        seen: set[tuple[int, str]] = set()
+        wraps: dict[tuple[int, str], Wrap] = {}
         for call in self.ctx.nodes(ast.Call):
             fn, skip = self._callee(call)
             if fn is None:
@@ -382,16 +384,43 @@ class ScriptFacts:
                                                  if i < len(params) and not isinstance(arg, ast.Starred)]
             passed += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
             for param, arg in passed:
-                if (id(fn), param) in seen:
-                    continue
                 source = self.wrapper_value(arg, call)
                 if source is None:
                     continue
-                seen.add((id(fn), param))
+                known = wraps.get((id(fn), param))
+                if known is not None:
+                    known.sites += ((call, skip),)
+                    continue
                 first = min((n.lineno for n in self._assignments.get((id(fn), param), ())), default=float("inf"))
-                wraps.append(Wrap(param, Source(call, source.requires, source.dim, source.note), fn,
-                                  fn.lineno, first, None, parameter=True))
-        return wraps
+                wraps[(id(fn), param)] = Wrap(param, Source(call, source.requires, source.dim, source.note), fn,
+                                              fn.lineno, first, None, parameter=True, sites=((call, skip),))
+        return list(wraps.values())
+
+    def _dead_for_every_site(self, node: ast.AST, wrap: Wrap) -> bool:
+        """Does every call that passes the wrapper give a parameter a constant under which ``node``
+        cannot run (`evaluate(..., eval_when_training=True)` and `if args.n_gpu > 1 and
+        eval_when_training is False: model = DataParallel(model)` in the callee)?"""
+        fn = wrap.scope
+        arms = [(arm, test) for branch, arm, test in self._arms(node) if isinstance(branch, (ast.If, ast.IfExp))]
+        if not arms or not wrap.sites:
+            return False
+        rebound = self._rebound_in(fn)
+        for call, skip in wrap.sites:
+            env = _constant_arguments(fn, call, skip, rebound)
+            if not env or not any(_truth(test, env) is (arm != "body") for arm, test in arms):
+                return False
+        return True
+
+    def _rebound_in(self, fn: ast.AST) -> set[str]:
+        """The names a function assigns (its parameters among them lose a constant the call gives)."""
+        return self._rebound_by_function.get(id(fn), set())
+
+    @cached_property
+    def _rebound_by_function(self) -> dict[int, set[str]]:
+        found: dict[int, set[str]] = {}
+        for scope, text in self._assignments:
+            found.setdefault(scope, set()).add(text)
+        return found
 
     def _callee(self, call: ast.Call) -> tuple[ast.AST | None, int]:
         """The function of this file a call runs, and how many leading parameters it binds itself."""
@@ -437,7 +466,8 @@ class ScriptFacts:
             if wrap.parameter:
                 # Up to and including the line of the first reassignment: its value (`model =
                 # DataParallel(model)`) still reads the caller's wrapper.
-                if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope:
+                if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope \
+                        and not self._dead_for_every_site(node, wrap):
                     return wrap
                 continue
             origin = wrap.origin
@@ -720,6 +750,57 @@ def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
                               test.comparators)
         return [(ast.dump(flipped), not positive)]
     return [(ast.dump(test), positive)]
+
+
+def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str]) -> dict[str, object]:
+    """The parameters of ``fn`` that ``call`` binds to a constant (passed, or left at a constant
+    default), less those the function rebinds."""
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    env: dict[str, object] = {}
+    for param, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if isinstance(default, ast.Constant):
+            env[param.arg] = default.value
+    for param, default in zip(args.kwonlyargs, args.kw_defaults):
+        if isinstance(default, ast.Constant):
+            env[param.arg] = default.value
+    names = [a.arg for a in positional][skip:]
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return {}  # `*args` / `**kwargs`: what each parameter gets is not known
+    bound = list(zip(names, call.args)) + [(k.arg, k.value) for k in call.keywords]
+    for name, value in bound:
+        if isinstance(value, ast.Constant):
+            env[name] = value.value
+        else:
+            env.pop(name, None)
+    return {k: v for k, v in env.items() if k not in rebound}
+
+
+def _truth(test: ast.AST, env: dict[str, object]) -> bool | None:
+    """The value of a branch test where the names in ``env`` hold those constants, if it is decided."""
+    if isinstance(test, ast.Name):
+        return bool(env[test.id]) if test.id in env else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, env)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [_truth(v, env) for v in test.values]
+        decisive = isinstance(test.op, ast.Or)  # True decides an `or`, False an `and`
+        if decisive in values:
+            return decisive
+        return (not decisive) if all(v is not None for v in values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id in env and isinstance(test.comparators[0], ast.Constant):
+        left, right, op = env[test.left.id], test.comparators[0].value, test.ops[0]
+        if isinstance(op, ast.Is):
+            return left is right
+        if isinstance(op, ast.IsNot):
+            return left is not right
+        if isinstance(op, ast.Eq):
+            return left == right
+        if isinstance(op, ast.NotEq):
+            return left != right
+    return None
 
 
 def _contradict(x: tuple[str, bool], y: tuple[str, bool]) -> bool:
