@@ -11,6 +11,10 @@ copies are plain, non-leaf tensors in the replica's `__dict__`. On a replica
 `StopIteration: Caught StopIteration in replica 0 on device 0.`, and a loop over
 `self.parameters()` (a weight penalty, a norm) silently runs zero times.
 
+A property of a base class in another scanned file whose getter takes `next(self.parameters())`
+(`self.device` on a model whose base defines `device` so) raises the same way where forward reads
+it; the base's file tells the class index which of its properties do.
+
 ## How to fix
 Take the device and dtype from the input (`x.device`, `x.dtype`), or from a buffer.
 Compute parameter penalties in the training loop, on the original module.
@@ -20,10 +24,10 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION, PARAMETER_QUERIES
+from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
-
-_QUERIES = frozenset({"parameters", "named_parameters"})
 
 
 class ParametersQueriedInForward(Rule):
@@ -61,7 +65,7 @@ class ParametersQueriedInForward(Rule):
         for fn in model.reachable:
             for node in fn.nodes(ast.Call):
                 func = node.func
-                if not (isinstance(func, ast.Attribute) and func.attr in _QUERIES):
+                if not (isinstance(func, ast.Attribute) and func.attr in PARAMETER_QUERIES):
                     continue
                 receiver = func.value
                 if not (fn.is_self(receiver) or fn.self_attr(receiver) is not None):
@@ -76,6 +80,40 @@ class ParametersQueriedInForward(Rule):
                     fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
                 yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
                                      "replicas hold their weights as plain tensors, not Parameters", fix=fix)
+        yield from self._inherited_properties(model)
+
+    def _inherited_properties(self, model):
+        """Reads in forward of `self.<attr>` that no class of the file defines or assigns, passed on as a
+        value (`device=self.device`, `f(x, self.device)`), on condition that a base class of another
+        file defines <attr> as a property taking `next(self.parameters())`: one finding per attribute."""
+        ctx = model.ctx
+        bases = frozenset(f"{PARAMETER_PROPERTY_CONDITION}{base}:" for cls in model.mro for base in cls.bases
+                          if ctx.local_name(base) not in ctx.classes and not base.startswith("torch.")
+                          and not is_torch_nn_class(base))
+        if not bases:
+            return
+        stored: set[str] | None = None
+        seen: set[str] = set()
+        for fn in model.reachable:
+            for node in fn.nodes(ast.Attribute):
+                attr = node.attr
+                if attr in seen or not isinstance(node.ctx, ast.Load) or not fn.is_self(node.value):
+                    continue
+                parent = fn.parent(node)
+                if not (isinstance(parent, ast.keyword) or isinstance(parent, ast.Call) and node in parent.args):
+                    continue
+                if model.find_method(attr) is not None or model.has_property(attr):
+                    continue
+                if stored is None:
+                    stored = {n.attr for f in model.all_methods for n in f.nodes(ast.Attribute)
+                              if isinstance(n.ctx, ast.Store) and f.is_self(n.value)}
+                if attr in stored:
+                    continue
+                seen.add(attr)
+                yield self.violation(node, f"`self.{attr}` in forward is a property of a base class in another "
+                                     "file that takes `next(self.parameters())`, which raises StopIteration on every "
+                                     "replica: DataParallel replicas hold their weights as plain tensors, not "
+                                     "Parameters", requires=(frozenset(f"{b}{attr}" for b in bases),))
 
     def fix(self, finding, editor):
         import libcst as cst

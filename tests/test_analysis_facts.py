@@ -534,3 +534,42 @@ def test_straight_line_value_is_the_last_assignment_of_the_body_before_the_use()
     assert straight_line_value(fn, names["w"]) is None  # set in a branch
     assert straight_line_value(fn, names["v"]) is None  # set in a loop
     assert straight_line_value(fn, names["x"]) is UNASSIGNED
+
+
+def test_parameter_properties_are_getters_that_take_the_first_parameter():
+    from conftest import file_context
+
+    from dpcheck.analysis.model_class import parameter_properties
+
+    ctx = file_context("""
+        import torch.nn as nn
+
+        class ModelBase(nn.Module):
+            @property
+            def device(self):
+                return next(self.parameters()).device
+
+            @property
+            def first_name(self):
+                return next(self.named_parameters())[0]
+
+            @property
+            def dtype(self):
+                try:
+                    return next(self.parameters()).dtype
+                except StopIteration:
+                    return None
+
+            @property
+            def fallback(self):
+                return next(self.parameters(), None)
+
+            def get_device(self):
+                return next(self.parameters()).device
+
+        class Plain(nn.Module):
+            @property
+            def device(self):
+                return self.anchor.device
+    """, module="pkg.base")
+    assert parameter_properties(ctx) == {"pkg.base.ModelBase": ["device", "first_name"]}

@@ -232,9 +232,11 @@ def test_file_result_round_trips_through_the_cache_format():
     result.scalar_forwards = {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     result.overridden_methods = {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     result.wrappers = {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
+    result.parameter_properties = {"base.ModelBase": ["device", "device_id"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.overridden_methods == {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     assert back.wrappers == {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
+    assert back.parameter_properties == {"base.ModelBase": ["device", "device_id"]}
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []

@@ -22,7 +22,7 @@ from dpcheck.analysis.checkpoints import summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
-from dpcheck.analysis.model_class import file_models
+from dpcheck.analysis.model_class import file_models, summarize_parameter_properties
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
@@ -108,6 +108,9 @@ class FileResult:
     partial_batches: str = ""
     # Its module classes -> the `__init__` parameters they keep as submodules they call (wrapping.kept_modules).
     kept_modules: dict[str, list[str]] = field(default_factory=dict)
+    # Its classes -> their properties whose getter takes `next(self.parameters())`
+    # (model_class.parameter_properties).
+    parameter_properties: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -142,7 +145,9 @@ class FileResult:
                 **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
                 **({"partial_batches": self.partial_batches} if self.partial_batches else {}),
                 **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
-                   if self.kept_modules else {})}
+                   if self.kept_modules else {}),
+                **({"parameter_properties": {k: " ".join(v) for k, v in self.parameter_properties.items()}}
+                   if self.parameter_properties else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -168,7 +173,8 @@ class FileResult:
                    {str(k): str(v).split() for k, v in dict(data.get("overridden_methods", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()},
                    str(data.get("partial_batches", "")),
-                   {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()})
+                   {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()},
+                   {str(k): str(v).split() for k, v in dict(data.get("parameter_properties", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -362,6 +368,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_weightless(ctx, result)
     summarize_checkpoints(ctx, result)
     summarize_scalar_forwards(ctx, result)
+    summarize_parameter_properties(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     models = file_models(ctx)

@@ -16,7 +16,9 @@ dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weigh
 not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
 (some call through a DataParallel wrapper of the class passes that parameter of its forward; see
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
-value when called so; see dpcheck.analysis.outputs).
+value when called so; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
+or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
+dpcheck.analysis.model_class).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION, STOCK_OUTPUT_CONDITION
@@ -78,6 +81,7 @@ class ClassIndex:
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
+        self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -143,6 +147,7 @@ class ClassIndex:
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
+        self._parameter_properties.update(result.parameter_properties)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -508,6 +513,21 @@ class ClassIndex:
             return any(m.rpartition("@")[2] == passed[1:] for m in markers)
         return any(m.rpartition("@")[0] == passed for m in markers)
 
+    def parameter_property(self, text: str) -> bool:
+        """``<class>:<attr>``: does the class, or a base of it, define <attr> as a property whose getter
+        takes `next(self.parameters())` (see model_class.parameter_properties)?"""
+        name, _, attr = text.rpartition(":")
+        work, seen = [name], set()
+        while work:
+            target = self.lookup(work.pop(0))
+            if target is None or target in seen:
+                continue
+            seen.add(target)
+            if attr in self._parameter_properties.get(target, ()):
+                return True
+            work.extend(self.bases[target])
+        return False
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -543,6 +563,8 @@ class ClassIndex:
             return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:
             return self.keeps_partial_batches()
+        if f"{kind}:" == PARAMETER_PROPERTY_CONDITION and name:
+            return self.parameter_property(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -435,3 +435,44 @@ def _self_bindings(target: ast.AST, value: ast.AST, fn: FunctionInfo) -> Iterato
             yield from _self_bindings(elt, sub, fn)
 
 
+
+
+# The condition of a finding about a read of `self.<attr>` that no class of the file defines:
+# ``parameter_property:<base>:<attr>`` holds where the base class (of another file), or a base of
+# it, defines <attr> as a property whose getter takes `next(self.parameters())` (``parameter_properties``).
+PARAMETER_PROPERTY_CONDITION = "parameter_property:"
+# Module methods whose iterator is empty on a DataParallel replica.
+PARAMETER_QUERIES = frozenset({"parameters", "named_parameters"})
+
+
+def parameter_properties(ctx: FileContext) -> dict[str, list[str]]:
+    """This file's classes -> their properties whose getter takes `next(self.parameters())` (or of
+    `named_parameters()`) with no default and outside any `try` (neural_sp's `ModelBase.device`,
+    `next(self.parameters()).device`): read on a DataParallel replica, the getter raises
+    StopIteration. A class of another file that reads the property in forward learns it from here."""
+    if "parameters()" not in ctx.source.text:
+        return {}
+    found: dict[str, list[str]] = {}
+    for info in ctx.classes.values():
+        names = sorted(name for name in info.properties
+                       if name in info.methods and _takes_next_parameter(info.methods[name]))
+        if names:
+            found[info.qualname] = names
+    return found
+
+
+def _takes_next_parameter(getter: FunctionNode) -> bool:
+    args = getter.args.posonlyargs + getter.args.args
+    if not args or any(isinstance(n, ast.Try) for n in ast.walk(getter)):
+        return False
+    this = args[0].arg
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "next" and len(n.args) == 1
+               and not n.keywords and isinstance(query := n.args[0], ast.Call)
+               and isinstance(query.func, ast.Attribute) and query.func.attr in PARAMETER_QUERIES
+               and isinstance(query.func.value, ast.Name) and query.func.value.id == this
+               for n in ast.walk(getter))
+
+
+def summarize_parameter_properties(ctx: FileContext, result) -> None:
+    """Fill ``result.parameter_properties`` for the class index (see ``parameter_properties``)."""
+    result.parameter_properties = parameter_properties(ctx)
