@@ -5,6 +5,9 @@ positionally and only non-tensor keyword arguments: `model(images, return_loss=F
 `model(x, mask=None)`, `model(x, mode="train")` (constants, directly or through a local or
 module-level name).
 
+A DataParallel subclass that defines its own `scatter` (in this file, or in another scanned file
+it is imported from) decides how its inputs reach each device: calls through it are not flagged.
+
 ## Why is this bad?
 Positional and keyword arguments are scattered separately. Tensors split into one chunk
 per GPU *that has rows to take*, so a batch of B < N samples gives B positional chunks;
@@ -28,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import is_true, keyword
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -91,8 +94,12 @@ class NonTensorKeywordArguments(Rule):
                            "without drop_last=True) the extra replicas run forward with no positional input and "
                            "raise TypeError")
                 severity = None
+            # A DataParallel subclass of another file: only where it keeps the stock scatter (neural_sp's
+            # CustomDataParallel hands the keywords and its own split of the batch to every device).
+            stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{c.partition(':')[2]}"})
+                          for c in sorted(wrap.source.requires) if c.startswith("dp:"))
             yield self.violation(call, message, severity=severity,
-                                 requires=wrap.requires)
+                                 requires=wrap.requires + stock)
 
 
 def _constant(node, call, ctx, facts, depth=0) -> bool:

@@ -18,7 +18,8 @@ not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
 value when called so; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
-dpcheck.analysis.model_class).
+dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
+stock <method>; see dpcheck.analysis.scripts).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
-from dpcheck.analysis.scripts import KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION, STOCK_OUTPUT_CONDITION
+from dpcheck.analysis.scripts import (KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION,
+                                      STOCK_METHOD_CONDITION, STOCK_OUTPUT_CONDITION)
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -536,6 +538,9 @@ class ClassIndex:
             return self.returns_wrapper(name, trail)
         if f"{kind}:" == STOCK_OUTPUT_CONDITION and name:
             return self.stock_output(name)
+        if f"{kind}:" == STOCK_METHOD_CONDITION and name:
+            method, _, wrapper = name.partition(":")
+            return not self.defines(wrapper, method)
         if kind == "gathered" and name:
             return self.gathered(name)
         if kind == "wrapped" and name:

@@ -688,6 +688,10 @@ WRAPPER_METHODS = ("scatter", "gather")
 # The condition of a class finding that is advice only where every scanned wrap of the class is by
 # a DataParallel subclass defining its own <method> (ClassIndex.own_method settles it).
 OWN_METHOD_CONDITION = "own_method:"
+# The condition of a script finding about a call through a DataParallel subclass of another file,
+# ``stock_method:<method>:<class>``: the subclass (and its bases down to DataParallel) does not define
+# its own <method> (ClassIndex.defines, from overridden_methods), so the stock one runs.
+STOCK_METHOD_CONDITION = "stock_method:"
 
 
 def overridden_methods(ctx: FileContext) -> dict[str, list[str]]:
