@@ -33,8 +33,13 @@ from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
-from dpcheck.analysis.scripts import (KEEPS_LAST, OWN_METHOD_CONDITION, PARTIAL_BATCHES_CONDITION,
-                                      STOCK_METHOD_CONDITION, STOCK_OUTPUT_CONDITION)
+from dpcheck.analysis.scripts import (
+    KEEPS_LAST,
+    OWN_METHOD_CONDITION,
+    PARTIAL_BATCHES_CONDITION,
+    STOCK_METHOD_CONDITION,
+    STOCK_OUTPUT_CONDITION,
+)
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
 from dpcheck.constants import DATAPARALLEL_CLASSES

@@ -35,8 +35,12 @@ from typing import Iterator
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import argument, is_true, keyword
 from dpcheck.analysis.tree import cached_property
-from dpcheck.constants import (DATAPARALLEL_CLASSES, DATAPARALLEL_FUNCTIONS, DATAPARALLEL_STAR_MODULES,
-                               DISTRIBUTED_DATAPARALLEL_CLASSES)
+from dpcheck.constants import (
+    DATAPARALLEL_CLASSES,
+    DATAPARALLEL_FUNCTIONS,
+    DATAPARALLEL_STAR_MODULES,
+    DISTRIBUTED_DATAPARALLEL_CLASSES,
+)
 from dpcheck.record import record
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
