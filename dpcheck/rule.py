@@ -42,6 +42,9 @@ class Violation:
     # Cross-file conditions, in the form of ``requires``, under which the finding is an error
     # whatever its severity (a path behind an option that every call through the wrapper passes).
     error_if: tuple[frozenset[str], ...] = field(default_factory=tuple)
+    # Conditions under which the finding is advice only (``Finding.advice_if``, ClassIndex.advice):
+    # a path behind an optional argument that no scanned caller passes (guards.optional_argument_guard).
+    advice_if: tuple[str, ...] = field(default_factory=tuple)
     # What the finding is about, as data (the harness matches observations against it).
     subject: Subject = field(default_factory=Subject)
 

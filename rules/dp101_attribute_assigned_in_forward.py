@@ -32,6 +32,11 @@ value combining the old one) or a value forward reads before writing it. Lighter
   nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
 
+A write behind an optional argument of forward (`if has_mask:`, `if mask is not None:`, with a
+False or None default) that no call reaching the class under the wrap passes never runs there:
+advice only (info), "it runs only when `has_mask` is passed, and no scanned caller passes it"
+(see DP204 for which calls count).
+
 ## How to fix
 Return the value from `forward`, or keep state in a buffer updated in place
 (`self.register_buffer("steps", torch.zeros((), dtype=torch.long))` then
@@ -51,6 +56,7 @@ from dpcheck.analysis.dataflow import (
     scripting_only,
     under_lazy_guard,
 )
+from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.wrapping import SUBMODULE, wrap_evidence
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -103,16 +109,19 @@ class AttributeAssignedInForward(Rule):
                     kind = _kind(model, fn, name, value, node)
                     if kind == "scratch":
                         continue  # rebuilt before every use within the call: nothing is lost
+                    guard = optional_argument_guard(model, fn, node)
+                    if guard is None:
+                        continue  # behind a guard no run of the wrapped model takes
                     where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
                     if kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
                                              "lost: DataParallel runs forward on a replica whose "
                                              "attributes are discarded after the call",
                                              fix=_counter_fix(model, fn, node, name),
-                                             subject=Subject(attr=name))
+                                             subject=Subject(attr=name), **guard)
                     else:
                         yield self.violation(target, _LIGHTER[kind].format(name=name, where=where),
-                                             severity=_SEVERITY[kind], subject=Subject(attr=name))
+                                             severity=_SEVERITY[kind], subject=Subject(attr=name), **guard)
 
     def fix(self, finding, editor):
         import libcst as cst

@@ -15,6 +15,14 @@ A property of a base class in another scanned file whose getter takes `next(self
 (`self.device` on a model whose base defines `device` so) raises the same way where forward reads
 it; the base's file tells the class index which of its properties do.
 
+A query behind an optional argument of forward (`if mask is not None:` or `if has_mask:`,
+with a None or False default) runs only when a caller passes it. Where no call that reaches
+the class under the wrap passes it (the scripts' calls of the wrapped model, the modules'
+calls of their layers, a layer call that hands on its caller's own argument counting only
+where that caller's callers pass it), the finding is advice only (info), its message ending
+with "it runs only when `mask` is passed, and no scanned caller passes it". `**kwargs`,
+a class no scanned file builds (a library model) and an untraced wrap count as passing it.
+
 ## How to fix
 Take the device and dtype from the input (`x.device`, `x.dtype`), or from a buffer.
 Compute parameter penalties in the training loop, on the original module.
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION, PARAMETER_QUERIES
 from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.findings import Severity
@@ -70,6 +79,9 @@ class ParametersQueriedInForward(Rule):
                 receiver = func.value
                 if not (fn.is_self(receiver) or fn.self_attr(receiver) is not None):
                     continue
+                guard = optional_argument_guard(model, fn, node)
+                if guard is None:
+                    continue  # behind a guard no run of the wrapped model takes
                 consequence = _consequence(fn, node)
                 text = ast.unparse(node)
                 parent = fn.parent(node)
@@ -79,7 +91,8 @@ class ParametersQueriedInForward(Rule):
                 if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype"):
                     fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
                 yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
-                                     "replicas hold their weights as plain tensors, not Parameters", fix=fix)
+                                     "replicas hold their weights as plain tensors, not Parameters", fix=fix,
+                                     **guard)
         yield from self._inherited_properties(model)
 
     def _inherited_properties(self, model):

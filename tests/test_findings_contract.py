@@ -17,7 +17,8 @@ SUBJECT = Subject(attr="steps", output_path="output['loss']", argument="x", devi
 FINDING = Finding("DP101", "`self.steps` is written in forward", Severity.ERROR.value, "pkg/model.py",
                   12, 9, 12, 24, "        self.steps += 1", FIX, 12,
                   (frozenset({"pkg.base.Base"}), frozenset({"a.B", "c.D"})), CONFIRMATION, True, SUBJECT,
-                  error_if=(frozenset({"wrapper_passes:pkg.model.Net:labels@1"}),))
+                  error_if=(frozenset({"wrapper_passes:pkg.model.Net:labels@1"}),),
+                  advice_if=("unpassed:pkg.model.Net:mask@2",))
 OBSERVATION = Observation("state-lost", "replica wrote steps", line=12, attr="steps", output_path="out[0]",
                           argument="x", batch=4, model="Net", class_name="Net", details={"replicas": 2})
 

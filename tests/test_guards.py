@@ -53,8 +53,10 @@ def _kept(*callers):
 
 def test_call_summary_records_positional_count_and_keywords():
     assert _caller("self.post(x)").module_calls == {"layer.Post": ["#1"]}
+    # (an argument that is the constant None passes nothing)
     assert _caller("self.post(x, lengths=lengths, mask=None)").module_calls == {
-        "layer.Post": ["#1", "lengths", "mask"]}
+        "layer.Post": ["#1", "lengths"]}
+    assert _caller("self.post(x, None, mask=lengths)").module_calls == {"layer.Post": ["#1", "mask"]}
     assert _caller("self.post(*x)").module_calls == {"layer.Post": ["*"]}
 
 
@@ -153,3 +155,104 @@ def test_a_packed_branch_of_a_layer_runs_only_where_the_file_packs_a_sequence():
     # Packed on the replica, by a function or a PackedSequence built from scratch: the branch runs.
     assert reported("nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)") == ["DP405"]
     assert reported("PackedSequence(x, lengths)") == ["DP405"]
+
+
+# Forwarding chains: a model that hands its own optional argument to the layer passes it only where
+# the model's callers pass it (the layer's findings behind it are advice unless they do).
+
+def _forwarder(call="self.post(x, lengths)"):
+    return _result(f"""
+import torch.nn as nn
+from layer import Post
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.post = Post()
+
+    def forward(self, x, lengths=None):
+        return {call}
+""", "net")
+
+
+def _script(body):
+    return _result("import logging\nimport torch.nn as nn\nfrom net import Net\n\n\ndef main(batches, run):\n"
+                   + textwrap.indent(textwrap.dedent(body), "    "), "train")
+
+
+def test_forwarded_optional_parameters_are_recorded_with_their_source():
+    assert _forwarder().module_calls == {"layer.Post": ["#1", "@1<net.Net:lengths@1"]}
+    assert _forwarder("self.post(x, lengths=lengths)").module_calls == {
+        "layer.Post": ["#1", "lengths<net.Net:lengths@1"]}
+    # Rebound in forward: what it holds then is the model's own, so it is passed.
+    rebound = _forwarder("self.post(x, lengths=lengths)").module_calls
+    assert _forwarder("self.post(x, lengths=(lengths := lengths))").module_calls != rebound
+
+
+def test_a_chain_passes_only_what_the_wrapped_models_callers_pass():
+    model = _forwarder()
+    quiet = _script("""
+        model = nn.DataParallel(Net())
+        logging.getLogger().info(model)
+        for x, lengths in batches:
+            model(x)
+    """)
+    assert quiet.wrapper_calls == {"net.Net": ["#1"]}
+    assert _kept(model, quiet) == []
+    passing = _script("""
+        model = nn.DataParallel(Net())
+        for x, lengths in batches:
+            model(x, lengths)
+    """)
+    assert len(_kept(model, passing)) == 1
+    unpacked = _script("""
+        model = nn.DataParallel(Net())
+        for inputs in batches:
+            model(**inputs)
+    """)
+    assert len(_kept(model, unpacked)) == 1
+
+
+def test_wrapper_calls_are_read_only_where_every_wrap_site_is_traced():
+    model = _forwarder()
+    quiet = _script("""
+        model = nn.DataParallel(Net())
+        model(batches)
+    """)
+    handed_in = _result("import torch.nn as nn\n\n\ndef fit(model, x, lengths):\n"
+                        "    model = nn.DataParallel(model)\n    return model(x, lengths)\n", "fit")
+    assert handed_in.wrapper_calls == {"*": ["*"]}
+    assert _kept(model, quiet) == []
+    assert len(_kept(model, quiet, handed_in)) == 1
+
+
+def test_a_script_model_used_only_by_calls_and_inspections_reports_its_calls():
+    def markers(body):
+        return _script(body).module_calls["net.Net"]
+
+    assert markers("""
+        model = Net()
+        logging.getLogger().info(model)
+        model = model.to("cuda")
+        model.eval()
+        return model(batches)
+    """) == ["#1", "~"]
+    assert "*" in markers("model = Net()\nreturn run(model)\n")
+    assert "*" in markers("model = Net()\nnet = model.cuda()\nreturn net(batches)\n")
+    assert "*" in markers("model = Net()\nreturn model\n")
+    assert "*" in markers("model = Net()\nreturn nn.Sequential(model, nn.ReLU())(batches)\n")
+    assert "*" in markers("return nn.Sequential(Net())(batches)\n")
+
+
+def test_a_classmethod_construction_is_a_construction():
+    assert _result(LAYER + """
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.post = Post.from_pretrained("post")
+        nn.DataParallel(self.post)
+
+    def forward(self, x):
+        return self.post(x)
+""", "layer").module_calls == {"layer.Post": ["#1"]}

@@ -432,7 +432,8 @@ def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile, advi
                  source.char_column(e.end_row, e.end_col)) for e in fix.edits))
     return Finding(rule.code, v.message, Severity(severity).value, source.path, row, col + 1,
                    end_row, end_col + 1, source.line(row), fix, row,
-                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if), advice_if=advice)
+                   requires + tuple(v.requires), subject=v.subject, error_if=tuple(v.error_if),
+                   advice_if=advice + tuple(v.advice_if))
 
 
 def _self_attribute(node: ast.AST) -> str | None:

@@ -28,6 +28,7 @@ from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
+from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -35,11 +36,17 @@ if TYPE_CHECKING:
     from dpcheck.analysis.tree import FunctionInfo
 
 PASSED_CONDITION = "passed:"
+# `unpassed:<class>:<param>@<k>` in a finding's ``advice_if``: advice only where no call passes that
+# parameter (the ``passed:`` question answered no, see ClassIndex.advice).
+UNPASSED_CONDITION = "unpassed:"
 # `wrapper_passes:<class>:<param>@<k>`: some call through a DataParallel wrapper of the class in the
 # scanned files passes that parameter of its forward (ClassIndex.wrapper_passes).
 WRAPPER_PASSES_CONDITION = "wrapper_passes:"
 # Marker in a call summary: some use of the module is not a call whose arguments can be read.
 UNKNOWN_CALLER = "*"
+# Marker in a call summary: an instance built where every use of it is read (its calls, if any, are
+# the other markers; one handed to a DataParallel wrapper is called through it, see wrapper_calls).
+BUILT_HERE = "~"
 _PACKED_SEQUENCE = "torch.nn.utils.rnn.PackedSequence"
 _NEVER = None  # branch_requires: the node does not run when the model is wrapped
 
@@ -66,6 +73,18 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
                 return _NEVER
         child, parent = parent, fn.parent(parent)
     return tuple(requires)
+
+
+def optional_argument_guard(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict | None:
+    """For a finding at ``node`` of ``fn``: None when the node does not run when ``model`` is wrapped
+    (see ``branch_requires``); else the ``Violation`` keywords that make it advice (info) where no
+    call passes an optional argument of forward that its branch needs (`if mask is not None:`,
+    `if has_mask:`, with a None or False default): ``UNPASSED_CONDITION`` for each; empty for none."""
+    requires = branch_requires(model, fn, node)
+    if not requires:
+        return None if requires is _NEVER else {}
+    return {"advice_if": tuple(UNPASSED_CONDITION + condition.removeprefix(PASSED_CONDITION)
+                               for names in requires for condition in sorted(names))}
 
 
 def required_options(fn: FunctionInfo, test: ast.AST, taken: bool) -> list[tuple[str, int]]:
@@ -165,24 +184,37 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
     """How this file calls the modules its classes hold: resolved class name -> markers of what
     the calls pass (``#n``: the most positional arguments of one call; keyword names;
     ``UNKNOWN_CALLER`` when an instance is used otherwise than called with readable arguments,
-    or built other than into `self.<attr>`). Only classes the file builds appear."""
+    or built other than into `self.<attr>`, a local name (``_local_instance_markers``) or a
+    DataParallel wrap; ``BUILT_HERE`` for one of the last two). Only classes the file builds appear."""
     calls: dict[str, set[str]] = {}
     held: dict[tuple[int, str], set[str]] = {}  # (class node id, attr) -> classes built into it
     for call in ctx.nodes(ast.Call):
         func = call.func
         last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
+        if last.startswith("from_") and type(func) is ast.Attribute:
+            func = func.value  # `Net.from_pretrained(...)`: a classmethod that builds the class
+            last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
         if not last[:1].isupper():
             continue
         name = ctx.resolve(func)
         if not name or name.startswith(("torch.", "builtins.", "collections.", "typing.")):
             continue
-        parent = ctx.parent(call)
+        built, parent = call, ctx.parent(call)
+        while isinstance(parent, ast.Attribute) and parent.attr in _RETURNS_ITSELF:
+            outer = ctx.parent(parent)  # `Net().to(device)`: still the instance
+            if not (isinstance(outer, ast.Call) and outer.func is parent):
+                break
+            built, parent = outer, ctx.parent(outer)
         target = parent.targets[0] if isinstance(parent, ast.Assign) and len(parent.targets) == 1 else None
         owner = ctx.enclosing(call, ast.ClassDef) if target is not None else None
         attr = self_attr(target) if owner is not None else None
         if attr is not None:
             held.setdefault((id(owner), attr), set()).add(name)
             calls.setdefault(name, set())
+        elif isinstance(target, ast.Name):
+            calls.setdefault(name, set()).update({BUILT_HERE, *_local_instance_markers(ctx, call, target.id)})
+        elif isinstance(parent, ast.Call) and parent.func is not built and _never_calls(parent, ctx):
+            calls.setdefault(name, set()).add(BUILT_HERE)  # `nn.DataParallel(Net())`: see wrapper_calls
         else:
             calls.setdefault(name, set()).add(UNKNOWN_CALLER)
     if not held:
@@ -206,10 +238,118 @@ def _call_markers(ctx: FileContext, node: ast.Attribute) -> set[str]:
     if isinstance(parent, ast.Attribute):
         return set()  # `self.postnet.gru`: a member of it, not a call of it
     if not (isinstance(parent, ast.Call) and parent.func is node):
+        if isinstance(parent, ast.Call) and _never_calls(parent, ctx):
+            return set()  # `nn.DataParallel(self.model)`: the wrapper's calls are wrapper_calls
         return {UNKNOWN_CALLER}  # passed on, stored, iterated: its callers are not known
-    if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
+    return _arguments_passed(ctx, parent)
+
+
+def _arguments_passed(ctx: FileContext, call: ast.Call) -> set[str]:
+    """The markers of one readable call: ``#n`` (positional arguments 0..n-1 passed), ``@i`` (a
+    positional argument past n passed), keyword names; an argument that is the constant None passes
+    nothing, and one that forwards an optional parameter of the caller's own forward (see
+    ``_forwarded_from``) passes only when that is passed: ``@i<source`` and ``name<source``.
+    ``UNKNOWN_CALLER`` for `*args` or `**kwargs`."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return {UNKNOWN_CALLER}
-    return {f"#{len(parent.args)}", *(k.arg for k in parent.keywords)}
+    sources = [_forwarded_from(ctx, call, a) for a in call.args]
+    first = next((i for i, source in enumerate(sources) if source is not None), len(sources))
+    markers = {f"#{first}"}
+    markers.update(f"@{i}" if source is None else f"@{i}<{source}"
+                   for i, source in enumerate(sources[first:], first) if source != "")
+    for keyword in call.keywords:
+        source = _forwarded_from(ctx, call, keyword.value)
+        if source != "":
+            markers.add(keyword.arg if source is None else f"{keyword.arg}<{source}")
+    return markers
+
+
+def _forwarded_from(ctx: FileContext, call: ast.Call, value: ast.AST) -> str | None:
+    """"" when ``value`` passes nothing (the constant None); ``<class>:<param>@<k>`` (the form of
+    the ``passed:`` condition) when it is a parameter of the enclosing class's forward that
+    defaults to None or False and that forward never rebinds (`self.layer(x, head_mask=head_mask)`
+    passes head_mask only when forward's own caller did); None when it is passed."""
+    if _is_none(value):
+        return ""
+    if not isinstance(value, ast.Name):
+        return None
+    optional = ctx.fact(_forward_optionals)
+    if not optional:
+        return None
+    forward = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+    return optional.get(forward, {}).get(value.id)
+
+
+def _forward_optionals(ctx: FileContext) -> dict[ast.AST, dict[str, str]]:
+    """For the forward of each class of the file: its parameters that default to None or False and
+    that it never rebinds -> their ``<class>:<param>@<k>``."""
+    found: dict[ast.AST, dict[str, str]] = {}
+    for info in ctx.classes.values():
+        forward = next((n for n in info.node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and n.name == "forward"), None)
+        if forward is None:
+            continue
+        args = forward.args
+        defaults = parameter_defaults(args)
+        positions = {a.arg: i for i, a in enumerate([*args.posonlyargs, *args.args][1:])}
+        positions.update((a.arg, -1) for a in args.kwonlyargs)
+        optional = {name: position for name, position in positions.items() if _is_off(defaults.get(name))}
+        if not optional:
+            continue
+        for node in ctx.tree_index.nodes_within(forward, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                optional.pop(node.id, None)  # rebound: what it holds then is forward's own
+        found[forward] = {name: f"{info.qualname}:{name}@{position}" for name, position in optional.items()}
+    return found
+
+
+# Methods of a module that return the module itself (`model = model.to(device)`).
+_RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval",
+                             "requires_grad_", "type", "apply", "share_memory", "to_empty"})
+
+
+def _local_instance_markers(ctx: FileContext, construction: ast.Call, name: str) -> set[str]:
+    """What the uses of a local name bound to a module's construction (`model = Net(...)` in a
+    script) tell of its calls: the markers of each direct call, nothing for a member read
+    (`model.parameters()`, `model = model.to(device)`, `model.eval()`), a wrap in DataParallel or
+    another torch function or inspection (``_inspects``: a wrapper's own calls are ``wrapper_calls``);
+    ``UNKNOWN_CALLER`` where any use hands it on (returned, stored, passed to a call, `net =
+    model.cuda()`). Every load of the name in the scope counts, whatever it holds then."""
+    scope = ctx.enclosing(construction, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or ctx.tree
+    markers: set[str] = set()
+    for node in ctx.tree_index.nodes_within(scope, ast.Name):
+        if node.id != name or not isinstance(node.ctx, ast.Load):
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            markers |= _arguments_passed(ctx, parent)
+        elif isinstance(parent, ast.Attribute):
+            call = ctx.parent(parent)
+            if parent.attr in _RETURNS_ITSELF and isinstance(call, ast.Call) and call.func is parent:
+                outer = ctx.parent(call)
+                if not (isinstance(outer, ast.Expr) or isinstance(outer, ast.Assign) and len(outer.targets) == 1
+                        and isinstance(outer.targets[0], ast.Name) and outer.targets[0].id == name):
+                    return {UNKNOWN_CALLER}
+        elif not (isinstance(parent, ast.Call) and _never_calls(parent, ctx)):
+            return {UNKNOWN_CALLER}
+    return markers
+
+
+# What a module may be handed to without that call or what it returns calling it outside a
+# DataParallel wrapper: the wrappers (whose own calls are ``wrapper_calls``), saving it.
+_WRAPS_OR_SAVES = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES | {"torch.save"}
+
+
+def _never_calls(call: ast.Call, ctx: FileContext) -> bool:
+    """A call a module may be handed to without being called but through a wrapper: an inspection
+    (`hasattr`, `print`, a logger's `logger.info(model)`), a DataParallel or DistributedDataParallel
+    wrap, `torch.save`. (A container, `nn.Sequential(model)`, or `torch.compile` calls it.)"""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in _INSPECTIONS:
+        return True
+    if isinstance(func, ast.Attribute) and func.attr in _LOGGING and "log" in ast.unparse(func.value).lower():
+        return True
+    return ctx.resolve(func) in _WRAPS_OR_SAVES
 
 
 # Builtins a wrapper may be handed to without being called (`hasattr(model, "module")`).
@@ -240,9 +380,12 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
                 if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
                     markers.append(UNKNOWN_CALLER)
                 else:
+                    sources = [_forwarded_from(ctx, parent, a) for a in parent.args]
                     markers.append(",".join([f"#{len(parent.args)}", *(
-                        f"-{i}" for i, a in enumerate(parent.args) if _is_none(a)), *(
-                        k.arg for k in parent.keywords if not _is_none(k.value))]))
+                        f"-{i}" if source == "" else f"-{i}<{source}"
+                        for i, source in enumerate(sources) if source is not None), *(
+                        k.arg if source is None else f"{k.arg}<{source}" for k in parent.keywords
+                        if (source := _forwarded_from(ctx, parent, k.value)) != "")]))
             elif isinstance(parent, ast.keyword):
                 parent = ctx.parent(parent)
             if isinstance(parent, ast.Return) or (isinstance(parent, ast.Call) and parent.func is not node
@@ -250,6 +393,8 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
                 markers.append(UNKNOWN_CALLER)
         for owner in owners:
             found.setdefault(owner, []).extend(markers or [UNKNOWN_CALLER])
+    if any(wrap.parameter or not set(classes_of(wrap.inner, wrap.call, ctx)) - {""} for wrap in facts.wraps):
+        found[UNKNOWN_CALLER] = [UNKNOWN_CALLER]  # a wrapper whose class is not known here: its calls are not read
     return found
 
 
@@ -275,10 +420,15 @@ def _wrapper_uses(wrap, ctx: FileContext, facts) -> list[ast.AST]:
             and facts.scope_of(n) is wrap.scope]
 
 
+# Methods of a logger (`logger.info(model)` prints the module; it never calls it).
+_LOGGING = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+
+
 def _inspects(call: ast.Call, ctx: FileContext) -> bool:
     """A call a wrapper may be handed to without being called through it: `hasattr(model, "module")`,
-    torch's own functions (`DistributedDataParallel(model)` on another launch path, `torch.save`)."""
-    if isinstance(call.func, ast.Name) and call.func.id in _INSPECTIONS:
+    a logger's `logger.info(model)`, torch's own functions (`DistributedDataParallel(model)` on
+    another launch path, `torch.save`)."""
+    if _never_calls(call, ctx):
         return True
     return (ctx.resolve(call.func) or "").startswith("torch.")
 

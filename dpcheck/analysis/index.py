@@ -29,7 +29,7 @@ from typing import Iterable
 from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.file import FileResult
-from dpcheck.analysis.guards import UNKNOWN_CALLER, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
@@ -272,6 +272,9 @@ class ClassIndex:
         kind, _, rest = condition.partition(":")
         if f"{kind}:" == OWN_METHOD_CONDITION and rest:
             return self.own_method(rest)
+        if f"{kind}:" == UNPASSED_CONDITION and rest and not self.passed(rest):
+            param = rest.rpartition(":")[2].partition("@")[0]
+            return f"it runs only when `{param}` is passed, and no scanned caller passes it"
         return None
 
     def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
@@ -460,38 +463,76 @@ class ClassIndex:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
         return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
 
-    def passed(self, text: str) -> bool:
+    def passed(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         """``<class>:<param>@<k>``: does some call of the class's modules in the scanned files pass
         forward's parameter (by keyword, or as positional argument k), or is a caller not known
-        (none seen, a use other than a call, a wrap in DataParallel, a subclass that may call it)?"""
+        (none seen, a use other than a call, a subclass that may call it)? A call that forwards an
+        optional parameter of its own forward (guards.module_calls) passes it where that parameter
+        is passed, asked the same way. A wrapped class's callers are the calls through its wrappers
+        (guards.wrapper_calls), read only where every wrap site of the scanned files is traced to its
+        class and read (else they are not known)."""
+        if text in trail:
+            return False  # a cycle of forwarding: what enters it from outside is asked elsewhere
+        trail = trail | {text}
         name, _, rest = text.rpartition(":")
         param, _, position = rest.partition("@")
+        if len(trail) > 1:
+            name = self.lookup(name) or name  # a forwarding caller, named as its own file names it
         if self._calls_canonical is None:
             canonical: dict[str, set[str]] = {}
             for callee, markers in list(self._module_calls.items()):
                 canonical.setdefault(self.lookup(callee) or callee, set()).update(markers)
             self._calls_canonical = canonical
         markers = self._calls_canonical.get(name)
-        if not markers or UNKNOWN_CALLER in markers or param in markers or self.wrapped(name):
+        if not markers or UNKNOWN_CALLER in markers:
             return True
         simple = name.rsplit(".", 1)[-1]  # (by simple name: cheap, and a same-named base counts)
         if any(base.rsplit(".", 1)[-1] == simple for bases in self.bases.values() for base in bases):
             return True
+        if self.wrapped(name) and self._wrapper_call_passes(name, param, position, trail):
+            return True
         most = max((int(m[1:]) for m in markers if m.startswith("#")), default=0)
-        return 0 <= int(position) < most
+        if param in markers or 0 <= int(position) < most or f"@{position}" in markers:
+            return True
+        return any(self.passed(source, trail) for marker in markers
+                   for head, _, source in [marker.partition("<")] if source and head in (param, f"@{position}"))
+
+    def _wrapper_call_passes(self, name: str, param: str, position: str, trail: frozenset[str]) -> bool:
+        """May some call through a DataParallel wrapper of the class pass forward's parameter? True
+        unless every wrap site of the scanned files is traced to its class and its calls are read."""
+        if UNKNOWN_CALLER in self._wrapper_calls or self._wrap_candidates or self._unresolved_wraps \
+                or any(self.lookup(n) is None for n in list(self._wrapped_names)):
+            return True
+        calls = [call for callee, found in list(self._wrapper_calls.items())
+                 if callee != UNKNOWN_CALLER and (self.lookup(callee) or callee) == name for call in found]
+        if not calls:
+            return True
+        for call in calls:
+            if call == UNKNOWN_CALLER:
+                return True
+            count, *keywords = call.split(",")
+            if param in keywords or 0 <= int(position) < int(count[1:]) and f"-{position}" not in keywords \
+                    and not any(k.startswith(f"-{position}<") for k in keywords):
+                return True
+            if any(self.passed(source, trail) for keyword in keywords
+                   for head, _, source in [keyword.partition("<")] if source and head in (param, f"-{position}")):
+                return True
+        return False
 
     def wrapper_passes(self, text: str) -> bool:
         """``<class>:<param>@<k>``: does some call of a DataParallel wrapper of the class in the
         scanned files pass forward's parameter (by keyword, or as positional argument k)? Then the
-        code behind `if <param> is not None:` runs when the model is wrapped (see guards.wrapper_calls)."""
+        code behind `if <param> is not None:` runs when the model is wrapped (see guards.wrapper_calls).
+        An argument that forwards the caller's own optional parameter counts as passed."""
         name, _, rest = text.rpartition(":")
         param, _, position = rest.partition("@")
         for callee, calls in list(self._wrapper_calls.items()):
-            if (self.lookup(callee) or callee) != name:
+            if callee == UNKNOWN_CALLER or (self.lookup(callee) or callee) != name:
                 continue
             for call in calls:
                 count, *keywords = call.split(",")
-                if call != UNKNOWN_CALLER and (param in keywords or 0 <= int(position) < int(count[1:])
+                names = {k.partition("<")[0] for k in keywords}
+                if call != UNKNOWN_CALLER and (param in names or 0 <= int(position) < int(count[1:])
                                                and f"-{position}" not in keywords):
                     return True
         return False

@@ -9,6 +9,7 @@ import sys
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
+from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.torch_api import FunctionNode
 from dpcheck.record import field, record
 
@@ -499,13 +500,7 @@ class FunctionInfo(_Indexed):
         return isinstance(node, ast.Name) and node.id == self.self_name
 
     def self_attr(self, node: ast.AST) -> str | None:
-        """``X`` for ``self.X`` (``names.self_attr`` with this function's first parameter), inline:
-        asked of most attributes and targets the rules meet."""
-        if isinstance(node, ast.Attribute):
-            value = node.value
-            if isinstance(value, ast.Name) and value.id == self.self_name:
-                return node.attr
-        return None
+        return self_attr(node, self.self_name)
 
     @cached_property
     def local_values(self) -> dict[str, list[ast.AST]]:
@@ -514,10 +509,7 @@ class FunctionInfo(_Indexed):
         for node in self.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    if isinstance(target, ast.Name):  # most targets: `_bind`'s first case, inline
-                        values.setdefault(target.id, []).append(node.value)
-                    else:
-                        _bind(target, node.value, values)
+                    _bind(target, node.value, values)
             elif node.value is not None:
                 if isinstance(node, ast.AugAssign):
                     _bind(node.target, ast.BinOp(node.target, node.op, node.value), values)
