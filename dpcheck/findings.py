@@ -162,7 +162,8 @@ class Finding:
     # In the form of ``requires``: where they all hold, the finding is an error (settled with it).
     error_if: tuple[frozenset[str], ...] = ()
     # Conditions under which the finding is advice only, reported as info with the index's reason
-    # (ClassIndex.advice: the class is wrapped only in subclasses with their own gather).
+    # (ClassIndex.advice: the class is wrapped only in subclasses with their own gather, or the
+    # finding's path runs only behind an optional argument that no scanned caller passes).
     advice_if: tuple[str, ...] = ()
 
     def with_confirmation(self, confirmation: Confirmation) -> "Finding":
