@@ -105,28 +105,30 @@ class ParametersQueriedInForward(Rule):
                           and not is_torch_nn_class(base))
         if not bases:
             return
-        stored: set[str] | None = None
-        seen: set[str] = set()
+        # The values calls pass (fewer nodes than every attribute of forward's code), first read of each name.
+        first: dict[str, ast.Attribute] = {}
         for fn in model.reachable:
-            for node in fn.nodes(ast.Attribute):
-                attr = node.attr
-                if attr in seen or not isinstance(node.ctx, ast.Load) or not fn.is_self(node.value):
-                    continue
-                parent = fn.parent(node)
-                if not (isinstance(parent, ast.keyword) or isinstance(parent, ast.Call) and node in parent.args):
-                    continue
-                if model.find_method(attr) is not None or model.has_property(attr):
-                    continue
-                if stored is None:
-                    stored = {n.attr for f in model.all_methods for n in f.nodes(ast.Attribute)
-                              if isinstance(n.ctx, ast.Store) and f.is_self(n.value)}
-                if attr in stored:
-                    continue
-                seen.add(attr)
-                yield self.violation(node, f"`self.{attr}` in forward is a property of a base class in another "
-                                     "file that takes `next(self.parameters())`, which raises StopIteration on every "
-                                     "replica: DataParallel replicas hold their weights as plain tensors, not "
-                                     "Parameters", requires=(frozenset(f"{b}{attr}" for b in bases),))
+            self_name = fn.self_name
+            for call in fn.nodes(ast.Call):
+                for value in (*call.args, *(k.value for k in call.keywords)):
+                    if value.__class__ is ast.Attribute and value.value.__class__ is ast.Name \
+                            and value.value.id == self_name:
+                        known = first.get(value.attr)
+                        if known is None or (value.lineno, value.col_offset) < (known.lineno, known.col_offset):
+                            first[value.attr] = value
+        stored: set[str] | None = None
+        for attr, node in sorted(first.items(), key=lambda item: (item[1].lineno, item[1].col_offset)):
+            if model.find_method(attr) is not None or model.has_property(attr):
+                continue
+            if stored is None:
+                stored = {n.attr for f in model.all_methods for n in f.nodes(ast.Attribute)
+                          if isinstance(n.ctx, ast.Store) and f.is_self(n.value)}
+            if attr in stored:
+                continue
+            yield self.violation(node, f"`self.{attr}` in forward is a property of a base class in another "
+                                 "file that takes `next(self.parameters())`, which raises StopIteration on every "
+                                 "replica: DataParallel replicas hold their weights as plain tensors, not "
+                                 "Parameters", requires=(frozenset(f"{b}{attr}" for b in bases),))
 
     def fix(self, finding, editor):
         import libcst as cst
