@@ -15,6 +15,10 @@ torchvision's `nms`/`batched_nms`, which take 1-D scores and (N, 4) boxes: squee
 dim for them means the path runs with one sample only, and a batch of one reaches a single
 replica whole, as it would unwrapped.
 
+Nor where only the squeezed value's rank is read (`if torch.squeeze(x).dim() == 1:`), nor in
+either arm of such a test on the same tensor: the code tells the one-sample case apart by what the
+squeeze removes and handles it in its own arm (`x = torch.squeeze(x, dim=1)`).
+
 In a loss module (named `*Loss`, `*Criterion`, `*CE`..., owning no layers) it is reported only
 where a scanned file builds the loss inside a module or wraps it: a criterion a script applies
 to the gathered output sees the whole batch on one device.
@@ -78,6 +82,7 @@ class SqueezeWithoutDim(Rule):
                 else:
                     continue
                 if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn) \
+                        and not _rank_query(call, fn) and not _rank_guarded(call, receiver, fn, resolve) \
                         and not _feeds_one_sample_op(call, fn, resolve) \
                         and not _flattened_by_mask(call, fn, resolve):
                     fix = None
@@ -100,6 +105,53 @@ class SqueezeWithoutDim(Rule):
 
 
 _RESHAPED = frozenset({"reshape", "view", "item", "tolist"})
+# Reads of a tensor's rank alone (`x.dim()`, `x.ndim`, `x.ndimension()`).
+_RANK_READS = frozenset({"dim", "ndim", "ndimension"})
+
+
+def _rank_query(call, fn) -> bool:
+    """`torch.squeeze(x).dim()`, `x.squeeze().ndim`, `len(x.squeeze().shape)`: only the rank of the
+    squeezed value is read, a number; no tensor carries the squeeze on."""
+    parent = fn.parent(call)
+    if not (isinstance(parent, ast.Attribute) and parent.value is call):
+        return False
+    if parent.attr in _RANK_READS:
+        return True
+    holder = fn.parent(parent)
+    return parent.attr == "shape" and isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) \
+        and holder.func.id == "len" and holder.args == [parent]
+
+
+def _squeezed_all(node, resolve):
+    """The tensor ``node`` squeezes every size-1 dim of (`x.squeeze()`, `torch.squeeze(x)`), or None."""
+    if _bare_squeeze(node) and resolve(node.func) != "torch.squeeze":
+        return node.func.value
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
+            and resolve(node.func) == "torch.squeeze":
+        return node.args[0]
+    return None
+
+
+def _rank_guarded(call, receiver, fn, resolve) -> bool:
+    """`if torch.squeeze(x).dim() == 1: x = torch.squeeze(x, dim=1) else: x = torch.squeeze(x)`:
+    the squeeze sits in an arm of a test on the rank of the same squeeze, so the code tells the
+    case where squeezing every size-1 dim removes more than it means to (a one-sample chunk) from
+    the others and handles it in its own arm: which arm runs is decided by what the squeeze does,
+    so the branch is the one-sample handling this rule asks for. (The value squeezed must not be
+    rebound in the arm before the squeeze: then the test spoke of another tensor.)"""
+    wanted = ast.dump(receiver)
+    names = {n.id for n in ast.walk(receiver) if isinstance(n, ast.Name)}
+    child, node = call, fn.parent(call)
+    while node is not None and node is not fn.node:
+        if isinstance(node, (ast.If, ast.IfExp)) and child is not node.test and any(
+                _rank_query(sub, fn) and ast.dump(_squeezed_all(sub, resolve) or call) == wanted
+                for sub in ast.walk(node.test) if _squeezed_all(sub, resolve) is not None):
+            arm = node.body if child in (node.body if isinstance(node.body, list) else [node.body]) else node.orelse
+            earlier = [s for s in (arm if isinstance(arm, list) else [arm]) if s.lineno < call.lineno]
+            return not any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names
+                           for s in earlier for n in ast.walk(s))
+        child, node = node, fn.parent(node)
+    return False
 
 
 def _bare_squeeze(node) -> bool:
