@@ -20,10 +20,11 @@ outputs`, and a `.mean()` of the vector weights uneven chunks equally. Under
 vector and then cannot concatenate those along dim k: the forward call raises.
 
 Classes whose name ends in `Loss`, `Criterion`, `Metric` or `CE` (`ConfidenceBasedCE`) and
-that own no layers, and classes built as children of another module in the same file, are
-not checked unless a scanned script wraps them: DataParallel gathers only the wrapped
-model's output. Nor is a harness that parallelises a submodule of its
-own (`self.model = nn.DataParallel(self.model)`), unless a script wraps the harness too.
+that own no layers (a learned tensor of their own, CenterLoss's centers, is no layer), and
+classes built as children of another module in the same file, are not checked unless a
+scanned script wraps them: DataParallel gathers only the wrapped model's output. Nor is a
+harness that parallelises a submodule of its own (`self.model = nn.DataParallel(self.model)`),
+unless a script wraps the harness too.
 Where every scanned file wraps the class in a DataParallel subclass that defines its own
 `gather` (CSAILVision's `DictGatherDataParallel`, which unsqueezes 0-dim outputs before
 concatenating), the finding is advice (info) and says so: that code, not the stock gather,

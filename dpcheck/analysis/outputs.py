@@ -92,10 +92,11 @@ def is_loss_module(model: ModelClass) -> bool:
 _LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)|[a-z_]B?CE$")
 
 def _owns_layers(model: ModelClass) -> bool:
-    """Does the class hold a submodule that can have weights (not an activation or a loss)?"""
+    """Does the class hold a submodule that can have weights (not an activation or a loss)?
+    A learned tensor of its own (CenterLoss's `self.centers = nn.Parameter(...)`) makes a criterion
+    no model: a script still builds it apart from the wrapped model and trains it with its own
+    optimizer on the gathered output, and a model that holds its loss holds layers besides."""
     for facts in model.attrs.values():
-        if "parameter" in facts.kinds:
-            return True
         for _, value, _ in facts.assignments:
             if isinstance(value, ast.Call) and model.classify(value, None)[0] == "module":
                 name = (model.ctx.resolve(value.func) or "").rsplit(".", 1)[-1]
