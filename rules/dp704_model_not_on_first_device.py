@@ -8,7 +8,15 @@ not before wrapping, not through the wrapper later in the file, not by its own c
 one), and not by code it is handed to (a builder that returns
 it, a parameter, a function or method it is passed to, which may move it). A function that
 wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
-its caller built the model and may have moved it.
+its caller built the model and may have moved it. Nor is a wrapper that is never called: one
+bound to a name and used only for what it holds (`.module`) and by methods that run no forward
+(`load_state_dict`, a wrapper built to load `module.`-prefixed keys and unwrapped at once).
+
+Also (a warning) a model moved to the first GPU of a configured list (`ids[0]`,
+`torch.device('cuda:{}'.format(opt['gpuid'][0]))`, through a name such as `self.device`, and for a
+`self.<model>` in any method of the class) and wrapped with the default device_ids: the wrapper
+then scatters from cuda:0, which holds the model only when the list starts at 0. A list built
+from `range(n)` in the function counts from 0.
 
 ## Why is this bad?
 DataParallel requires the module's parameters and buffers on `device_ids[0]` (by
@@ -81,6 +89,8 @@ class ModelNotOnFirstDevice(Rule):
                 if isinstance(grandparent, ast.Call) and grandparent.func is parent:  # not `f(DP(net).to)`
                     moves.append(grandparent)
             holders = [w for w in facts.wraps if w.call is call]
+            if _never_called(call, holders, scope, facts):
+                continue  # no forward through the wrapper, so no scatter to device_ids[0]
             for node in ctx.nodes(ast.Call):
                 if isinstance(node.func, ast.Attribute) and node.func.attr in MOVE_METHODS \
                         and any(target_text(node.func.value) == w.name for w in holders) \
@@ -92,6 +102,13 @@ class ModelNotOnFirstDevice(Rule):
                     yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
                                          f"device_ids[0] is {first}: forward fails with `module must have "
                                          f"its parameters and buffers on device cuda:{first}`")
+            configured = _configured_first_device(inner, call, scope, facts) if _default_ids(call) else None
+            if configured is not None:
+                yield self.violation(call, f"The model goes to the first GPU of `{configured}`, but this "
+                                     "DataParallel takes its default device_ids (every visible GPU, from "
+                                     f"cuda:0): unless `{configured}` starts at 0, forward fails with `module "
+                                     "must have its parameters and buffers on device cuda:0`; pass that list "
+                                     "as device_ids", severity=Severity.WARNING)
             if not moves and _built_here(inner, call, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
                 # A class of another file may move itself in its constructor: the index settles it.
                 placed = [frozenset({f"{UNPLACED}:{name}"}) for name in _classes_elsewhere(inner, call, scope, ctx)]
@@ -132,6 +149,138 @@ def _handed_on(inner, call, holders, scope, facts) -> bool:
                 and any(isinstance(t, ast.Attribute) for t in node.targets):
             return True
     return any(w.scope is not scope for w in holders)
+
+
+def _never_called(call, holders, scope, facts) -> bool:
+    """`m = nn.DataParallel(m); m.load_state_dict(sd); self.v = m.module.v`: the wrapper is bound to
+    a local name and only used for what it holds (`.module`) and by methods that run no forward
+    (`load_state_dict`, `eval`, `.cuda()`): never called, returned, stored or passed on. Only a
+    call of the wrapper scatters to device_ids[0]; a wrapper built to load `module.`-prefixed
+    keys and unwrapped at once runs nothing there. Loads before the wrap count when a loop
+    around it can reach them again."""
+    assign = facts.parent(call)
+    if not (holders and isinstance(assign, ast.Assign) and assign.value is call and len(assign.targets) == 1
+            and isinstance(assign.targets[0], ast.Name) and all(w.name == assign.targets[0].id and w.scope is scope
+                                                               for w in holders)):
+        return False
+    name = assign.targets[0].id
+    inside = {id(n) for n in ast.walk(call)}
+    loops = [n for n in ast.walk(scope) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+             and any(sub is assign for sub in ast.walk(n))]
+    looped = {id(n) for loop in loops for n in ast.walk(loop)}
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)) \
+                or id(node) in inside or (node.lineno < assign.lineno and id(node) not in looped):
+            continue
+        parent = facts.parent(node)
+        if not (isinstance(parent, ast.Attribute) and parent.value is node):
+            return False
+        if parent.attr == "module":
+            continue
+        method = facts.parent(parent)
+        if not (parent.attr in _NON_MOVING or parent.attr in MOVE_METHODS) \
+                or not (isinstance(method, ast.Call) and method.func is parent):
+            return False
+    return True
+
+
+def _default_ids(call) -> bool:
+    return keyword(call, "device_ids") is None and len(call.args) < 2
+
+
+def _configured_first_device(inner, call, scope, facts) -> str | None:
+    """`self.device = torch.device('cuda:{}'.format(opt['gpuid'][0]))` ... `self.net = Net.to(self.device)`
+    ... `nn.DataParallel(self.net)`: the text of the configured GPU list (`opt['gpuid']`) whose first
+    element the wrapped model was moved to, where the wrap leaves device_ids to its default. The
+    model is followed through its assignments and move calls in the wrap's function, or, for a
+    `self.<x>` model, in every method of the class; a device name likewise. A list built here from
+    `range(...)` starts at 0 and is no configured list."""
+    text = target_text(inner)
+    if text is None:
+        return None
+    owner = _enclosing_class(scope, facts) if text.startswith("self.") else None
+    region = owner if owner is not None else scope
+    for move in _moves_of(text, region, call):
+        device = move.args[0] if move.args else keyword(move, "device")
+        found = _first_of_list(device, region, scope, depth=0)
+        if found is not None:
+            return found
+    return None
+
+
+def _enclosing_class(scope, facts):
+    node = facts.parent(scope)
+    while node is not None and not isinstance(node, ast.ClassDef):
+        node = facts.parent(node)
+    return node
+
+
+def _moves_of(text, region, call):
+    """Move calls on the model named ``text`` in ``region``: in the values assigned to it
+    (`self.net = Net.to(dev)`) and called on it (`self.net.cuda(dev)`)."""
+    for node in ast.walk(region):
+        if isinstance(node, ast.Assign) and node.value is not call \
+                and any(target_text(t) == text for t in node.targets):
+            yield from _moves_in(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in MOVE_METHODS and target_text(node.func.value) == text:
+            yield node
+
+
+def _first_of_list(device, region, scope, depth) -> str | None:
+    """The list whose first element ``device`` names: `ids[0]`, `torch.device('cuda', ids[0])`,
+    `torch.device('cuda:{}'.format(ids[0]))`, `f'cuda:{ids[0]}'`, `'cuda:%d' % ids[0]`, or a name
+    (`self.device`) assigned one of these."""
+    if device is None or depth > 4:
+        return None
+    if isinstance(device, ast.Subscript) and isinstance(device.slice, ast.Constant) and device.slice.value == 0 \
+            and not isinstance(device.value, (ast.List, ast.Tuple)):
+        listed = target_text(device.value) or ast.unparse(device.value)
+        return None if _counts_from_zero(device.value, scope) else listed
+    if isinstance(device, ast.Call) and isinstance(device.func, ast.Attribute) and device.func.attr == "device" \
+            and device.args:
+        return _first_of_list(device.args[-1] if len(device.args) == 2 else device.args[0], region, scope, depth + 1)
+    if isinstance(device, ast.Call) and isinstance(device.func, ast.Attribute) and device.func.attr == "format" \
+            and isinstance(device.func.value, ast.Constant) and device.func.value.value in ("cuda:{}", "cuda:{0}") \
+            and len(device.args) == 1:
+        return _first_of_list(device.args[0], region, scope, depth + 1)
+    if isinstance(device, ast.JoinedStr) and len(device.values) == 2 and isinstance(device.values[0], ast.Constant) \
+            and device.values[0].value == "cuda:" and isinstance(device.values[1], ast.FormattedValue):
+        return _first_of_list(device.values[1].value, region, scope, depth + 1)
+    if isinstance(device, ast.BinOp) and isinstance(device.op, ast.Mod) and isinstance(device.left, ast.Constant) \
+            and device.left.value == "cuda:%d":
+        return _first_of_list(device.right, region, scope, depth + 1)
+    text = target_text(device) if isinstance(device, (ast.Name, ast.Attribute)) else None
+    if text is not None:
+        where = region if text.startswith("self.") else scope
+        for node in ast.walk(where):
+            if isinstance(node, ast.Assign) and any(target_text(t) == text for t in node.targets):
+                values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+                for value in values:
+                    found = _first_of_list(value, region, scope, depth + 1)
+                    if found is not None:
+                        return found
+    return None
+
+
+def _counts_from_zero(listed, scope) -> bool:
+    """`ids = list(range(n))` in this function: a list that starts at 0 (so do literal lists, which
+    `device_ids` would name literally too)."""
+    text = target_text(listed)
+    if text is None:
+        return False
+    for node in ast.walk(scope):
+        if isinstance(node, ast.Assign) and any(target_text(t) == text for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "list" \
+                    and value.args:
+                value = value.args[0]
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "range" \
+                    and len(value.args) == 1:
+                return True
+            if isinstance(value, (ast.List, ast.Tuple)):
+                return True
+    return False
 
 
 def _first_device(call) -> int | None:
