@@ -9,7 +9,7 @@ one), and not by code it is handed to (a builder that returns
 it, a parameter, a function or method it is passed to, which may move it). A function that
 wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
 its caller built the model and may have moved it. Nor is a wrapper that is never called: one
-bound to a name and used only for what it holds (`.module`) and by methods that run no forward
+bound to a function's local name and used only for what it holds (`.module`) and by methods that run no forward
 (`load_state_dict`, a wrapper built to load `module.`-prefixed keys and unwrapped at once).
 
 Also (a warning) a model moved to the first GPU of a configured list (`ids[0]`,
@@ -157,8 +157,12 @@ def _never_called(call, holders, scope, facts) -> bool:
     (`load_state_dict`, `eval`, `.cuda()`): never called, returned, stored or passed on. Only a
     call of the wrapper scatters to device_ids[0]; a wrapper built to load `module.`-prefixed
     keys and unwrapped at once runs nothing there. Loads before the wrap count when a loop
-    around it can reach them again."""
+    around it can reach them again. Only a function's local: a module-level or global name may
+    be called from anywhere."""
     assign = facts.parent(call)
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(scope)):
+        return False
     if not (holders and isinstance(assign, ast.Assign) and assign.value is call and len(assign.targets) == 1
             and isinstance(assign.targets[0], ast.Name) and all(w.name == assign.targets[0].id and w.scope is scope
                                                                for w in holders)):
