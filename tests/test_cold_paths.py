@@ -214,8 +214,76 @@ def test_resolve_remembers_each_node_and_keeps_it():
     ctx = file_context("import torch.nn as nn\nx = nn.Linear\n")
     node = ctx.tree.body[1].value
     assert ctx.resolve(node) == "torch.nn.Linear"
-    assert ctx.resolve(node) == "torch.nn.Linear" and node in ctx._resolved
-    assert ctx.resolve(ast.Constant(1)) is None  # not a name: None, remembered too
+    assert ctx.resolve(node) == "torch.nn.Linear" and node in ctx.resolve.__self__
+    constant = ast.Constant(1)
+    assert ctx.resolve(constant) is None and constant in ctx.resolve.__self__  # not a name: None, remembered too
+
+
+def _fixture_contexts():
+    """The FileContext of every fixture file that parses (the shapes the rules are tested on)."""
+    for path in sorted((REPO / "fixtures").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            continue
+        yield path, file_context(text)
+
+
+def test_resolve_gives_the_import_maps_answer_for_every_node_asked_twice():
+    for path, ctx in _fixture_contexts():
+        nodes = [*ctx.nodes(ast.Attribute), *ctx.nodes(ast.Name), *ctx.nodes(ast.Call)]
+        expected = [ctx.imports.resolve(n) for n in nodes]
+        assert [ctx.resolve(n) for n in nodes] == expected, path
+        assert [ctx.resolve(n) for n in nodes] == expected, path  # remembered: the same answers
+
+
+def test_attrs_and_local_values_equal_their_readings_without_shortcuts(monkeypatch):
+    """``ModelClass.attrs`` hands ``_record_call`` only the calls it can record and skips plain-name
+    targets; ``local_values`` binds plain names inline: each equals the reading that passes every
+    call and target through (a callee ``_RECORDED_CALLS`` left out would lose an attribute fact)."""
+    from dpcheck.analysis import model_class
+    from dpcheck.analysis import tree as tree_module
+    from dpcheck.analysis.model_class import file_models
+
+    class Everything:
+        def __contains__(self, item):
+            return True
+
+    def local_values_by_hand(fn):
+        values = {}
+        for node in fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    tree_module._bind(target, node.value, values)
+            elif node.value is not None:
+                value = ast.BinOp(node.target, node.op, node.value) if isinstance(node, ast.AugAssign) else node.value
+                tree_module._bind(node.target, value, values)
+        return values
+
+    def facts(attrs):
+        return {name: (f.kinds, f.element_kinds, f.requires, [(id(t), id(v), id(fn.node)) for t, v, fn in f.assignments])
+                for name, f in attrs.items()}
+
+    checked = 0
+    for path, ctx in _fixture_contexts():
+        for model in file_models(ctx):
+            fast = facts(model.attrs)
+            with monkeypatch.context() as patch:
+                patch.setattr(model_class, "_RECORDED_CALLS", Everything())
+                del model.__dict__["attrs"]
+                plain = facts(model.attrs)
+            assert fast == plain, (path, model.name)
+            checked += bool(fast)
+            for fn in model.all_methods:
+                for node in fn.nodes(ast.Assign):  # a plain-name target binds no `self.<name>`
+                    assert not [b for t in node.targets if isinstance(t, ast.Name)
+                                for b in model_class._self_bindings(t, node.value, fn)]
+                expected = local_values_by_hand(fn)
+                got = fn.local_values
+                assert list(got) == list(expected), (path, fn.name)
+                assert all([ast.dump(v) for v in got[k]] == [ast.dump(v) for v in expected[k]] for k in got)
+    assert checked > 50  # the fixtures' classes have attribute facts to compare
 
 
 def _summary(module, classes=(), aliases=None):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from operator import attrgetter
 
 from dpcheck.analysis.classes import ClassInfo
@@ -13,10 +14,26 @@ from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Par
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.record import field, record
 
-# ``FileContext.resolve``'s memo: not asked yet (None is an answer).
-_UNRESOLVED = object()
 _attr_of = attrgetter("attr")
 _id_of = attrgetter("id")
+
+
+class _ResolvedNames(dict):
+    """Node -> its dotted name (``ImportMap.resolve``), computed when first looked up. Every
+    rule resolves the calls of forward-reachable code again: a name already asked is found by
+    the dictionary's own lookup, with no Python call (about a million a cold run of a model
+    library). Keyed by the node itself (nodes hash by identity): the entry keeps its node alive,
+    so no other node can take its place."""
+
+    __slots__ = ("_resolve",)
+
+    def __init__(self, resolve) -> None:
+        super().__init__()
+        self._resolve = resolve
+
+    def __missing__(self, node: ast.AST) -> str | None:
+        name = self[node] = self._resolve(node)
+        return name
 
 
 @record
@@ -31,7 +48,6 @@ class FileContext(_Indexed):
     module_status: dict[str, tuple[bool, frozenset[str]]] = field(default_factory=dict)
     tree_index: TreeIndex | None = None
     _facts: dict = field(default_factory=dict, repr=False, compare=False)
-    _resolved: dict = field(default_factory=dict, repr=False, compare=False)
     _functions: dict = field(default_factory=dict, repr=False, compare=False)
     _named_calls: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -44,14 +60,11 @@ class FileContext(_Indexed):
             info = self._functions[id(node)] = FunctionInfo(node, owner, self.tree_index)
         return info
 
-    def resolve(self, node: ast.AST) -> str | None:
-        # Every rule resolves the calls of forward-reachable code again: remembered per node.
-        # Keyed by the node itself (nodes hash by identity): the entry keeps its node alive, so
-        # no other node can take its place, and a hit is one dictionary lookup.
-        name = self._resolved.get(node, _UNRESOLVED)
-        if name is _UNRESOLVED:
-            name = self._resolved[node] = self.imports.resolve(node)
-        return name
+    @cached_property
+    def resolve(self) -> Callable[[ast.AST], str | None]:
+        """``resolve(node)``: the dotted name of a Name/Attribute chain (``ImportMap.resolve``),
+        remembered per node (see ``_ResolvedNames``)."""
+        return _ResolvedNames(self.imports.resolve).__getitem__
 
     def named_calls(self, fn: FunctionInfo) -> list[tuple[ast.Call, str]]:
         """(call, its callee's dotted name or "") for every call in ``fn``'s body, in order: most

@@ -35,6 +35,9 @@ from dpcheck.record import field, record
 _REGISTERS = {"register_buffer": "buffer", "register_parameter": "parameter",
               "add_module": "module", "register_module": "module"}
 _FILLS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
+# The callee names (`setattr(...)`, `<x>.<attr>(...)`) ``_record_call`` can record anything for:
+# ``attrs`` passes it only those calls, not every call of every method.
+_RECORDED_CALLS = frozenset({"setattr", *_REGISTERS, *_FILLS})
 
 
 @record
@@ -242,6 +245,8 @@ class ModelClass:
                 if node.value is None:
                     continue
                 for target in targets:
+                    if isinstance(target, ast.Name):
+                        continue  # a local (most assignments): no `self.<name>` bound
                     for name, value in _self_bindings(target, node.value, fn):
                         fact = _facts_of(facts, name)
                         kind, elements, requires = self.classify(value, fn)
@@ -250,7 +255,10 @@ class ModelClass:
                         fact.requires |= requires
                         fact.assignments.append((target, value, fn))
             for call in fn.nodes(ast.Call):
-                self._record_call(call, fn, facts)
+                func = call.func
+                callee = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+                if callee in _RECORDED_CALLS:
+                    self._record_call(call, fn, facts)
         return facts
 
     def _record_call(self, call: ast.Call, fn: FunctionInfo, facts: dict[str, AttrFacts]) -> None:

@@ -9,7 +9,6 @@ import sys
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
-from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.torch_api import FunctionNode
 from dpcheck.record import field, record
 
@@ -500,7 +499,13 @@ class FunctionInfo(_Indexed):
         return isinstance(node, ast.Name) and node.id == self.self_name
 
     def self_attr(self, node: ast.AST) -> str | None:
-        return self_attr(node, self.self_name)
+        """``X`` for ``self.X`` (``names.self_attr`` with this function's first parameter), inline:
+        asked of most attributes and targets the rules meet."""
+        if isinstance(node, ast.Attribute):
+            value = node.value
+            if isinstance(value, ast.Name) and value.id == self.self_name:
+                return node.attr
+        return None
 
     @cached_property
     def local_values(self) -> dict[str, list[ast.AST]]:
@@ -509,7 +514,10 @@ class FunctionInfo(_Indexed):
         for node in self.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    _bind(target, node.value, values)
+                    if isinstance(target, ast.Name):  # most targets: `_bind`'s first case, inline
+                        values.setdefault(target.id, []).append(node.value)
+                    else:
+                        _bind(target, node.value, values)
             elif node.value is not None:
                 if isinstance(node, ast.AugAssign):
                     _bind(node.target, ast.BinOp(node.target, node.op, node.value), values)
