@@ -102,7 +102,7 @@ class ModelNotOnFirstDevice(Rule):
                     yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
                                          f"device_ids[0] is {first}: forward fails with `module must have "
                                          f"its parameters and buffers on device cuda:{first}`")
-            configured = _configured_first_device(inner, call, scope, facts) if _default_ids(call) else None
+            configured = _configured_first_device(inner, call, scope, ctx) if _default_ids(call) else None
             if configured is not None:
                 yield self.violation(call, f"The model goes to the first GPU of `{configured}`, but this "
                                      "DataParallel takes its default device_ids (every visible GPU, from "
@@ -192,7 +192,7 @@ def _default_ids(call) -> bool:
     return keyword(call, "device_ids") is None and len(call.args) < 2
 
 
-def _configured_first_device(inner, call, scope, facts) -> str | None:
+def _configured_first_device(inner, call, scope, ctx) -> str | None:
     """`self.device = torch.device('cuda:{}'.format(opt['gpuid'][0]))` ... `self.net = Net.to(self.device)`
     ... `nn.DataParallel(self.net)`: the text of the configured GPU list (`opt['gpuid']`) whose first
     element the wrapped model was moved to, where the wrap leaves device_ids to its default. The
@@ -202,7 +202,7 @@ def _configured_first_device(inner, call, scope, facts) -> str | None:
     text = target_text(inner)
     if text is None:
         return None
-    owner = _enclosing_class(scope, facts) if text.startswith("self.") else None
+    owner = ctx.enclosing(scope, ast.ClassDef) if text.startswith("self.") else None
     region = owner if owner is not None else scope
     for move in _moves_of(text, region, call):
         device = move.args[0] if move.args else keyword(move, "device")
@@ -210,13 +210,6 @@ def _configured_first_device(inner, call, scope, facts) -> str | None:
         if found is not None:
             return found
     return None
-
-
-def _enclosing_class(scope, facts):
-    node = facts.parent(scope)
-    while node is not None and not isinstance(node, ast.ClassDef):
-        node = facts.parent(node)
-    return node
 
 
 def _moves_of(text, region, call):
