@@ -669,6 +669,12 @@ STOCK_OUTPUT_CONDITION = "stock_output:"
 _GATHERING_CALLS = frozenset({"gather", "forward"})
 
 
+def _named_like_dataparallel(info) -> bool:
+    """A class on a base named like a DataParallel (its own file cannot resolve a base of another
+    file, so the name decides; the index settles the rest)."""
+    return any("Parallel" in base for base in info.bases)
+
+
 def replaced_output(ctx: FileContext) -> list[str]:
     """Qualified names of this file's classes on a base named like a DataParallel whose own
     `forward` calls no `gather` and no other `forward`: what it returns is not the per-device
@@ -677,7 +683,7 @@ def replaced_output(ctx: FileContext) -> list[str]:
     found = []
     for info in ctx.classes.values():
         forward = info.methods.get("forward")
-        if forward is None or not any("Parallel" in base for base in info.bases):
+        if forward is None or not _named_like_dataparallel(info):
             continue
         calls = [node.func for node in ast.walk(forward) if isinstance(node, ast.Call)]
         if not any((func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) in _GATHERING_CALLS
@@ -706,7 +712,7 @@ def overridden_methods(ctx: FileContext) -> dict[str, list[str]]:
     found = {}
     for info in ctx.classes.values():
         own = [name for name in WRAPPER_METHODS if name in info.methods]
-        if own and any("Parallel" in base for base in info.bases):
+        if own and _named_like_dataparallel(info):
             found[info.qualname] = own
     return found
 
