@@ -163,9 +163,7 @@ def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
     func = construction.func
     if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
         return False  # (`from_pretrained`: which class it builds is the checkpoint's to say)
-    head = func
-    while isinstance(head, ast.Attribute):
-        head = head.value
+    head = _attribute_head(func)
     if not isinstance(head, ast.Name) or head.id not in ctx.imports.aliases or head.id in ctx.fact(_imported_twice) \
             or head.id in ctx.fact(_relatively_imported):
         return False
@@ -203,9 +201,7 @@ def _holds_no_module(node: ast.AST, scope: ast.AST | None, ctx: FileContext, dep
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Attribute):
-        head = node
-        while isinstance(head, ast.Attribute):
-            head = head.value
+        head = _attribute_head(node)
         return isinstance(head, ast.Name) and head.id != "self" or isinstance(head, ast.Constant)
     if isinstance(node, ast.Name):
         leaves = _name_leaves(node.id, scope, ctx,
@@ -515,12 +511,17 @@ def _class_named(value: ast.AST, ctx: FileContext) -> list[str] | None:
 
 def _unambiguous_name(value: ast.AST, ctx: FileContext) -> str | None:
     """The resolved name of a name or dotted attribute whose first name one import binds, or None."""
-    head = value
-    while isinstance(head, ast.Attribute):
-        head = head.value
+    head = _attribute_head(value)
     if not isinstance(head, ast.Name) or head.id in ctx.fact(_imported_twice):
         return None
     return ctx.resolve(value)
+
+
+def _attribute_head(node: ast.AST) -> ast.AST:
+    """What a dotted attribute starts from: `args` for `args.model.depth`; ``node`` when it is none."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
 
 
 def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> list[str] | None:
