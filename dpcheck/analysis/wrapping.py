@@ -27,7 +27,7 @@ import builtins
 from collections import Counter
 from itertools import compress, repeat
 from operator import attrgetter, is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
@@ -70,13 +70,13 @@ def wrapped_classes(ctx: FileContext) -> dict[str, ast.AST | None]:
 
 
 def _find_wrapped(ctx: FileContext) -> dict[str, ast.AST | None]:
-    return ctx.fact(_wrap_sites)[0]
+    return ctx.fact(_wrap_sites).classes
 
 
 def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
     """Lines of this file's wrap sites whose module could not be traced to a class
     (`DataParallel(build_model(cfg))`): what the project wraps is then not fully known."""
-    return ctx.fact(_wrap_sites)[1]
+    return ctx.fact(_wrap_sites).unresolved
 
 
 def wrapped_alone(ctx: FileContext) -> list[str]:
@@ -84,29 +84,36 @@ def wrapped_alone(ctx: FileContext) -> list[str]:
     site of this file, from arguments that hold no module instance (``_holds_no_module``): where
     no file of the project defines them (a library model, torchaudio's `WaveRNN`), the wrap runs
     no scanned class's code, and what runs under DataParallel is still known."""
-    return ctx.fact(_wrap_sites)[4]
+    return ctx.fact(_wrap_sites).alone
 
 
 def wrap_candidates(ctx: FileContext) -> list[list[str]]:
     """For each wrap site that ``wrapped_classes`` does not trace to a construction but whose module
     the code shows to be one of a finite set (a builder of another file, a registry of classes
     indexed at run time): its ``instance_leaves``, which the project index settles."""
-    return ctx.fact(_wrap_sites)[3]
+    return ctx.fact(_wrap_sites).candidates
 
 
 def wrappers_of(ctx: FileContext) -> dict[str, list[str]]:
     """Classes this file wraps (``wrapped_classes``) -> the resolved name of the wrapper at each of
     its wrap sites (`torch.nn.DataParallel`, a subclass of this file or another: its own scatter or
     gather may replace the stock ones; the index reads it with ``ClassIndex.own_method``)."""
-    return ctx.fact(_wrap_sites)[5]
+    return ctx.fact(_wrap_sites).wrappers
 
 
-def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int], frozenset[str], list[list[str]],
-                                            list[str], dict[str, list[str]]]:
-    """(wrapped classes -> their `dim=`, lines of wrap sites traced to no class, (class, wrapped
-    class) for each class whose instances the script passes to the wrapped model's constructor,
-    the candidate leaves of the other wrap sites, see ``wrap_candidates``, ``wrapped_alone``,
-    ``wrappers_of``)."""
+class _WrapSites(NamedTuple):
+    """What one file's wrap sites show; each field is read by the public accessor named beside it."""
+    classes: dict[str, ast.AST | None]  # wrapped classes -> their `dim=` (``wrapped_classes``)
+    unresolved: list[int]  # lines of wrap sites traced to no class (``unresolved_wrap_sites``)
+    # (class, wrapped class) for each class whose instances the script passes to the wrapped
+    # model's constructor
+    parts: frozenset[tuple[str, str]]
+    candidates: list[list[str]]  # the candidate leaves of the other wrap sites (``wrap_candidates``)
+    alone: list[str]  # ``wrapped_alone``
+    wrappers: dict[str, list[str]]  # ``wrappers_of``
+
+
+def _wrap_sites(ctx: FileContext) -> _WrapSites:
     found: dict[str, ast.AST | None] = {}
     wrappers: dict[str, list[str]] = {}
     unresolved: list[int] = []
@@ -115,7 +122,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
     alone: set[str] = set()
     not_alone: set[str] = set()
     if not mentions_script_token(ctx):
-        return found, unresolved, frozenset(), candidates, [], wrappers
+        return _WrapSites(found, unresolved, frozenset(), candidates, [], wrappers)
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
@@ -154,7 +161,7 @@ def _wrap_sites(ctx: FileContext) -> tuple[dict[str, ast.AST | None], list[int],
             candidates.append(traced)
         else:
             unresolved.append(call.lineno)
-    return found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers
+    return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers)
 
 
 def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
@@ -662,7 +669,7 @@ def layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
 
 def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
     owners: dict[str, set[str]] = {}
-    for part, owner in ctx.fact(_wrap_sites)[2]:
+    for part, owner in ctx.fact(_wrap_sites).parts:
         owners.setdefault(part, set()).add(owner.rsplit(".", 1)[-1])
     for name, info in ctx.classes.items():
         if not any(ctx.class_is_module(name)):
