@@ -15,7 +15,8 @@ self.model`): that is the bare model. A save from the wrapper is not reported ei
 script takes the prefix off when it loads (`k[7:]` in a loop over `state_dict.items()`,
 `k.replace("module.", "")`, `remove_prefix(sd, "module.")`), itself or through a loader function
 it calls that does, in any scanned file (`utils.load_checkpoint(model, path)`), unless it also
-loads checkpoints into the bare model as they are. The `except`
+loads checkpoints into the bare model as they are (a dict built with the prefix taken off,
+`state_dict = {k[7:]: v for k, v in ckpt.items()}`, is not as they are). The `except`
 arm of `try: sd = net.module.state_dict() except AttributeError: sd = net.state_dict()` runs
 only without a wrapper: it saves the bare keys.
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips
+from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips, strips_prefix
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -80,8 +81,9 @@ class WrappedStateDict(Rule):
                     saves_bare.append(node)
             elif wrap is not None:
                 loads_wrapped.append((node, wrap))
-            elif node.args and (through_module or _bare_model(owner, facts)) and from_checkpoint(node.args[0], ctx):
-                loads_bare.append(node)
+            elif node.args and (through_module or _bare_model(owner, facts)) and from_checkpoint(node.args[0], ctx) \
+                    and not strips_prefix(node.args[0], ctx):
+                loads_bare.append(node)  # as they are: a dict with the prefix taken off loads
         # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix;
         # so does one that strips it from the keys when it loads, itself or through a loader it calls
         # (in another file: the index settles `prefix_kept:<loader>`).

@@ -77,6 +77,20 @@ def _prefix_strips(ctx: FileContext) -> list[ast.AST]:
     return found
 
 
+def strips_prefix(node: ast.AST, ctx: FileContext) -> bool:
+    """Is the state dict ``node`` built with the `module.` prefix taken off its keys: a prefix strip
+    (see ``prefix_strips``) within it (`{k[7:]: v for k, v in sd.items()}`) or in a value assigned
+    to a name it reads (`state_dict = {k[7:]: ...}`, as ``from_checkpoint`` follows names)? Such a
+    dict loads into the bare model."""
+    strips = prefix_strips(ctx)
+    if not strips:
+        return False
+    inside = {id(n) for n in strips}
+    return any(id(sub) in inside for value in [node, *(
+        value for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load)
+        for value in _local_values(name, ctx))] for sub in ast.walk(value))
+
+
 def loader_calls(ctx: FileContext) -> list[str]:
     """Dotted names (or simple names, where they do not resolve) of the functions this file calls
     that may load a checkpoint for it: a name that says `load` (`load_checkpoint`,
