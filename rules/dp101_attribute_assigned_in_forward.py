@@ -32,6 +32,15 @@ value combining the old one) or a value forward reads before writing it. Lighter
   nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
 
+A write behind a constructor flag (`if self.keep_hidden:`, `self.keep_hidden = keep_hidden` in
+`__init__`) is latent where the flag is off as the model is built: its parameter defaults to
+False or None (a warning, as above), or it is required and every construction of the class in
+its file passes it off, a constant or a parameter of the building class's `__init__` handed on
+whose default (or what every construction of that class passes) is off. A warning then, unless
+another scanned file builds or imports the class (or a class in that chain): its constructions
+are not read, so the flag may be on, an error. A construction with `*args`/`**kwargs` or any
+other value, or none seen, leaves a required flag unknown: an error.
+
 A write behind an optional argument of forward (`if has_mask:`, `if mask is not None:`, with a
 False or None default) that no call reaching the class under the wrap passes never runs there:
 advice only (info), "it runs only when `has_mask` is passed, and no scanned caller passes it"
@@ -51,6 +60,7 @@ from dpcheck.analysis.dataflow import (
     behind_non_default_option,
     cleared_in_forward,
     old_value_use,
+    option_constructions,
     read_in_forward,
     reads_before_write,
     scripting_only,
@@ -120,8 +130,11 @@ class AttributeAssignedInForward(Rule):
                                              fix=_counter_fix(model, fn, node, name),
                                              subject=Subject(attr=name), **guard)
                     else:
-                        yield self.violation(target, _LIGHTER[kind].format(name=name, where=where),
-                                             severity=_SEVERITY[kind], subject=Subject(attr=name), **guard)
+                        settled = option_constructions(model, fn, node) if kind == "option" else {}
+                        message = _CONSTRUCTED_OFF if settled else _LIGHTER[kind]
+                        yield self.violation(target, message.format(name=name, where=where),
+                                             severity=_SEVERITY[kind], subject=Subject(attr=name),
+                                             **guard, **settled)
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -171,6 +184,13 @@ _LIGHTER = {
                 "where forward does not clear it (incremental decoding): driven step by step through "
                 "DataParallel, each step's state is lost with the replica",
 }
+
+
+# "option" where no default decides it but the constructions of the file do (a required flag):
+# an error where another scanned file builds the class (error_if built_outside:).
+_CONSTRUCTED_OFF = ("`self.{name}` assigned in forward{where} is lost with the DataParallel replica, on a path "
+                    "behind a constructor flag that every construction of the class in this file leaves off: "
+                    "state kept only when the flag is on")
 
 
 def _assigned_attrs(fn, node):

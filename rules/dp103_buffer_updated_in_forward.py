@@ -39,6 +39,7 @@ import ast
 from dpcheck.analysis.dataflow import (
     behind_non_default_option,
     old_value_use,
+    option_constructions,
     parameters_of,
     reads_before_write,
     under_lazy_guard,
@@ -115,6 +116,7 @@ class BufferUpdatedInForward(Rule):
         recomputed from the inputs and weights on every call costs only speed."""
         use = old_value_use(model, fn, name, node.value)
         severity = Severity.WARNING  # a per-call table: cost-only by the severity policy
+        settled = {}
         if under_lazy_guard(fn, node, building=True) or use == "memo":
             why = "is rebuilt lazily in forward: the new value is lost with each DataParallel replica, so it " \
                   "is recomputed on every call"
@@ -123,6 +125,7 @@ class BufferUpdatedInForward(Rule):
                   "DataParallel replica, so the conversion repeats on every call"
         elif behind_non_default_option(model, fn, node):
             severity = Severity.WARNING  # lost state, but only with the option on
+            settled = option_constructions(model, fn, node)
             why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
                   "each DataParallel replica has its own buffer dict and the new value is lost"
         elif use is None and not reads_before_write(model, fn, name, node):
@@ -136,7 +139,7 @@ class BufferUpdatedInForward(Rule):
             return self.violation(target, f"Buffer `self.{name}` is reassigned in forward from its old value: "
                                   "each DataParallel replica has its own buffer dict, so the update is lost "
                                   "on every replica and the next call starts from the old value")
-        return self.violation(target, f"Buffer `self.{name}` {why}", severity=severity)
+        return self.violation(target, f"Buffer `self.{name}` {why}", severity=severity, **settled)
 
     def _parameter_data_rebound(self, model):
         """`u.data = l2normalize(W @ v)` on a Parameter in forward (a power-iteration vector kept as a

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.dataflow import behind_non_default_option
+from dpcheck.analysis.dataflow import behind_non_default_option, option_constructions
 from dpcheck.analysis.torch_api import parameter_free
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -111,7 +111,7 @@ class BoundMethodStored(Rule):
                                   "before it is wrapped)", severity=Severity.INFO if compiled else Severity.WARNING)
         if behind_non_default_option(model, fn, node):
             return self.violation(node, f"{message} (on a path behind a non-default option)",
-                                  severity=Severity.WARNING)
+                                  severity=Severity.WARNING, **option_constructions(model, fn, node))
         return self.violation(node, message)
 
 

@@ -1,6 +1,8 @@
 """Severity of state and device findings on real-code mechanisms (issue 10): an error only
 where a later call reads what forward wrote, or where the path runs by default."""
 
+from pathlib import Path
+
 from conftest import run_json
 
 
@@ -32,6 +34,25 @@ def test_dp101_values_written_before_every_use_are_not_reported():
 
 def test_dp101_writes_only_under_torchscript_are_not_reported():
     assert severities("fixtures/dp101/safe_scripting_only_flag.py") == {}
+
+
+def test_dp101_state_behind_a_required_flag_every_construction_leaves_off_is_latent(tmp_path):
+    # Off as the file builds it (handed on from the builder's False default): a warning. The same
+    # class built with the flag on is an error; so is one another scanned file builds or imports,
+    # or only imports its module (`import pkg.layers as layers`): its constructions are not read.
+    line = "self.hidden = h.detach()"
+    assert severities("fixtures/dp101/flagged_required_flag_off_in_every_construction.py")[("DP101", line)] == "warning"
+    assert severities("fixtures/dp101/flagged_required_flag_on_in_a_construction.py")[("DP101", line)] == "error"
+    assert severities("fixtures/dp101/flagpkg")[("DP101", line)] == "error"
+    source = "fixtures/dp101/flagged_required_flag_off_in_every_construction.py"
+    for n, importer in enumerate(("from pkg.layers import KeptStateRecurrent\n", "import pkg.layers as layers\n", "")):
+        pkg = tmp_path / str(n)
+        (pkg / "pkg").mkdir(parents=True)
+        (pkg / "pkg" / "__init__.py").write_text("")
+        (pkg / "pkg" / "layers.py").write_text(Path(source).read_text())
+        (pkg / "pkg" / "other.py").write_text(importer + "x = 1\n")
+        expected = "error" if importer else "warning"
+        assert severities(str(pkg / "pkg"))[("DP101", line)] == expected, importer
 
 
 def test_dp103_only_accumulation_is_an_error():

@@ -684,41 +684,64 @@ def read_in_forward(model: ModelClass, name: str) -> bool:
     return False
 
 
-def behind_non_default_option(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> bool:
+def behind_non_default_option(model: ModelClass, fn: FunctionInfo, node: ast.AST,
+                              built_by: set[str] | None = None) -> bool:
     """Does ``node`` run only when an option is set away from its default?
 
     An enclosing `if opt:` / `if self.opt:` / `if opt == "x":` (an `and` of such tests too)
     where ``opt`` is a parameter of the function, or an attribute `__init__` sets from one of
-    its parameters, whose default makes the test false.
+    its parameters, whose default makes the test false. A required constructor parameter's
+    default is what every construction of the class in this file passes (``_constructor_default``);
+    ``built_by`` then receives the qualified names of the classes whose constructions decided it
+    (``BUILT_OUTSIDE_CONDITION``: a construction in another scanned file may pass something else).
     """
     cur, child = fn.parent(node), node
     while cur is not None and cur is not fn.node:
         if isinstance(cur, ast.If) and child is not cur.test and any(child is s for s in cur.body):
             tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
                 else [cur.test]
-            if any(_false_by_default(model, fn, t) for t in tests):
-                return True
+            for test in tests:
+                decided: set[str] = set()
+                if _false_by_default(model, fn, test, decided):
+                    if built_by is not None:
+                        built_by |= decided
+                    return True
         cur, child = fn.parent(cur), cur
     return False
+
+
+# `built_outside:<module.Class>` in a finding's ``error_if``: the option the finding is behind was
+# read off the constructions of that class in its own file, and a scanned file other than that
+# one builds or imports the class (ClassIndex.built_outside): its constructions are not read.
+BUILT_OUTSIDE_CONDITION = "built_outside:"
+
+
+def option_constructions(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict:
+    """The ``Violation`` keywords for a finding that ``behind_non_default_option`` made lighter:
+    ``error_if`` the classes whose constructions decided the option's default are built elsewhere
+    (an error there, as the path may run); empty where a parameter's own default decided it."""
+    built_by: set[str] = set()
+    behind_non_default_option(model, fn, node, built_by)
+    return {"error_if": (frozenset(BUILT_OUTSIDE_CONDITION + name for name in built_by),)} if built_by else {}
 
 
 _MISSING = object()
 
 
-def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST) -> bool:
+def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, built_by: set[str]) -> bool:
     expected = True
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
             and isinstance(test.comparators[0], ast.Constant):
         subject, want, negate = test.left, test.comparators[0].value, isinstance(test.ops[0], ast.NotEq)
-        default = _default_of(model, fn, subject)
+        default = _default_of(model, fn, subject, built_by)
         return default is not _MISSING and (default == want) == negate
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, expected = test.operand, False
-    default = _default_of(model, fn, test)
+    default = _default_of(model, fn, test, built_by)
     return default is not _MISSING and bool(default) != expected
 
 
-def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
+def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by: set[str]):
     if isinstance(subject, ast.Name):
         # The constructor's and forward's keyword options are the user's choice; a helper's
         # defaults are not options (forward passes what it computed).
@@ -726,7 +749,7 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
             return _MISSING
         default = _param_default(fn, subject.id)
         if default is _MISSING and fn.name == "__init__":
-            default = _constructor_default(model, fn, subject.id)
+            default = _constructor_default(model, fn, subject.id, built_by)
         return default
     attr = fn.self_attr(subject)
     facts = model.attrs.get(attr) if attr is not None else None
@@ -735,33 +758,71 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST):
     _, value, where = facts.assignments[0]
     if isinstance(value, ast.Constant):
         return value.value
-    return _param_default(where, value.id) if isinstance(value, ast.Name) else _MISSING
+    if not isinstance(value, ast.Name):
+        return _MISSING
+    default = _param_default(where, value.id)
+    if default is _MISSING and where.name == "__init__" and value.id in parameters_of(where):
+        # `self.keep = keep`, a required flag: off where every construction here passes it off
+        default = _constructor_default(model, where, value.id, built_by)
+    return default
 
 
-def _constructor_default(model: ModelClass, init: FunctionInfo, name: str):
+def _constructor_default(model: ModelClass, init: FunctionInfo, name: str, built_by: set[str]):
     """A required constructor parameter's default as the layers that build this class pass it:
     every construction in the file (`Layer(dim, mode)` in `Block.__init__(self, mode="fast")`)
-    hands on the same constant or the same default of its own constructor's parameter."""
+    hands on the same constant, or the same parameter of its own constructor whose value, its
+    default or what every construction of that class in the file passes, is that constant. At
+    least one construction; the classes whose constructions decided it go into ``built_by`` by
+    qualified name (only once it is decided)."""
+    deciders: set[str] = set()
+    value = _passed_by_constructions(model.ctx, model.info, init, name, deciders, 0)
+    if value is not _MISSING:
+        built_by |= deciders
+    return value
+
+
+def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders: set[str], depth: int):
+    """The one value every construction of class ``info`` in this file passes for parameter
+    ``name`` of its ``__init__`` (its default where a call leaves it out), or _MISSING: none
+    seen for a required parameter, `*args`/`**kwargs`, any other value than a constant or a
+    parameter of the enclosing class's `__init__` handed on (followed the same way, a few levels)."""
+    if depth > 3:
+        return _MISSING
+    deciders.add(info.qualname)
     params = parameters_of(init)
     index = params.index(name) if name in params else None
+    default = _param_default(init, name)
     found = set()
-    for call in model.ctx.nodes(ast.Call):
-        if not (isinstance(call.func, ast.Name) and call.func.id == model.name):
+    for call in ctx.nodes(ast.Call):
+        if not (isinstance(call.func, ast.Name) and call.func.id == info.name):
             continue
         arg = keyword(call, name)
         if arg is None and index is not None and index < len(call.args) \
                 and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
             arg = call.args[index]
+        if arg is None:
+            if default is _MISSING or any(isinstance(a, ast.Starred) for a in call.args) \
+                    or any(k.arg is None for k in call.keywords):
+                return _MISSING
+            found.add(default)
+            continue
         if isinstance(arg, ast.Constant):
             found.add(arg.value)
             continue
-        owner = model.ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if not (isinstance(arg, ast.Name) and owner is not None and owner.name == "__init__"):
+        owner = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        holder = ctx.enclosing(owner, ast.ClassDef) if owner is not None and owner.name == "__init__" else None
+        outer = next((c for c in ctx.classes.values() if c.node is holder), None) if holder is not None else None
+        if not (isinstance(arg, ast.Name) and outer is not None):
             return _MISSING
-        default = _param_default(FunctionInfo(owner, None, model.ctx.tree_index), arg.id)
-        if default is _MISSING:
+        outer_init = FunctionInfo(owner, None, ctx.tree_index)
+        if arg.id not in parameters_of(outer_init):
             return _MISSING
-        found.add(default)
+        handed = _passed_by_constructions(ctx, outer, outer_init, arg.id, deciders, depth + 1)
+        if handed is _MISSING:
+            return _MISSING
+        found.add(handed)
+    if not found and default is not _MISSING:
+        found.add(default)  # built nowhere in this file: its default (built_outside settles the rest)
     return found.pop() if len(found) == 1 else _MISSING
 
 

@@ -28,6 +28,7 @@ from typing import Iterable
 
 from dpcheck.analysis.checkpoints import PREFIX_KEPT
 from dpcheck.analysis.classes import UNKNOWN_BASE
+from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
@@ -82,6 +83,11 @@ class ClassIndex:
         self._unused: set[str] = set()
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
+        # For built_outside: simple name -> the modules that build a class of that name they neither
+        # define nor import by name (a star import may bind it); last part of an import target ->
+        # (importing module, target).
+        self._built_unresolved: dict[str, set[str]] = {}
+        self._imported: dict[str, list[tuple[str, str]]] = {}
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
         self._wrapper_calls: dict[str, list[str]] = {}  # class -> what each call of its wrappers passes
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
@@ -142,6 +148,13 @@ class ClassIndex:
         self._unused.update(result.unused)
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
+        if result.built_per_call or result.built_elsewhere:
+            own = {cls.qualname.rpartition(".")[2] for cls in result.classes}.union(result.aliases)
+            for name in (*result.built_per_call, *result.built_elsewhere):
+                if name not in own:
+                    self._built_unresolved.setdefault(name, set()).add(module)
+        for target in result.aliases.values():
+            self._imported.setdefault(target.rpartition(".")[2], []).append((module, target))
         for name, markers in result.module_calls.items():
             self._module_calls.setdefault(name, set()).update(markers)
         for name, calls in result.wrapper_calls.items():
@@ -459,6 +472,23 @@ class ClassIndex:
         return simple not in self._built_per_call or simple in self._built_elsewhere \
             or any(n.rsplit(".", 1)[-1] == simple for n in self._wrapped_names)
 
+    def built_outside(self, name: str) -> bool:
+        """``<module>.<Class>``: may a scanned file other than the class's own build it, so that its
+        constructor options are not all read from that file's constructions? True where the module
+        is not indexed, where another module imports the class (by its `module.Class` tail or a
+        re-export) or its module (`import pkg.layers as layers; layers.AR(...)`), or builds a class
+        of that simple name that it neither defines nor imports by name (a star import may bind it).
+        A registry or a string lookup elsewhere is not seen."""
+        module, _, simple = name.rpartition(".")
+        if module not in self._loaded:
+            return True
+        if self._built_unresolved.get(simple, set()) - {module}:
+            return True
+        tail, leaf = _tail(name), module.rpartition(".")[2]
+        return any(other != module and (_tail(target) == tail or self.lookup(target) == name or target == module
+                                        or target.endswith("." + module))
+                   for other, target in (*self._imported.get(simple, ()), *self._imported.get(leaf, ())))
+
     def batch_dim_is_zero(self, name: str) -> bool:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
         return not any(self.lookup(wrapped) == name or wrapped == name for wrapped in self._wrapped_dims)
@@ -595,6 +625,8 @@ class ClassIndex:
             return self.in_model(name)
         if kind == "dim0" and name:
             return self.batch_dim_is_zero(name)
+        if f"{kind}:" == BUILT_OUTSIDE_CONDITION and name:
+            return self.built_outside(name)
         if kind == "outlives_call" and name:
             return self.outlives_call(name)
         if kind == "passed" and name:
