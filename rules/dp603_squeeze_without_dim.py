@@ -19,6 +19,11 @@ Nor where only the squeezed value's rank is read (`if torch.squeeze(x).dim() == 
 either arm of such a test on the same tensor: the code tells the one-sample case apart by what the
 squeeze removes and handles it in its own arm (`x = torch.squeeze(x, dim=1)`).
 
+Nor a squeeze of rows a boolean mask selected (`tids = tids[emb_mask]` then `tids.squeeze()`, the
+mask bound only to a comparison, its `~`/`&`/`|`, or `.any`/`.all`/`.max`/`.min` over a dim of
+one): boolean indexing flattens the masked dims, so the leading dim counts matches across the
+replica's chunk, not its samples. Rows picked by an index tensor (`tids[best]`) stay reported.
+
 In a loss module (named `*Loss`, `*Criterion`, `*CE`..., owning no layers) it is reported only
 where a scanned file builds the loss inside a module or wraps it: a criterion a script applies
 to the gathered output sees the whole batch on one device.
@@ -84,7 +89,8 @@ class SqueezeWithoutDim(Rule):
                 if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn) \
                         and not _rank_query(call, fn) and not _rank_guarded(call, receiver, fn, resolve) \
                         and not _feeds_one_sample_op(call, fn, resolve) \
-                        and not _flattened_by_mask(call, fn, resolve):
+                        and not _flattened_by_mask(call, fn, resolve) \
+                        and not _selected_by_mask(receiver, call, fn):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -265,6 +271,89 @@ def _flattened_by_mask(call, fn, resolve) -> bool:
             if not (indexes_squeezed or _reduced(node, fn)):
                 return False
     return True
+
+
+def _selected_by_mask(receiver, call, fn) -> bool:
+    """`tids = tids[emb_mask]` then `tids.squeeze()`, with `emb_mask` a boolean mask (bound only to
+    a comparison, its `~`, `&`, `|`, or `.any`/`.all`/`.max`/`.min` over a dim of such): boolean
+    indexing flattens the dims the mask covers into one of the selected elements, so the leading
+    dim of the squeezed value counts matches across the replica's chunk, not its samples. The
+    receiver is such an indexing, or a name whose binding that reaches the call (the last one before
+    it in a block that holds the call) is."""
+    masks = _boolean_names(fn)
+    if not masks:
+        return False
+    if isinstance(receiver, ast.Name):
+        binding = _reaching_binding(receiver.id, call, fn)
+        receiver = binding.value if binding is not None else None
+    return isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.Name) \
+        and receiver.slice.id in masks
+
+
+_BOOLEAN_REDUCTIONS = frozenset({"any", "all", "max", "min"})
+
+
+def _boolean_names(fn) -> set[str]:
+    """Names every binding of which in ``fn`` is a boolean mask (see ``_selected_by_mask``)."""
+    bindings: dict[str, list[ast.AST | None]] = {}
+    for node in fn.nodes(ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Name):
+                bindings.setdefault(target.id, []).append(node.value)
+            elif isinstance(target, ast.Tuple) and target.elts:  # `m, _ = mask.max(1)`: values, indices
+                first, *rest = target.elts
+                if isinstance(first, ast.Name):
+                    bindings.setdefault(first.id, []).append(node.value if isinstance(node.value, ast.Call) else None)
+                for other in rest:
+                    if isinstance(other, ast.Name):
+                        bindings.setdefault(other.id, []).append(None)
+    for node in fn.nodes(ast.Name):  # bound otherwise (a loop, `+=`, a with): not known
+        if isinstance(node.ctx, ast.Store) and not isinstance(fn.parent(node), (ast.Assign, ast.Tuple)):
+            bindings.setdefault(node.id, []).append(None)
+    masks: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in bindings.items():
+            if name not in masks and all(v is not None and _is_mask(v, masks) for v in values):
+                masks.add(name)
+                changed = True
+    return masks
+
+
+def _is_mask(value, masks: set[str]) -> bool:
+    if isinstance(value, ast.Compare):
+        return True
+    if isinstance(value, ast.Name):
+        return value.id in masks
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.Invert, ast.Not)):
+        return _is_mask(value.operand, masks)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, (ast.BitAnd, ast.BitOr)):
+        return _is_mask(value.left, masks) and _is_mask(value.right, masks)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in _BOOLEAN_REDUCTIONS and (value.args or value.keywords):
+        return _is_mask(value.func.value, masks)  # over a dim: a mask of the other dims
+    return False
+
+
+def _reaching_binding(name: str, call, fn) -> ast.Assign | None:
+    """The last `name = ...` before ``call`` in a statement list that holds ``call``'s statement
+    (or an enclosing one), with no other binding of ``name`` between them; None if unclear."""
+    stmt = call
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = fn.parent(stmt)
+    while stmt is not None and stmt is not fn.node:
+        block = _block_of(stmt, fn)
+        if block is None:
+            return None
+        for earlier in reversed(block[:block.index(stmt)]):
+            if _rebinds(earlier, name):
+                return earlier
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for n in ast.walk(earlier)):
+                return None  # bound in a nested statement or a tuple: which value reaches is unclear
+        stmt = fn.parent(stmt)
+    return None
 
 
 def _masks_of(squeezed, fn) -> set[str]:
