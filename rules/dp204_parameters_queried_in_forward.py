@@ -20,7 +20,11 @@ with a None or False default) runs only when a caller passes it. Where no call t
 the class under the wrap passes it (the scripts' calls of the wrapped model, the modules'
 calls of their layers, a layer call that hands on its caller's own argument counting only
 where that caller's callers pass it), the finding is advice only (info), its message ending
-with "it runs only when `mask` is passed, and no scanned caller passes it". `**kwargs`,
+with "it runs only when `mask` is passed, and no scanned caller passes it". A parameter
+forward rebinds only inside the test's `if` or after it (outside a loop) still holds what the
+caller passed when the test reads it. `**inputs` passes the keys of the dict literals `inputs`
+is bound to in the caller's function, where every other use of it only reads an entry (a
+script's `inputs = {"input_ids": batch[0], ...}; model(**inputs)`); any other `**kwargs`,
 a class no scanned file builds (a library model) and an untraced wrap count as passing it.
 
 ## How to fix

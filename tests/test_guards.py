@@ -256,3 +256,52 @@ class Holder(nn.Module):
     def forward(self, x):
         return self.post(x)
 """, "layer").module_calls == {"layer.Post": ["#1"]}
+
+
+def test_a_dict_of_inputs_unpacked_into_the_wrapper_passes_its_keys():
+    # `inputs = {...}; model(**inputs)`: the literal's keys are what the call passes (an entry that
+    # is None passes nothing), where every other use only reads an entry.
+    def calls(body):
+        return _script(body).wrapper_calls["net.Net"]
+
+    literal = calls("""
+        model = nn.DataParallel(Net())
+        for batch in batches:
+            inputs = {"x": batch[0], "lengths": None}
+            out = model(**inputs)
+            run(out, inputs["x"])
+    """)
+    assert literal == ["#0,x"]
+    assert _kept(_forwarder(), _script("""
+        model = nn.DataParallel(Net())
+        for batch in batches:
+            inputs = {"x": batch[0]}
+            model(**inputs)
+    """)) == []
+    for changed in ('inputs["lengths"] = batch[1]', "inputs.update(lengths=batch[1])", "run(inputs)",
+                    "inputs = {**inputs}"):
+        assert calls(f"""
+            model = nn.DataParallel(Net())
+            for batch in batches:
+                inputs = {{"x": batch[0]}}
+                {changed}
+                model(**inputs)
+        """) == ["*"], changed
+    assert _result("import torch.nn as nn\nfrom net import Net\n\n\ndef main(inputs):\n"
+                   "    model = nn.DataParallel(Net())\n    return model(**inputs)\n",
+                   "train").wrapper_calls["net.Net"] == ["*"]  # handed in: keys unknown
+
+
+def test_a_parameter_rebound_only_after_its_test_still_holds_the_callers_value():
+    def kept(code):
+        layer = _result(code, "layer")
+        index = ClassIndex([layer, _caller("self.post(x)")])  # no call passes lengths
+        return [f for f in layer.findings if index.holds(f)]
+
+    after = LAYER.replace("        return out", "        lengths = None\n        return out", 1)
+    assert kept(LAYER) == kept(after) == []
+    looped = LAYER.replace(
+        "        if lengths is not None:\n            out, _",
+        "        for _ in range(2):\n            if lengths is not None:\n                out, _", 1).replace(
+        "        return out", "            lengths = None\n        return out", 1)
+    assert len(kept(looped)) == 1  # the next iteration's test reads forward's own value

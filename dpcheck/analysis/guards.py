@@ -67,12 +67,29 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
             taken = child in parent.body
             for name in _required_params(parent.test, taken, params):
                 position, off_by_default = params[name]
-                if off_by_default and name not in fn.local_values:  # (a parameter forward rebinds tells nothing)
+                if off_by_default and _callers_value_at(fn, name, parent):
                     requires.append(frozenset({f"{PASSED_CONDITION}{fn.owner.qualname}:{name}@{position}"}))
             if taken and _tests_packed(parent.test, params, model):
                 return _NEVER
         child, parent = parent, fn.parent(parent)
     return tuple(requires)
+
+
+def _callers_value_at(fn: FunctionInfo, name: str, branch: ast.If) -> bool:
+    """Does forward's parameter ``name`` still hold what the caller passed when ``branch``'s test
+    reads it: forward never rebinds it, or only inside that `if` or after it, and the `if` is in no
+    loop (`if head_mask is not None: head_mask = head_mask.to(dtype) else: head_mask = [None] * n`)?
+    A parameter rebound before the test tells nothing of what the caller passed."""
+    if name not in fn.local_values:
+        return True
+    cur = fn.parent(branch)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
+            return False
+        cur = fn.parent(cur)
+    test_end = (branch.test.end_lineno, branch.test.end_col_offset)
+    return all((node.lineno, node.col_offset) > test_end for node in fn.nodes(ast.Name)
+               if node.id == name and not isinstance(node.ctx, ast.Load))
 
 
 def optional_argument_guard(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict | None:
@@ -249,19 +266,64 @@ def _arguments_passed(ctx: FileContext, call: ast.Call) -> set[str]:
     positional argument past n passed), keyword names; an argument that is the constant None passes
     nothing, and one that forwards an optional parameter of the caller's own forward (see
     ``_forwarded_from``) passes only when that is passed: ``@i<source`` and ``name<source``.
-    ``UNKNOWN_CALLER`` for `*args` or `**kwargs`."""
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+    ``UNKNOWN_CALLER`` for `*args`, or `**kwargs` other than a dict of known keys (``_keywords_read``)."""
+    keywords = _keywords_read(ctx, call)
+    if keywords is None or any(isinstance(a, ast.Starred) for a in call.args):
         return {UNKNOWN_CALLER}
     sources = [_forwarded_from(ctx, call, a) for a in call.args]
     first = next((i for i, source in enumerate(sources) if source is not None), len(sources))
     markers = {f"#{first}"}
     markers.update(f"@{i}" if source is None else f"@{i}<{source}"
                    for i, source in enumerate(sources[first:], first) if source != "")
-    for keyword in call.keywords:
-        source = _forwarded_from(ctx, call, keyword.value)
+    for name, value in keywords:
+        source = _forwarded_from(ctx, call, value)
         if source != "":
-            markers.add(keyword.arg if source is None else f"{keyword.arg}<{source}")
+            markers.add(name if source is None else f"{name}<{source}")
     return markers
+
+
+def _keywords_read(ctx: FileContext, call: ast.Call) -> list[tuple[str, ast.AST]] | None:
+    """(name, value) of each keyword argument of ``call``; for `**inputs`, the entries of the dict
+    literals `inputs` is bound to in its function, where their keys are all strings and every other
+    use of the name reads an entry (`inputs["labels"]`) or unpacks it into a call (a script's
+    `inputs = {"input_ids": batch[0], ...}; outputs = model(**inputs)`). None where a `**` is
+    anything else: an entry stored or updated, the dict handed on, a parameter, another binding."""
+    found = []
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            found.append((keyword.arg, keyword.value))
+            continue
+        entries = _dict_entries(ctx, keyword.value)
+        if entries is None:
+            return None
+        found.extend(entries)
+    return found
+
+
+def _dict_entries(ctx: FileContext, value: ast.AST) -> list[tuple[str, ast.AST]] | None:
+    if not isinstance(value, ast.Name):
+        return None
+    scope = ctx.enclosing(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    names = ctx.tree_index.nodes_within(scope, ast.Name) if scope is not None else ctx.nodes(ast.Name)
+    entries: list[tuple[str, ast.AST]] = []
+    for node in names:
+        if node.id != value.id:
+            continue
+        parent = ctx.parent(node)
+        if isinstance(node.ctx, ast.Store):
+            bound = parent.value if isinstance(parent, ast.Assign) and parent.targets == [node] else None
+            if not (isinstance(bound, ast.Dict) and all(
+                    isinstance(key, ast.Constant) and isinstance(key.value, str) for key in bound.keys)):
+                return None  # `{**other, ...}`, a loop target, a call's result: its keys are not known
+            entries.extend((key.value, entry) for key, entry in zip(bound.keys, bound.values))
+        elif not (isinstance(node.ctx, ast.Load) and (
+                isinstance(parent, ast.keyword) and parent.arg is None
+                or isinstance(parent, ast.Subscript) and parent.value is node and isinstance(parent.ctx, ast.Load))):
+            return None
+    if scope is not None and any(a is not None and a.arg == value.id for a in (
+            *scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs, scope.args.vararg, scope.args.kwarg)):
+        return None  # handed in: what the caller put in it is not known
+    return entries or None
 
 
 def _forwarded_from(ctx: FileContext, call: ast.Call, value: ast.AST) -> str | None:
@@ -377,15 +439,16 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
         for node in uses:
             parent = ctx.parent(node)
             if isinstance(parent, ast.Call) and parent.func is node:
-                if any(isinstance(a, ast.Starred) for a in parent.args) or any(k.arg is None for k in parent.keywords):
+                keywords = _keywords_read(ctx, parent)
+                if keywords is None or any(isinstance(a, ast.Starred) for a in parent.args):
                     markers.append(UNKNOWN_CALLER)
                 else:
                     sources = [_forwarded_from(ctx, parent, a) for a in parent.args]
                     markers.append(",".join([f"#{len(parent.args)}", *(
                         f"-{i}" if source == "" else f"-{i}<{source}"
                         for i, source in enumerate(sources) if source is not None), *(
-                        k.arg if source is None else f"{k.arg}<{source}" for k in parent.keywords
-                        if (source := _forwarded_from(ctx, parent, k.value)) != "")]))
+                        name if source is None else f"{name}<{source}" for name, value in keywords
+                        if (source := _forwarded_from(ctx, parent, value)) != "")]))
             elif isinstance(parent, ast.keyword):
                 parent = ctx.parent(parent)
             if isinstance(parent, ast.Return) or (isinstance(parent, ast.Call) and parent.func is not node
