@@ -25,7 +25,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
   info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
   a setter that skips an unchanged value, a literal default filled in under
-  `if self.x is None:`), or a per-call chunk cache that another module's
+  `if self.x is None:`), a conversion of a value this call rebuilt first through a helper
+  handed `self` (`create_grids(self, size)`, unless an attribute that helper sets guards the
+  call: a lazy memo), or a per-call chunk cache that another module's
   forward resets on its layers at the start of each call (a causal video VAE's
   `module._clear_conv_cache()`), or such sequence state in a layer, whose parent runs the
   whole sequence within one call (Tacotron's location-sensitive attention), is not reported:

@@ -573,9 +573,63 @@ def _rebuilds_or_reuses(method: FunctionInfo, call: ast.Call, olds: list[ast.AST
 def written_earlier(fn: FunctionInfo, name: str, node: ast.AST) -> bool:
     """`self.t = ...` earlier in the same function, on every path to ``node``: a later write
     transforms this call's value, not the previous call's (a value reset at the start of each
-    call). A write in another arm of the same `if`/`elif` does not count."""
-    return any(fn.self_attr(t) == name and t.lineno < node.lineno and _runs_before(fn, a, node)
-               for a in fn.nodes(ast.Assign) for t in a.targets)
+    call). A write in another arm of the same `if`/`elif` does not count. So does a statement
+    that calls a function of the file handed `self` (`create_grids(self, size)`), or a method of
+    the class, whose body assigns `<its first parameter>.t` at its top level, unless an `if` around
+    the call tests an attribute that helper or another method sets (a lazy memo, ``_memo_guarded``)."""
+    if any(fn.self_attr(t) == name and t.lineno < node.lineno and _runs_before(fn, a, node)
+           for a in fn.nodes(ast.Assign) for t in a.targets):
+        return True
+    return any(stmt.lineno < node.lineno and _runs_before(fn, stmt, node) and (helper := _rebuilds(fn, call, name))
+               and not _memo_guarded(fn, stmt, helper)
+               for call in fn.nodes(ast.Call) for stmt in [fn.enclosing(call, ast.stmt)]
+               if isinstance(stmt, (ast.Expr, ast.Assign)) and stmt.value is call)
+
+
+def _memo_guarded(fn: FunctionInfo, stmt: ast.stmt, helper: ast.FunctionDef) -> bool:
+    """Is ``stmt`` under an `if` whose test reads an attribute of the instance that the helper, or
+    a method of the class other than `__init__`, assigns (`if self.size != size:` where the helper
+    sets `m.size = size`)? Then the rebuild is a lazy memo kept across calls, not this call's own."""
+    tested = set()
+    cur = fn.parent(stmt)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If):
+            tested.update(a for n in ast.walk(cur.test) if (a := fn.self_attr(n)) is not None)
+        cur = fn.parent(cur)
+    if not tested:
+        return False
+    holder = helper.args.args[0].arg
+    assigned = {t.attr for n in ast.walk(helper) if isinstance(n, (ast.Assign, ast.AugAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == holder}
+    for method in (fn.owner.node.body if fn.owner is not None else ()):
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__"                 and method.args.args:
+            me = method.args.args[0].arg
+            assigned.update(t.attr for n in ast.walk(method) if isinstance(n, (ast.Assign, ast.AugAssign))
+                            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me)
+    return bool(tested & assigned)
+
+
+def _rebuilds(fn: FunctionInfo, call: ast.Call, name: str) -> ast.FunctionDef | None:
+    """Does ``call`` run a function of this file that assigns ``name`` on the instance at its top
+    level: `helper(self, ...)` of a module-level `def helper(m, ...): m.<name> = ...`, or
+    `self.helper(...)` of a method defined in the same class body?"""
+    func = call.func
+    owner = fn.owner.node if fn.owner is not None else None
+    target = None
+    if isinstance(func, ast.Name) and call.args and fn.is_self(call.args[0]):
+        module = fn.tree_index.tree if fn.tree_index is not None else None
+        target = next((d for d in getattr(module, "body", ()) if isinstance(d, ast.FunctionDef) and d.name == func.id),
+                      None)
+    elif isinstance(func, ast.Attribute) and fn.is_self(func.value) and owner is not None:
+        target = next((d for d in owner.body if isinstance(d, ast.FunctionDef) and d.name == func.attr), None)
+    if target is None or not target.args.args:
+        return None
+    holder = target.args.args[0].arg
+    return target if any(isinstance(stmt, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == name and isinstance(t.value, ast.Name) and t.value.id == holder
+        for t in stmt.targets) for stmt in target.body) else None
 
 
 def _runs_before(fn: FunctionInfo, stmt: ast.stmt, node: ast.AST) -> bool:
