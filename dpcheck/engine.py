@@ -7,10 +7,13 @@ are settled here, once every file's class summary is in (``dpcheck.index``).
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
+import weakref
+from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.index import ClassIndex, Pending
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 
 # Below this many files a process pool costs more than it saves.
 _PARALLEL_MIN_FILES = 16
+# While discovery runs, files go to the pool in chunks of this many, in the order found.
+_EARLY_CHUNK = 4
 
 
 @record
@@ -86,16 +91,20 @@ def _instantiate(codes: Sequence[str]) -> list[Rule]:
     return [table[c]() for c in codes]
 
 
-# In each worker: the selections of this run (code tuples) and their rules, made on first use.
-_WORKER_SELECTIONS: tuple[tuple[str, ...], ...] = ()
-_WORKER_RULES: dict[int, list[Rule]] = {}
+# A task: (path, name to report, the codes of the rules to run). In each worker, the rules of
+# each selection of codes, made on first use. (Tasks carry their codes, not a selection's number:
+# a run whose files stream in from discovery starts its pool before it knows every selection.)
+Task = tuple[str, str, tuple[str, ...]]
+_WORKER_RULES: dict[tuple[str, ...], list[Rule]] = {}
 
 
-def _worker_init(selections: tuple[tuple[str, ...], ...], parent: int) -> None:
-    global _WORKER_SELECTIONS
+def _worker_init(parent: int, collecting: bool) -> None:
+    """``collecting``: whether the cyclic collector runs in this worker (as it did in the parent
+    before the parent paused it for the pool, see ``_analyze_in_pool``)."""
     die_with_parent(parent)
-    _WORKER_SELECTIONS = selections
     _WORKER_RULES.clear()
+    if collecting:
+        gc.enable()
 
 
 def die_with_parent(parent: int) -> None:
@@ -130,12 +139,12 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="dpcheck-parent-watch", daemon=True).start()
 
 
-def _worker_analyze(tasks: list[tuple[str, str, int]]) -> list[FileResult]:
+def _worker_analyze(tasks: list[Task]) -> list[FileResult]:
     out = []
-    for path, display, selection in tasks:
-        rules = _WORKER_RULES.get(selection)
+    for path, display, codes in tasks:
+        rules = _WORKER_RULES.get(codes)
         if rules is None:
-            rules = _WORKER_RULES[selection] = _instantiate(_WORKER_SELECTIONS[selection])
+            rules = _WORKER_RULES[codes] = _instantiate(codes)
         out.append(_analyze_one(Path(path), display, rules))
     return out
 
@@ -166,7 +175,8 @@ def _crashed(display: str, message: str) -> FileResult:
     return result
 
 
-def _pool(jobs: int, selections: tuple[tuple[str, ...], ...]) -> ProcessPoolExecutor:
+def _pool(jobs: int, collecting: bool | None = None) -> ProcessPoolExecutor:
+    """``collecting``: whether the workers' cyclic collector runs (default: as in this process now)."""
     # Imported here: a one-file run (pre-commit, an editor) never starts a pool, and these
     # modules are a tenth of its start-up time.
     import multiprocessing
@@ -174,31 +184,52 @@ def _pool(jobs: int, selections: tuple[tuple[str, ...], ...]) -> ProcessPoolExec
 
     method = "fork" if sys.platform.startswith("linux") else None
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                               initializer=_worker_init, initargs=(selections, os.getpid()))
+                               initializer=_worker_init,
+                               initargs=(os.getpid(), gc.isenabled() if collecting is None else collecting))
 
 
-def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[str, ...], ...],
-                     jobs: int, summaries: ModuleSummaries | None = None) -> list[FileResult]:
+def _analyze_in_pool(tasks: list[Task], jobs: int, summaries: ModuleSummaries | None = None,
+                     incoming: Iterator[Task] | None = None) -> list[FileResult]:
     """Analyse ``tasks`` in worker processes. A worker that dies (a crash in C code, the
     out-of-memory killer) breaks the pool: the files it left unfinished are analysed again,
     each in a process of its own, so only the file that kills its process is lost.
 
-    ``summaries``, if given, is shown each result as it comes back and may ask for modules
-    outside the scanned files to be summarised in the same pool (see ``ModuleSummaries``)."""
+    ``incoming``, if given, is the rest of the tasks, still being discovered: each is appended to
+    ``tasks`` as it comes, and while it comes the pool is kept busy with them in the order found
+    (a few chunks waiting at a time); the files left when discovery ends go largest first.
+
+    ``summaries``, if given, is shown each result as it comes back (those of files analysed while
+    discovery ran, once it has ended: it guesses from the whole list of scanned files) and may
+    ask for modules outside the scanned files to be summarised in the same pool (see
+    ``ModuleSummaries``)."""
+    done_at: dict[int, FileResult] = {}  # place in ``tasks`` -> its result
+    # The results coming back are kept to the end, and unpickling them makes no cyclic garbage: the
+    # cyclic collector would only walk them again and again (about half of this process's CPU
+    # while the pool runs). It is paused here, not in the workers.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _run_pool(tasks, jobs, summaries, incoming, done_at, collecting)
+    finally:
+        if collecting:
+            gc.enable()
+    return [done_at[i] if i in done_at else _analyze_alone(task) for i, task in enumerate(tasks)]
+
+
+def _run_pool(tasks: list[Task], jobs: int, summaries: ModuleSummaries | None, incoming: Iterator[Task] | None,
+              done_at: dict[int, FileResult], collecting: bool) -> None:
+    """``_analyze_in_pool``'s work, with the cyclic collector paused in this process
+    (``collecting``: whether it ran before, and runs in the workers): ``done_at`` gets each
+    result that came back, by its place in ``tasks``."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    results: list[FileResult | None] = [None] * len(tasks)
-    chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
-    # Largest files first: a worker that draws a big file near the end would otherwise keep
-    # the run waiting while the others idle. Results go back to their places in ``tasks``.
-    order = sorted(range(len(tasks)), key=lambda i: -file_size(tasks[i][0]))
-    chunks = [order[start:start + chunk] for start in range(0, len(order), chunk)]
-    chunks.reverse()  # popped from the end: largest first
     # Only a few chunks wait in the pool's queue at a time, so a module summary asked for
     # while files run is computed next, not after every file.
     window = jobs * 2
-    with _pool(jobs, selections) as pool:
+    with _pool(jobs, collecting) as pool:
         running: dict = {}  # future -> (places in ``tasks``, or None for a module summary)
+        unseen: list[FileResult] = []  # results not shown to ``summaries`` yet (discovery still ran)
+        chunks: list[list[int]] = []
 
         def submit(function, argument, places) -> bool:
             try:
@@ -208,7 +239,39 @@ def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[
                 chunks.clear()
                 return False
 
-        while chunks and len(running) < window:
+        def take(places, value) -> list[FileResult]:
+            for place, result in zip(places, value):
+                done_at[place] = result
+            return value
+
+        submitted = 0  # the tasks before this place are in the pool
+        if incoming is not None:
+            try:
+                for task in incoming:
+                    tasks.append(task)
+                    if len(tasks) - submitted < _EARLY_CHUNK:
+                        continue
+                    for future in [f for f in running if f.done()]:
+                        places = running.pop(future)
+                        if future.exception() is None:  # else analysed again below, each file alone
+                            unseen.extend(take(places, future.result()))
+                    if len(running) < window:
+                        places = list(range(submitted, len(tasks)))
+                        submitted = len(tasks)
+                        submit(_worker_analyze, [tasks[i] for i in places], places)
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+        # Largest files first: a worker that draws a big file near the end would otherwise keep
+        # the run waiting while the others idle. Results go back to their places in ``tasks``.
+        order = sorted(range(submitted, len(tasks)), key=lambda i: -file_size(tasks[i][0]))
+        chunks.extend(order[start:start + chunk] for start in range(0, len(order), chunk))
+        chunks.reverse()  # popped from the end: largest first
+        if unseen and summaries is not None:
+            for request in summaries.analysed(unseen):
+                submit(_worker_summarize, request, None)
+        while chunks and sum(p is not None for p in running.values()) < window:
             places = chunks.pop()
             submit(_worker_analyze, [tasks[i] for i in places], places)
         while running:
@@ -222,18 +285,12 @@ def _analyze_in_pool(tasks: list[tuple[str, str, int]], selections: tuple[tuple[
                 if places is None:
                     wanted = summaries.summarised(value) if summaries is not None else []
                 else:
-                    for place, result in zip(places, value):
-                        results[place] = result
-                    wanted = summaries.analysed(value) if summaries is not None else []
+                    wanted = summaries.analysed(take(places, value)) if summaries is not None else []
                 for request in wanted:
                     submit(_worker_summarize, request, None)
                 while chunks and sum(p is not None for p in running.values()) < window:
                     places = chunks.pop()
                     submit(_worker_analyze, [tasks[i] for i in places], places)
-    for i, task in enumerate(tasks):
-        if results[i] is None:
-            results[i] = _analyze_alone(task, selections)
-    return results  # type: ignore[return-value]
 
 
 def map_isolated(function: Callable, tasks: Sequence, jobs: int, lost: Callable, size: Callable | None = None) -> list:
@@ -244,7 +301,7 @@ def map_isolated(function: Callable, tasks: Sequence, jobs: int, lost: Callable,
     results: list = [None] * len(tasks)
     done = [False] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -size(tasks[i])) if size else range(len(tasks))
-    with _pool(jobs, ()) as pool:
+    with _pool(jobs) as pool:
         futures = {i: pool.submit(function, tasks[i]) for i in order}
         for i, future in futures.items():
             try:
@@ -255,7 +312,7 @@ def map_isolated(function: Callable, tasks: Sequence, jobs: int, lost: Callable,
     for i, task in enumerate(tasks):
         if not done[i]:
             try:
-                with _pool(1, ()) as pool:
+                with _pool(1) as pool:
                     results[i] = pool.submit(function, task).result()
             except Exception:  # noqa: BLE001
                 results[i] = lost(task)
@@ -269,9 +326,9 @@ def file_size(path: str) -> int:
         return 0
 
 
-def _analyze_alone(task: tuple[str, str, int], selections: tuple[tuple[str, ...], ...]) -> FileResult:
+def _analyze_alone(task: Task) -> FileResult:
     try:
-        with _pool(1, selections) as pool:
+        with _pool(1) as pool:
             return pool.submit(_worker_analyze, [task]).result()[0]
     except Exception as exc:  # noqa: BLE001
         return _crashed(task[1], f"Internal error: the process analysing this file died ({type(exc).__name__})")
@@ -320,19 +377,8 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
             hits += 1
         else:
             todo.append(i)
-    jobs = jobs or default_jobs()
-    tasks = [(str(paths[i]), str(paths[i]), choice[i]) for i in todo]
-    if len(tasks) >= _PARALLEL_MIN_FILES:
-        prepare_walk()  # pays back over many files (and a forked pool inherits it)
-    if jobs > 1 and len(tasks) >= _PARALLEL_MIN_FILES:
-        fresh = _analyze_in_pool(tasks, tuple(s.codes for s in selections), jobs, summaries)
-    else:
-        rules: dict[int, list[Rule]] = {}
-        fresh = []
-        for path, display, selection in tasks:
-            if selection not in rules:
-                rules[selection] = _instantiate(selections[selection].codes)
-            fresh.append(_analyze_one(Path(path), display, rules[selection]))
+    tasks = [(str(paths[i]), str(paths[i]), tuple(selections[choice[i]].codes)) for i in todo]
+    fresh = _analyze_tasks(tasks, jobs, summaries)
     for i, result in zip(todo, fresh):
         results[i] = result
         cache = selections[choice[i]].cache
@@ -342,6 +388,53 @@ def analyze_selected(paths: Sequence[Path], choice: Sequence[int], selections: S
             except Exception:  # noqa: BLE001 - a result that cannot be cached is still reported
                 pass
     return [r for r in results if r is not None], hits
+
+
+def _analyze_tasks(tasks: list[Task], jobs: int | None, summaries: ModuleSummaries | None = None,
+                   incoming: Iterator[Task] | None = None) -> list[FileResult]:
+    """The results of ``tasks`` and then of ``incoming``'s (appended to ``tasks``), in that order:
+    in a process pool when there are enough files and cores (see ``_analyze_in_pool``), else here."""
+    jobs = jobs or default_jobs()
+    if incoming is not None and jobs > 1:
+        # Enough files for a pool? Discovery goes on in the pool's company once there are.
+        tasks.extend(islice(incoming, max(0, _PARALLEL_MIN_FILES - len(tasks))))
+        if len(tasks) < _PARALLEL_MIN_FILES:
+            incoming = None
+    if incoming is not None and jobs > 1:
+        prepare_walk()  # pays back over many files (and a forked pool inherits it)
+        return _analyze_in_pool(tasks, jobs, summaries, incoming)
+    if incoming is not None:
+        tasks.extend(incoming)
+    if len(tasks) >= _PARALLEL_MIN_FILES:
+        prepare_walk()
+        if jobs > 1:
+            return _analyze_in_pool(tasks, jobs, summaries)
+    rules: dict[tuple[str, ...], list[Rule]] = {}
+    fresh = []
+    for path, display, codes in tasks:
+        if codes not in rules:
+            rules[codes] = _instantiate(codes)
+        fresh.append(_analyze_one(Path(path), display, rules[codes]))
+    return fresh
+
+
+def analyze_discovered(discovered: Iterator[tuple[Path, Sequence[str]]], jobs: int | None = None,
+                       summaries: ModuleSummaries | None = None, scanned: list[str] | None = None
+                       ) -> tuple[list[Path], list[FileResult]]:
+    """(the files, their results in the same order) of the (path, codes) pairs ``discovered``
+    yields, analysed as they come, with no cache: the pool starts as soon as there are enough
+    files for one, and its workers analyse files while the folders are still being walked.
+    ``scanned``, if given, gets each file's path as it is found (``summaries``' list of them)."""
+    files: list[Path] = []
+
+    def tasks() -> Iterator[Task]:
+        for path, codes in discovered:
+            files.append(path)
+            if scanned is not None:
+                scanned.append(str(path))
+            yield str(path), str(path), tuple(codes)
+
+    return files, _analyze_tasks([], jobs, summaries, tasks())
 
 
 class _RealFolders:
@@ -497,7 +590,12 @@ class ModuleSummaries:
         self._roots: dict[str, None] = {}  # their package roots, first seen first
         self._rooted = 0  # how many of ``_results`` gave their root
         self._root_of: dict[tuple[str, int], str | None] = {}  # (folder, dots in module) -> root
-        self._index = ClassIndex((), self._load)  # the results and summaries seen so far
+        # The results and summaries seen so far. Its loader reaches this object through a weak
+        # reference: a cycle between the two would outlive the run, since start-up's objects, this
+        # one among them, are frozen out of the cyclic collector (see dpcheck.startup), and with it
+        # every result this index holds, until the interpreter's own teardown.
+        load = weakref.WeakMethod(self._load)
+        self._index = ClassIndex((), lambda module: load()(module))
         self._asked: set[tuple[str, str]] = set()  # (question, name) asked of the index
         # Module being summarised -> the questions waiting for it.
         self._waiting: dict[str, list[tuple[Callable[[str], object], str]]] = {}
@@ -607,7 +705,20 @@ class ModuleSummaries:
 def settle(results: Sequence[FileResult], per_file_ignores=None, cache=None,
            summaries: ModuleSummaries | None = None, probes: dict | None = None) -> RunResult:
     """Keep the findings whose cross-file conditions hold; apply per-file ignores. ``probes``:
-    see ``module_loader``."""
+    see ``module_loader``. The cyclic collector is paused meanwhile: the run's results are all
+    alive, and each collection it would start walks them again (a fifth of settling's CPU on
+    transformers `models/`); settling makes no cyclic garbage of its own."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _settle(results, per_file_ignores, cache, summaries, probes)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _settle(results: Sequence[FileResult], per_file_ignores, cache, summaries: ModuleSummaries | None,
+            probes: dict | None) -> RunResult:
     index = ClassIndex(results, module_loader(results, cache, summaries, probes))
     run = RunResult(files=len(results), index=index, per_file_ignores=per_file_ignores)
     for result in results:

@@ -13,6 +13,8 @@ from dpcheck.constants import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, INTERNAL_ER
 from dpcheck.findings import Finding, Report, Severity
 from dpcheck.record import field, record
 
+# Said on stderr, as ruff does: "All checks passed!" alone would read as a clean result.
+NO_FILES_WARNING = "warning: No Python files found under the given path(s)"
 # Formats whose text may be coloured (the others are read by programs).
 COLOURABLE_FORMATS = ("full", "concise")
 
@@ -272,8 +274,7 @@ def _discover(resolver: Resolver, paths: list[Path]) -> list[Path]:
     files = list(discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
                           settings.respect_gitignore, resolver.excluder_for))
     if not files:
-        # Said on stderr, as ruff does: "All checks passed!" alone would read as a clean result.
-        echo("warning: No Python files found under the given path(s)", err=True)
+        echo(NO_FILES_WARNING, err=True)
     return files
 
 
@@ -317,6 +318,8 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
         result = engine.check_stdin(stdin_text, display, settings.codes)
         return engine.settle([result], lambda name: settings.ignored_for(Path(name))), [], {display: settings}, []
 
+    if options.no_cache or options.fix or options.fix_only or options.diff or options.add_noqa:
+        return _analyze_discovered(options, resolver, paths)
     files = _discover(resolver, paths)
     settings_of = {str(f): resolver.for_file(f) for f in files}
 
@@ -357,6 +360,34 @@ def _analyze(options: CheckOptions, resolver: Resolver, paths: list[Path], stdin
     if inputs is not None:
         engine.keep_settled(run, inputs, probes, cache)
     return run, files, settings_of, list(caches.values())
+
+
+def _analyze_discovered(options: CheckOptions, resolver: Resolver, paths: list[Path]):
+    """``_analyze`` without a cache: files are analysed as discovery finds them (the process pool
+    starts once there are enough for one), so the workers are busy while the folders are walked."""
+    from dpcheck import engine
+    from dpcheck.discovery import discover
+
+    settings = resolver.default
+    settings_of: dict[str, Settings] = {}
+
+    def discovered():
+        for path in discover(paths, settings.root, settings.all_excludes, settings.force_exclude,
+                             settings.respect_gitignore, resolver.excluder_for):
+            own = settings_of[str(path)] = resolver.for_file(path)
+            yield path, own.codes
+
+    def per_file_ignores(name: str) -> list[str]:
+        return settings_of[name].ignored_for(Path(name))
+
+    scanned: list[str] = []  # filled as discovery goes; the guesses start once it has ended
+    summaries = engine.ModuleSummaries(scanned)
+    startup.resume()
+    files, results = engine.analyze_discovered(discovered(), options.jobs, summaries, scanned)
+    if not files:
+        echo(NO_FILES_WARNING, err=True)
+    run = engine.settle(results, per_file_ignores, None, summaries)
+    return run, files, settings_of, []
 
 
 def _confirm(findings: list[Finding], files: list[Path], settings: Settings, settings_of: dict[str, Settings],

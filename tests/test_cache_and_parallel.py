@@ -256,3 +256,104 @@ def test_cache_files_are_written_as_the_json_of_their_data():
     _write_json(out, data, 2)
     assert json.loads(out.getvalue()) == data
     assert "\n" not in out.getvalue()  # the header line's reader relies on it
+
+
+def test_files_are_analysed_while_discovery_still_runs(tmp_path, monkeypatch):
+    """Without a cache the pool starts once there are enough files for one: its workers analyse
+    the first files found while the folders are still walked, and the results still come back
+    in the order found, equal to a serial run's."""
+    import time
+    from pathlib import Path
+
+    from dpcheck import engine
+    from dpcheck.registry import select_rules
+
+    codes = tuple(r.code for r in select_rules(None, [], []))
+    paths = []
+    for i in range(40):
+        path = tmp_path / f"m{i:02d}.py"
+        path.write_text(HAZARD if i % 2 else "x = 1\n")
+        paths.append(path)
+    started = tmp_path / "a worker started"
+    analyse = engine._analyze_one
+
+    def marking(path, display, rules):  # forked workers inherit the patch
+        started.touch()
+        return analyse(path, display, rules)
+
+    monkeypatch.setattr(engine, "_analyze_one", marking)
+    seen_while_discovering = []
+
+    def discovered():
+        for i, path in enumerate(paths):
+            if i == 30:  # discovery waits here (at most 60 s) for a worker to have started
+                deadline = time.monotonic() + 60
+                while not started.exists() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seen_while_discovering.append(started.exists())
+            yield path, codes
+
+    scanned: list[str] = []
+    files, results = engine.analyze_discovered(discovered(), 2, engine.ModuleSummaries(scanned), scanned)
+    assert seen_while_discovering == [True]
+    assert files == paths and scanned == [str(p) for p in paths]
+    serial, _ = engine.analyze_files(paths, codes, jobs=1)
+    assert [r.to_dict() for r in results] == [r.to_dict() for r in serial]
+    assert [Path(r.filename) for r in results] == paths and sum(len(r.findings) for r in results) > 0
+
+
+def test_a_few_files_discovered_are_analysed_without_a_pool(tmp_path, monkeypatch):
+    from dpcheck import engine
+
+    paths = []
+    for i in range(engine._PARALLEL_MIN_FILES - 1):
+        path = tmp_path / f"m{i:02d}.py"
+        path.write_text(HAZARD)
+        paths.append(path)
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was started")
+
+    monkeypatch.setattr(engine, "_pool", no_pool)
+    files, results = engine.analyze_discovered(((p, ("DP101",)) for p in paths), 2)
+    assert files == paths and all(r.findings for r in results)
+
+
+def test_the_parent_pauses_its_collector_while_the_pool_runs_and_settles(tmp_path, monkeypatch):
+    """The parent keeps every result to the end: its cyclic collector is paused while results
+    come back and while they are settled, and runs again afterwards; the workers' runs as the
+    parent's did before (between files)."""
+    import gc
+
+    from dpcheck import engine
+    from dpcheck.registry import select_rules
+
+    codes = [r.code for r in select_rules(None, [], [])]
+    paths = []
+    for i in range(20):
+        path = tmp_path / f"m{i:02d}.py"
+        path.write_text(HAZARD)
+        paths.append(path)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    analyse = engine._analyze_one
+
+    def marking(path, display, rules):  # in a worker (forked: the patch is inherited)
+        (marks / f"{path.name}.{'on' if gc.isenabled() else 'off'}").touch()
+        return analyse(path, display, rules)
+
+    monkeypatch.setattr(engine, "_analyze_one", marking)
+    seen = []
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    analysed = summaries.analysed
+    monkeypatch.setattr(summaries, "analysed", lambda results: seen.append(gc.isenabled()) or analysed(results))
+    settle_file = engine.RunResult.settle_file
+    monkeypatch.setattr(engine.RunResult, "settle_file",
+                        lambda self, *args: seen.append(gc.isenabled()) or settle_file(self, *args))
+    gc.enable()
+    results, _ = engine.analyze_files(paths, codes, jobs=2, summaries=summaries)
+    assert gc.isenabled()
+    run = engine.settle(results, summaries=summaries)
+    assert gc.isenabled() and len(run.findings) == 2 * len(paths)
+    assert seen and not any(seen)
+    assert sorted(m.name for m in marks.iterdir()) == sorted(f"{p.name}.on" for p in paths)

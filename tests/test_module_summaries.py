@@ -152,3 +152,23 @@ def test_the_command_line_gives_the_same_findings_with_summaries_made_in_the_poo
     assert proc.returncode == 1, proc.stderr
     assert sorted(line.split(":")[0] for line in proc.stdout.splitlines() if "DP101" in line) == \
         sorted(str(p.relative_to(tmp_path)) for p in paths)
+
+
+def test_the_guessing_index_does_not_keep_its_summaries_alive():
+    """Start-up's objects are frozen out of the cyclic collector (dpcheck.startup), and a
+    ModuleSummaries is made before that: a reference cycle with its index would keep it, and
+    every result it was shown, alive until the interpreter's teardown. Reference counting
+    alone must free it."""
+    import gc
+    import weakref
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        summaries = engine.ModuleSummaries([])
+        gone = weakref.ref(summaries)
+        del summaries
+        assert gone() is None
+    finally:
+        if collecting:
+            gc.enable()
