@@ -184,6 +184,34 @@ def test_main_exits_with_the_commands_status(monkeypatch, capsys):
     assert exit_info.value.code == 1 and capsys.readouterr().err == "\nAborted!\n"
 
 
+def test_the_program_ends_without_teardown_once_its_output_is_out(project):
+    """`python -m dpcheck` (main without arguments) writes its whole report, exits with the
+    command's status, and skips the interpreter's teardown (an atexit handler does not run)."""
+    (project / "bad.py").write_text(HAZARD)
+    probe = ("import atexit, runpy, sys\natexit.register(lambda: sys.stderr.write('teardown ran'))\n"
+             "sys.argv = ['dpcheck', *sys.argv[1:]]\nrunpy.run_module('dpcheck', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", probe, "bad.py", "--no-cache", "--output-format", "concise"],
+                          cwd=project, capture_output=True, text=True, timeout=300, check=False)
+    expected = run_cli("bad.py", "--no-cache", "--output-format", "concise", cwd=project)
+    assert proc.returncode == expected.returncode == 1 and "DP101" in proc.stdout
+    assert proc.stdout == expected.stdout and "teardown ran" not in proc.stderr
+
+
+def test_the_program_exits_the_usual_way_while_a_thread_still_runs():
+    """A thread still running (or a child process) still has work that teardown waits for:
+    ``_end_process`` leaves the exit to ``sys.exit`` then."""
+    import threading
+
+    release = threading.Event()
+    waiting = threading.Thread(target=release.wait)
+    waiting.start()
+    try:
+        assert cli._end_process(0) is None  # returned: the process is still here
+    finally:
+        release.set()
+        waiting.join()
+
+
 def test_echo_writes_one_flushed_line(capsys):
     echo("to stdout")
     echo("to stderr", err=True)
@@ -204,8 +232,9 @@ def test_packaging_console_script_and_pre_commit_entry(parsed):
 
 def _modules_after_a_run(folder, *argv):
     """The modules a whole `dpcheck` run in ``folder`` imported."""
-    probe = ("import sys, runpy\nsys.argv = ['dpcheck', *sys.argv[1:]]\n"
-             "try:\n    runpy.run_module('dpcheck', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+    # (main with its arguments given: without them it is the program, which ends the process.)
+    probe = ("import sys\nimport dpcheck.__main__\nfrom dpcheck.cli import main\n"
+             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
              "print(' '.join(sorted(sys.modules)))\n")
     proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=folder, capture_output=True, text=True,
                           timeout=300, check=False)
