@@ -255,9 +255,9 @@ def _run_pool(tasks: list[Task], jobs: int, summaries: ModuleSummaries | None, i
                         places = running.pop(future)
                         if future.exception() is None:  # else analysed again below, each file alone
                             unseen.extend(take(places, future.result()))
-                    if len(running) < window:
-                        places = list(range(submitted, len(tasks)))
-                        submitted = len(tasks)
+                    if len(running) < window:  # (else the files wait, and go largest first below)
+                        places = list(range(submitted, submitted + _EARLY_CHUNK))
+                        submitted += _EARLY_CHUNK
                         submit(_worker_analyze, [tasks[i] for i in places], places)
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)

@@ -282,6 +282,22 @@ def test_files_are_analysed_while_discovery_still_runs(tmp_path, monkeypatch):
         return analyse(path, display, rules)
 
     monkeypatch.setattr(engine, "_analyze_one", marking)
+    chunk_sizes = []
+    make_pool = engine._pool
+
+    def recording_pool(*args, **kwargs):
+        pool = make_pool(*args, **kwargs)
+        submit = pool.submit
+
+        def recording(function, argument):
+            if function is engine._worker_analyze:
+                chunk_sizes.append(len(argument))
+            return submit(function, argument)
+
+        pool.submit = recording
+        return pool
+
+    monkeypatch.setattr(engine, "_pool", recording_pool)
     seen_while_discovering = []
 
     def discovered():
@@ -296,6 +312,9 @@ def test_files_are_analysed_while_discovery_still_runs(tmp_path, monkeypatch):
     scanned: list[str] = []
     files, results = engine.analyze_discovered(discovered(), 2, engine.ModuleSummaries(scanned), scanned)
     assert seen_while_discovering == [True]
+    # Files found while the pool was busy wait for the largest-first order (chunks of 2 files for
+    # 40 files and 2 workers); none joins an early chunk.
+    assert sum(chunk_sizes) == len(paths) and max(chunk_sizes) <= engine._EARLY_CHUNK
     assert files == paths and scanned == [str(p) for p in paths]
     serial, _ = engine.analyze_files(paths, codes, jobs=1)
     assert [r.to_dict() for r in results] == [r.to_dict() for r in serial]
