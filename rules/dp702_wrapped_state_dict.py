@@ -18,7 +18,10 @@ it calls that does, in any scanned file (`utils.load_checkpoint(model, path)`), 
 loads checkpoints into the bare model as they are (a dict built with the prefix taken off,
 `state_dict = {k[7:]: v for k, v in ckpt.items()}`, is not as they are). The `except`
 arm of `try: sd = net.module.state_dict() except AttributeError: sd = net.state_dict()` runs
-only without a wrapper: it saves the bare keys.
+only without a wrapper: it saves the bare keys. A resume into what a function of another file
+returns (`model = get_model(); model.load_state_dict(torch.load(path))`, wrapped only afterwards)
+is a load into the wrapper only where that function returns one: where the scanned files show it
+does not (or do not hold it), the save is reported against that load.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way
@@ -36,7 +39,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips, strips_prefix
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, unless_wrapped
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -86,17 +89,33 @@ class WrappedStateDict(Rule):
                 loads_bare.append(node)  # as they are: a dict with the prefix taken off loads
         # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix;
         # so does one that strips it from the keys when it loads, itself or through a loader it calls
-        # (in another file: the index settles `prefix_kept:<loader>`).
-        round_trip = any(node.args and from_checkpoint(node.args[0], ctx) for node, _ in loads_wrapped) \
-            or bool(saves_wrapped and prefix_strips(ctx))
+        # (in another file: the index settles `prefix_kept:<loader>`). A load into what a builder of
+        # another file returns is into the wrapper only if that builder wraps (`model = get_model()`,
+        # loaded, then `model = nn.DataParallel(model)`): where none does, it is a load into the bare
+        # model, which the save must be reported against (on that condition, `bare_builder:`).
+        resumes = [(node, unless_wrapped(wrap.requires) if wrap.requires else None)
+                   for node, wrap in loads_wrapped if node.args and from_checkpoint(node.args[0], ctx)]
+        round_trip = any(unless is None for _, unless in resumes) or bool(saves_wrapped and prefix_strips(ctx))
+        # Left when no resume is surely into the wrapper: each is into the bare model on its condition.
+        maybe_bare = [] if round_trip else resumes
         loaders = tuple(frozenset({f"{PREFIX_KEPT}:{name}"}) for name in loader_calls(ctx)) if saves_wrapped else ()
         # A wrapper that is never called was made to write the prefix on purpose (a conversion script).
         called = {id(w.source.call) for c in ctx.nodes(ast.Call) for w in [facts.wrap_for(c.func)] if w is not None}
         for node, wrap in saves_wrapped:
             if (loads_bare or not round_trip) and id(wrap.source.call) in called:
-                why = (f"and this file loads checkpoints into the bare model (line {loads_bare[0].lineno}): "
-                       "Missing/Unexpected key(s)") if loads_bare else "that the bare model will not load"
-                requires = wrap.requires if loads_bare else (*wrap.requires, *loaders)
+                if loads_bare:
+                    why = (f"and this file loads checkpoints into the bare model (line {loads_bare[0].lineno}): "
+                           "Missing/Unexpected key(s)")
+                    requires = wrap.requires
+                elif maybe_bare:
+                    load, unless = maybe_bare[0]
+                    builder = next(iter(unless[0])).rsplit(".", 1)[-1]
+                    why = (f"and this file loads checkpoints (line {load.lineno}) into what `{builder}(...)` returns, "
+                           "the bare model unless that function wraps it: Missing/Unexpected key(s)")
+                    requires = (*wrap.requires, *dict.fromkeys(c for _, unless in maybe_bare for c in unless))
+                else:
+                    why = "that the bare model will not load"
+                    requires = (*wrap.requires, *loaders)
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
                                      f"`module.`-prefixed keys {why}",
                                      requires=requires, fix=self.offer_fix(

@@ -265,6 +265,33 @@ def test_file_result_summarises_builders_wrapped_and_submodules():
     assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
+def test_bare_builder_condition_is_the_negation_of_builder():
+    """``bare_builder:<function>`` holds where the function returns no wrapper: a factory that wraps, one
+    that does not, and one no scanned file defines (unknown: no wrapper is shown)."""
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import unless_wrapped
+
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        def wrapped_model():
+            return nn.DataParallel(nn.Linear(2, 2))
+
+        def bare_model():
+            return nn.Linear(2, 2)
+    """)
+    index = ClassIndex([analyze_source(text, "pkg/models.py", [], "pkg.models")])
+    for name, wraps in (("pkg.models.wrapped_model", True), ("pkg.models.bare_model", False),
+                        ("other.build_model", False)):
+        assert index.condition(f"builder:{name}") is wraps
+        assert index.condition(f"bare_builder:{name}") is not wraps
+    # Only a wrap through builders alone has a negation in the form of `requires`.
+    assert unless_wrapped((frozenset({"builder:a.f", "builder:b.g"}),)) == (
+        frozenset({"bare_builder:a.f"}), frozenset({"bare_builder:b.g"}))
+    assert unless_wrapped((frozenset({"builder:a.f", "dp:a.Wrapper"}),)) is None
+    assert unless_wrapped((frozenset({"builder:a.f"}), frozenset({"builder:b.g"}))) is None
+
+
 def test_classes_in_use_follow_layers_from_the_wrapped_classes_only():
     text = textwrap.dedent("""
         import torch.nn as nn

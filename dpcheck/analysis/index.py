@@ -3,7 +3,8 @@
 Built from the class summaries each file's analysis returns (no second parse), then
 used to settle findings whose class's module-ness depended on a base in another file,
 and the script conditions of dpcheck.analysis.scripts/wrapping: ``dp:<class>`` (a
-DataParallel subclass), ``builder:<function>`` (returns a wrapper) and ``gathered:<class>``
+DataParallel subclass), ``builder:<function>`` (returns a wrapper), ``bare_builder:<function>``
+(returns none) and ``gathered:<class>``
 (wrapped in some scanned file, or built as a layer in none), ``dim0:<class>`` (wrapped
 with the default batch dim wherever a scanned file wraps it), ``in_model:<class>`` (wrapped,
 or built inside a module, in some scanned file), ``outlives_call:<class>`` (an
@@ -35,6 +36,8 @@ from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
+    BARE_BUILDER_CONDITION,
+    BUILDER_CONDITION,
     KEEPS_LAST,
     OWN_METHOD_CONDITION,
     PARTIAL_BATCHES_CONDITION,
@@ -612,8 +615,10 @@ class ClassIndex:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
             return self.is_dataparallel(name)
-        if kind == "builder" and name:
+        if f"{kind}:" == BUILDER_CONDITION and name:
             return self.returns_wrapper(name, trail)
+        if f"{kind}:" == BARE_BUILDER_CONDITION and name:
+            return not self.returns_wrapper(name, trail)
         if f"{kind}:" == STOCK_OUTPUT_CONDITION and name:
             return self.stock_output(name)
         if f"{kind}:" == STOCK_METHOD_CONDITION and name:

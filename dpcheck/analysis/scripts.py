@@ -235,7 +235,7 @@ class ScriptFacts:
             if func.id in self.ctx.imports.aliases and func.id not in self._local_functions:
                 resolved = self.ctx.resolve(func) or ""
                 if self._script_like and _builder_like(func.id, resolved):
-                    return Source(call, frozenset({f"builder:{resolved}"}))
+                    return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}"}))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             cls = self.ctx.enclosing(call, ast.ClassDef)
             key = f"{cls.name}.{func.attr}" if cls is not None else None
@@ -743,6 +743,24 @@ _LIBRARY_ROOTS = ("torch.", "torchvision.", "numpy.", "np.", "os.", "sys.", "mat
 # imported calls are not followed, which keeps the per-file cost of the condition small.
 _BUILDER_WORDS = ("model", "build", "create", "make", "net", "setup", "prepare", "parallel", "wrap", "init",
                   "load", "define", "get_")
+
+
+# The condition of a wrap through a function of another file, ``builder:<function>``: the function
+# returns a DataParallel wrapper (ClassIndex.returns_wrapper settles it).
+BUILDER_CONDITION = "builder:"
+# Its negation, ``bare_builder:<function>``: the function returns no wrapper. A finding about what the
+# value of such a call holds when it is not wrapped (a checkpoint loaded into it) carries it.
+BARE_BUILDER_CONDITION = "bare_builder:"
+
+
+def unless_wrapped(requires: tuple[frozenset[str], ...]) -> tuple[frozenset[str], ...] | None:
+    """The conditions under which a name that holds a wrapper only on ``requires`` holds none, in
+    the form of ``requires``: for a wrap through imported builders alone (one alternative of
+    ``builder:`` leaves, none of which may return a wrapper), each negated; None for any other
+    condition (a `dp:` class, several alternatives), whose negation this form cannot state."""
+    if len(requires) != 1 or not all(leaf.startswith(BUILDER_CONDITION) for leaf in requires[0]):
+        return None
+    return tuple(frozenset({BARE_BUILDER_CONDITION + leaf[len(BUILDER_CONDITION):]}) for leaf in sorted(requires[0]))
 
 
 def _builder_like(name: str, resolved: str) -> bool:
