@@ -265,6 +265,31 @@ def test_file_result_summarises_builders_wrapped_and_submodules():
     assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
+def test_attribute_read_in_another_method_prefers_the_unconditional_wrap():
+    """`self.model` is a builder's value (a wrapper only if the builder wraps) and then, at the end of
+    `__init__`, surely a wrapper: read in another method, it is the unconditional wrap."""
+    ctx = file_context("""
+        import torch
+        import torch.nn as nn
+        from models import get_model
+
+        class Trainer:
+            def __init__(self, n_gpu):
+                self.model = get_model()
+                if n_gpu > 1:
+                    self.model = nn.DataParallel(self.model)
+
+            def save(self, path):
+                torch.save(self.model.state_dict(), path)
+    """)
+    facts = script_facts(ctx)
+    assert [w.requires for w in facts.wraps if w.name == "self.model"] == [
+        (frozenset({"builder:models.get_model"}),), ()]  # a wrapper only if get_model wraps; then surely one
+    read = next(n for n in ctx.nodes(ast.Attribute) if n.attr == "state_dict").value
+    wrap = facts.wrap_for(read)
+    assert wrap is not None and not wrap.requires and wrap.start == 10
+
+
 def test_bare_builder_condition_is_the_negation_of_builder():
     """``bare_builder:<function>`` holds where the function returns no wrapper: a factory that wraps, one
     that does not, and one no scanned file defines (unknown: no wrapper is shown)."""

@@ -466,13 +466,46 @@ class ScriptFacts:
         guard = self._isinstance_guard(node, text)
         if guard is False:
             return None
+        # Where several wraps can reach ``node`` (`self.x` read in another method, after `self.x =
+        # build_model()` and `self.x = nn.DataParallel(self.x)`), one that holds on no condition
+        # is what the name surely can hold where ``node`` runs: the first such, else the first found.
+        # A private method this file never names (`def _init_norm(self)`, called nowhere) is not
+        # known to run: the first wrap found stands for it.
+        conditional = None
+        for wrap in self._reaching_wraps(node, text):
+            if not wrap.requires:
+                if conditional is None or self._may_run(node):
+                    return wrap
+                break
+            conditional = conditional or wrap
+        if conditional is not None:
+            return conditional
+        if guard is not None:
+            return Wrap(text, Source(guard), self.scope_of(node), guard.lineno, float("inf"), guard)
+        return None
+
+    def _may_run(self, node: ast.AST) -> bool:
+        """Is the function around ``node`` public, special, or named somewhere in this file (a private
+        method no call reaches from here runs only if another file calls it)?"""
+        func = self.ctx.enclosing(node, _FUNCTIONS)
+        if func is None or not func.name.startswith("_") or func.name.endswith("__"):
+            return True
+        return func.name in self._named
+
+    @cached_property
+    def _named(self) -> frozenset[str]:
+        """Every attribute and name this file reads or writes (a function's `def` is neither)."""
+        return frozenset({n.attr for n in self.ctx.nodes(ast.Attribute)} | {n.id for n in self.ctx.nodes(ast.Name)})
+
+    def _reaching_wraps(self, node: ast.AST, text: str) -> Iterator[Wrap]:
+        """The wraps of ``text`` (a dotted name) that it can hold at ``node``, in assignment order."""
         for wrap in self._wraps_by_name.get(text, ()):
             if wrap.parameter:
                 # Up to and including the line of the first reassignment: its value (`model =
                 # DataParallel(model)`) still reads the caller's wrapper.
                 if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope \
                         and not self._dead_for_every_site(node, wrap):
-                    return wrap
+                    yield wrap
                 continue
             origin = wrap.origin
             if origin is not None and self._within(node, origin):
@@ -492,10 +525,7 @@ class ScriptFacts:
                     continue  # a different local of the same name
             if wrap.origin is not None and self.exclusive(wrap.origin, node):
                 continue
-            return wrap
-        if guard is not None:
-            return Wrap(text, Source(guard), self.scope_of(node), guard.lineno, float("inf"), guard)
-        return None
+            yield wrap
 
     def _constructed_before(self, node: ast.AST, origin: ast.AST) -> bool:
         """Is ``node`` in `__init__` and the wrap ``origin`` in another method of the class that
