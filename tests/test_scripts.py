@@ -1276,6 +1276,26 @@ def test_a_pooled_batchnorm_is_a_warning_unless_every_wrapping_script_drops_the_
                                  "model = nn.DataParallel(ImagePooling(3))\n"}) == [("models.py", 8, "warning")]
 
 
+def test_a_pooled_batchnorm_asks_only_the_loaders_of_the_scripts_that_wrap_its_class(tmp_path):
+    def dp604(files):
+        for name, text in files.items():
+            (tmp_path / name).write_text(textwrap.dedent(text))
+        findings, _ = run_json(tmp_path, "--select", "DP604", "--isolated")
+        return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in findings]
+
+    other = "import torch.nn as nn\nfrom torch.utils.data import DataLoader\n" \
+            "model = nn.DataParallel({model})\nloader = DataLoader([], batch_size=8)\n"
+    # dgcnn: the script that wraps the class drops the last batch; another script keeps it for
+    # another model (a class of its own file), which cannot hand this class a partial batch.
+    assert dp604({"models.py": _POOLED_BN, "train.py": _TRAIN_SCRIPT.format(drop=", drop_last=True"),
+                  "segment.py": other.format(model="Segmenter()") + "class Segmenter(nn.Module):\n    pass\n"}) == []
+    # A wrap the scan cannot trace to a class may be of this one: the project-wide answer stands.
+    assert dp604({"segment.py": "from builders import build\n" + other.format(model="build(cfg)")}) == \
+        [("models.py", 8)]
+    assert dp604({"segment.py": other.format(model="net").replace("model =", "def main(net):\n    model =")}) == \
+        [("models.py", 8)]
+
+
 def test_kept_modules_are_init_parameters_stored_on_self_and_called():
     from dpcheck.analysis.file import FileResult
     from dpcheck.analysis.index import ClassIndex

@@ -104,6 +104,9 @@ class ClassIndex:
         self._wrapping_files = 0
         self._kept_modules: dict[str, list[str]] = {}  # class -> `__init__` parameters kept as submodules
         self._keeps_last = False
+        # Each class a file wraps (traced to it) -> whether one of the files that wrap it keeps the
+        # partial last batch (see keeps_partial_batches).
+        self._wrapped_keeps_last: dict[str, bool] = {}
         self._offline: frozenset[str] | None = None
         # Every import target (each once: a model library imports the same few names in every
         # file, 38k targets for 4k names on transformers `models/`); their `module.Class` tails are
@@ -172,6 +175,9 @@ class ClassIndex:
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
+            for name in result.wrapped:
+                self._wrapped_keeps_last[name] = self._wrapped_keeps_last.get(name, False) \
+                    or result.partial_batches == KEEPS_LAST
         self._parameter_properties.update(result.parameter_properties)
         self._calls_canonical = None
 
@@ -579,12 +585,23 @@ class ClassIndex:
         tokens = self._scalar_forwards.get(self.lookup(name) or name)
         return tokens is not None and scalar_call(tokens, passed)
 
-    def keeps_partial_batches(self) -> bool:
-        """May a partial last batch reach a wrapped model? False only when every scanned file that
-        wraps a model passes `drop_last=True` to its loader (scripts.partial_batches). Project-wide,
-        not per wrapped class: a script's wrap is often not traced to a class (a registry, a
-        builder), and its loader is what decides."""
-        return self._wrapping_files == 0 or self._keeps_last
+    def keeps_partial_batches(self, name: str = "") -> bool:
+        """May a partial last batch reach a wrapped model? False when every scanned file that wraps a
+        model passes `drop_last=True` to its loader (scripts.partial_batches). Project-wide, since a
+        script's wrap is often not traced to a class (a registry, a builder) and its loader is what
+        decides; but where every wrap site of the project is traced and ``name`` is a class some files
+        wrap, only those files' loaders decide (dgcnn's main_cls.py drops the last batch of the
+        PointNet it wraps, while main_partseg.py keeps it for another model)."""
+        if self._wrapping_files == 0:
+            return True
+        target = self.lookup(name) or name
+        if self._unresolved_wraps or target not in self._wrapped_keeps_last:
+            return self._keeps_last
+        # A file that keeps the last batch and wraps what a builder of an unscanned module returns
+        # (`nn.DataParallel(build(cfg))`) may wrap this class too.
+        if any(keeps and self.lookup(wrapped) is None for wrapped, keeps in self._wrapped_keeps_last.items()):
+            return self._keeps_last
+        return self._wrapped_keeps_last[target]
 
     def keeps_module(self, text: str) -> bool:
         """``<class>:<argument>``, the argument a keyword name or `@k` (positional k): does the class
@@ -652,7 +669,7 @@ class ClassIndex:
         if f"{kind}:" == KEPT_MODULE_CONDITION and name:
             return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:
-            return self.keeps_partial_batches()
+            return self.keeps_partial_batches(name)
         if f"{kind}:" == PARAMETER_PROPERTY_CONDITION and name:
             return self.parameter_property(name)
         return self.is_module(text)
