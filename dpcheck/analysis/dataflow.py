@@ -580,10 +580,10 @@ def written_earlier(fn: FunctionInfo, name: str, node: ast.AST) -> bool:
     if any(fn.self_attr(t) == name and t.lineno < node.lineno and _runs_before(fn, a, node)
            for a in fn.nodes(ast.Assign) for t in a.targets):
         return True
-    return any(stmt.lineno < node.lineno and _runs_before(fn, stmt, node) and (helper := _rebuilds(fn, call, name))
-               and not _memo_guarded(fn, stmt, helper)
-               for call in fn.nodes(ast.Call) for stmt in [fn.enclosing(call, ast.stmt)]
-               if isinstance(stmt, (ast.Expr, ast.Assign)) and stmt.value is call)
+    return any(isinstance(stmt, (ast.Expr, ast.Assign)) and stmt.value is call and stmt.lineno < node.lineno
+               and _runs_before(fn, stmt, node) and not _memo_guarded(fn, stmt, helper)
+               for call in fn.nodes(ast.Call) if call.lineno < node.lineno and (helper := _rebuilds(fn, call, name))
+               for stmt in [fn.enclosing(call, ast.stmt)])
 
 
 def _memo_guarded(fn: FunctionInfo, stmt: ast.stmt, helper: ast.FunctionDef) -> bool:

@@ -87,10 +87,8 @@ class ClassIndex:
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         # For built_outside: simple name -> the modules that build a class of that name they neither
-        # define nor import by name (a star import may bind it); last part of an import target ->
-        # (importing module, target).
+        # define nor import by name (a star import may bind it). (Imports are read off ``aliases``.)
         self._built_unresolved: dict[str, set[str]] = {}
-        self._imported: dict[str, list[tuple[str, str]]] = {}
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
         self._wrapper_calls: dict[str, list[str]] = {}  # class -> what each call of its wrappers passes
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
@@ -159,10 +157,8 @@ class ClassIndex:
         if result.built_per_call or result.built_elsewhere:
             own = {cls.qualname.rpartition(".")[2] for cls in result.classes}.union(result.aliases)
             for name in (*result.built_per_call, *result.built_elsewhere):
-                if name not in own:
+                if name[:1].isupper() and name not in own:  # (lower-case calls are locals and functions)
                     self._built_unresolved.setdefault(name, set()).add(module)
-        for target in result.aliases.values():
-            self._imported.setdefault(target.rpartition(".")[2], []).append((module, target))
         for name, markers in result.module_calls.items():
             self._module_calls.setdefault(name, set()).update(markers)
         for name, calls in result.wrapper_calls.items():
@@ -496,9 +492,11 @@ class ClassIndex:
         if self._built_unresolved.get(simple, set()) - {module}:
             return True
         tail, leaf = _tail(name), module.rpartition(".")[2]
-        return any(other != module and (_tail(target) == tail or self.lookup(target) == name or target == module
-                                        or target.endswith("." + module))
-                   for other, target in (*self._imported.get(simple, ()), *self._imported.get(leaf, ())))
+        # ``aliases``: "<importing module>.<local name>" -> target, for every scanned file (a rare
+        # question: read when asked rather than indexed by target).
+        return any(local.rpartition(".")[0] != module and (
+            _tail(target) == tail or self.lookup(target) == name or target == module or target.endswith("." + module))
+            for local, target in list(self.aliases.items()) if target.rpartition(".")[2] in (simple, leaf))
 
     def batch_dim_is_zero(self, name: str) -> bool:
         """Does no scanned file wrap this class with `DataParallel(..., dim=k)`, k not 0?"""
