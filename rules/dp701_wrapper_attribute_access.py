@@ -10,7 +10,10 @@ A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(
 "set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path
 (`return self.model.module if n_gpu > 1 else self.model`) gives the bare model. An attribute the
 script sets on the wrapper itself (`model.optimize = False` after wrapping) is the wrapper's: it
-is read back without error, also by a function the wrapper is passed to. A read of `self.model`
+is read back without error, also by a function the wrapper is passed to. So is an attribute the
+wrapper's class defines, when it is a DataParallel subclass (`DataParallelMT(model).build_optimizer(...)`:
+its methods, class attributes and `self.<name>` stores, or any name if it defines `__getattr__`; a
+class of another scanned file, or a base there, is settled by the project index). A read of `self.model`
 in `__init__` sees the bare model when another method wraps it (`def multi_gpu(self): self.model
 = nn.DataParallel(self.model)`) and `__init__` does not call that method first.
 
@@ -31,7 +34,14 @@ from __future__ import annotations
 import ast
 import functools
 
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import (
+    FALLBACK_GETATTR,
+    LACKS_ATTRIBUTE_CONDITION,
+    mentions_dataparallel,
+    own_attributes,
+    script_facts,
+)
+from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import Rule, TRAINING_SCRIPT
 
@@ -91,12 +101,15 @@ class WrapperAttributeAccess(Rule):
             wrap = facts.wrap_for(base)
             if wrap is not None and wrap.parameter and node.attr in stored_on_wrapper:
                 continue
+            lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts) if wrap is not None else ()
+            if lacks is None:
+                continue  # the wrapper's own class defines it
             if wrap is not None and _misspells_module(node.attr):
                 # `model.moduel`: the hazard is the typo, and `model.module.moduel` would keep it.
                 fix = self.offer_fix("Spell it `module`", Applicability.UNSAFE, rename="module")
                 yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper, which has no attribute "
                                      f"`{node.attr}`: AttributeError (did you mean `{wrap.name}.module`?)",
-                                     requires=wrap.requires, fix=fix)
+                                     requires=wrap.requires + lacks, fix=fix)
             elif wrap is not None:
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
@@ -106,7 +119,7 @@ class WrapperAttributeAccess(Rule):
                     Applicability.UNSAFE if called else Applicability.SAFE)
                 yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper{note}, which has no "
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
-                                     f"{node.attr}`)", requires=wrap.requires, fix=fix)
+                                     f"{node.attr}`)", requires=wrap.requires + lacks, fix=fix)
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -117,6 +130,33 @@ class WrapperAttributeAccess(Rule):
         elif isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+def _wrapper_lacks(source, attr: str, ctx, facts) -> tuple[frozenset[str], ...] | None:
+    """The conditions under which the wrapper ``source`` builds lacks ``attr`` (each its own singleton
+    set), or None where its class defines it: a DataParallel subclass of this file, or a base of it in
+    this file, that defines ``attr`` or a `__getattr__`. A subclass of another file, or a base there,
+    leaves it to the project index (``lacks_attribute:``)."""
+    classes = [c.partition(":")[2] for c in sorted(source.requires) if c.startswith("dp:")]
+    call = source.call
+    local = ctx.local_name(ctx.resolve(call.func)) if isinstance(call, ast.Call) else None
+    work = [local] if local in facts.local_dataparallel_classes else []
+    seen: set[str] = set()
+    while work:
+        name = work.pop()
+        info = ctx.classes.get(name)
+        if name in seen or info is None:
+            continue
+        seen.add(name)
+        own = own_attributes(info)
+        if attr in own or FALLBACK_GETATTR in own:
+            return None
+        for base in info.bases:
+            if ctx.local_name(base) in ctx.classes:
+                work.append(ctx.local_name(base))
+            elif base not in DATAPARALLEL_CLASSES:
+                classes.append(base)
+    return tuple(frozenset({f"{LACKS_ATTRIBUTE_CONDITION}{attr}:{name}"}) for name in dict.fromkeys(classes))
 
 
 def _hasattr_guarded(node: ast.Attribute, facts) -> bool:

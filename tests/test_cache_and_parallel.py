@@ -230,11 +230,11 @@ def test_file_result_round_trips_through_the_cache_format():
     result.built_elsewhere = []
     result.module_calls = {"layer.Post": ["#1", "lengths", "*"], "layer.Pre": []}
     result.scalar_forwards = {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
-    result.overridden_methods = {"par.UserScatteredDataParallel": ["scatter", "gather"]}
+    result.dataparallel_attributes = {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     result.wrappers = {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     result.parameter_properties = {"base.ModelBase": ["device", "device_id"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
-    assert back.overridden_methods == {"par.UserScatteredDataParallel": ["scatter", "gather"]}
+    assert back.dataparallel_attributes == {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     assert back.wrappers == {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     assert back.parameter_properties == {"base.ModelBase": ["device", "device_id"]}
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}

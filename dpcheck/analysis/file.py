@@ -26,7 +26,7 @@ from dpcheck.analysis.model_class import file_models, summarize_parameter_proper
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
-from dpcheck.analysis.scripts import OWN_METHOD_CONDITION
+from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, dataparallel_attributes
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
@@ -100,9 +100,9 @@ class FileResult:
     wrapped_alone: list[str] = field(default_factory=list)
     # Its DataParallel subclasses whose forward does not return the gathered output (scripts.replaced_output).
     replaced_output: list[str] = field(default_factory=list)
-    # Its DataParallel subclasses -> the stock methods each defines itself (scripts.overridden_methods),
+    # Its DataParallel subclasses -> the attributes each defines itself (scripts.dataparallel_attributes),
     # and the classes it wraps -> the wrappers it wraps them in (wrapping.wrappers_of).
-    overridden_methods: dict[str, list[str]] = field(default_factory=dict)
+    dataparallel_attributes: dict[str, list[str]] = field(default_factory=dict)
     wrappers: dict[str, list[str]] = field(default_factory=dict)
     # For a file that wraps a model: whether it drops the partial last batch (scripts.partial_batches).
     partial_batches: str = ""
@@ -140,8 +140,8 @@ class FileResult:
                    if self.scalar_forwards else {}),
                 **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
                 **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
-                **({"overridden_methods": {k: " ".join(v) for k, v in self.overridden_methods.items()}}
-                   if self.overridden_methods else {}),
+                **({"dataparallel_attributes": {k: " ".join(v) for k, v in self.dataparallel_attributes.items()}}
+                   if self.dataparallel_attributes else {}),
                 **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
                 **({"partial_batches": self.partial_batches} if self.partial_batches else {}),
                 **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
@@ -170,7 +170,7 @@ class FileResult:
                    {str(k): str(v).split() for k, v in dict(data.get("returns", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("scalar_forwards", {})).items()},
                    data.get("wrapped_alone", "").split(), data.get("replaced_output", "").split(),
-                   {str(k): str(v).split() for k, v in dict(data.get("overridden_methods", {})).items()},
+                   {str(k): str(v).split() for k, v in dict(data.get("dataparallel_attributes", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()},
                    str(data.get("partial_batches", "")),
                    {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()},
@@ -344,10 +344,13 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                       if target != name and "." in target}
 
     if not relevant:
-        # Nothing here can be a hazard: the class summary is all the index needs, and what its
-        # functions return (a builder of the model another file's script wraps, without torch's name).
+        # Nothing here can be a hazard: the class summary is all the index needs, what its functions
+        # return (a builder of the model another file's script wraps, without torch's name), and what a
+        # subclass of another file's DataParallel subclass defines (a script reads it on the wrapper).
         if ctx.module_functions:
             result.returns = function_returns(ctx)
+        if "Parallel" in text:
+            result.dataparallel_attributes = dataparallel_attributes(ctx)
         return result
     try:
         _run_rules(ctx, rules, result)

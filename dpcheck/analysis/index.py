@@ -20,7 +20,8 @@ dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's fo
 value when called so; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
 dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
-stock <method>; see dpcheck.analysis.scripts).
+stock <method>; see dpcheck.analysis.scripts) and ``lacks_attribute:<name>:<class>`` (the DataParallel
+subclass has no attribute <name> of its own; see dpcheck.analysis.scripts).
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
     BARE_BUILDER_CONDITION,
     BUILDER_CONDITION,
+    FALLBACK_GETATTR,
     KEEPS_LAST,
+    LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
     PARTIAL_BATCHES_CONDITION,
+    RETURNED_ELEMENT,
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
 )
@@ -78,7 +82,7 @@ class ClassIndex:
         self._missing: set[str] = set()  # dotted names load_module found no file for
         self._path_names: set[str] = set()  # folder and module names on the paths of the files indexed
         self._replaced_output: set[str] = set()  # DataParallel subclasses (scripts.replaced_output)
-        self._overridden: dict[str, set[str]] = {}  # DataParallel subclass -> its own methods (scripts)
+        self._own_attributes: dict[str, set[str]] = {}  # DataParallel subclass -> what it defines (scripts)
         self._wrappers: dict[str, set[str]] = {}  # class wrapped -> its wrappers (wrapping.wrappers_of)
         self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
@@ -144,8 +148,8 @@ class ClassIndex:
         self._wrapped_alone.update(result.wrapped_alone)
         self._path_names.update(result.filename.removesuffix(".py").replace("\\", "/").split("/"))
         self._replaced_output.update(result.replaced_output)
-        for name, methods in result.overridden_methods.items():
-            self._overridden.setdefault(name, set()).update(methods)
+        for name, attributes in result.dataparallel_attributes.items():
+            self._own_attributes.setdefault(name, set()).update(attributes)
         for name, wrappers in result.wrappers.items():
             self._wrappers.setdefault(name, set()).update(wrappers)
         self._wrapped_not_alone.update(set(result.wrapped).difference(result.wrapped_alone))
@@ -260,12 +264,17 @@ class ClassIndex:
 
     def defines(self, wrapper: str, method: str, trail: frozenset[str] = frozenset()) -> bool:
         """Does this DataParallel subclass, or a class on its way down to DataParallel, define its own
-        ``method`` (see scripts.overridden_methods)? (torch's classes, and a class not found, do not.)"""
+        ``method`` (see scripts.dataparallel_attributes)? (torch's classes, and a class not found, do not.)"""
         target = self.lookup(wrapper)
         if target is None or target in trail or not self.is_dataparallel(target):
             return False
-        return method in self._overridden.get(target, ()) or any(
+        return method in self._own_attributes.get(target, ()) or any(
             self.defines(base, method, trail | {target}) for base in self.bases[target])
+
+    def has_attribute(self, wrapper: str, name: str) -> bool:
+        """Can a script read ``name`` on this DataParallel subclass's wrapper: does it, or a class on its
+        way down to DataParallel, define that attribute, or a `__getattr__` that answers for any?"""
+        return self.defines(wrapper, name) or self.defines(wrapper, FALLBACK_GETATTR)
 
     def own_method(self, text: str) -> str | None:
         """``<method>:<class>``: why the class's findings about that stock DataParallel method are advice
@@ -298,11 +307,14 @@ class ClassIndex:
         return None
 
     def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
-        """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper?"""
+        """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper? (With
+        `#<i>`, as the i-th element of the tuple it returns: see scripts.RETURNED_ELEMENT.)"""
+        name, mark, element = name.partition(RETURNED_ELEMENT)
         for _ in range(8):
-            if name in self.builders or name not in self.aliases:
+            if name + mark + element in self.builders or name not in self.aliases:
                 break
             name = self.aliases[name]
+        name += mark + element
         if name not in self.builders or name in trail:
             return False
         return all(self.condition(c, trail | {name}) for c in self.builders[name])
@@ -639,6 +651,9 @@ class ClassIndex:
         if f"{kind}:" == STOCK_METHOD_CONDITION and name:
             method, _, wrapper = name.partition(":")
             return not self.defines(wrapper, method)
+        if f"{kind}:" == LACKS_ATTRIBUTE_CONDITION and name:
+            attribute, _, wrapper = name.partition(":")
+            return not self.has_attribute(wrapper, attribute)
         if kind == "gathered" and name:
             return self.gathered(name)
         if kind == "wrapped" and name:

@@ -54,6 +54,9 @@ SCRIPT_TOKENS = ("Parallel", "data_parallel")
 # Text of a training script: where a model built by an imported function may be a wrapper.
 TRAINING_TOKENS = ("backward(", "torch.save(", "argparse", ".step()", "save_checkpoint")
 _PASSES = 4  # fixpoint over builders and parameters: chains deeper than this are rare
+# A builder key `<function>#<i>` (in ScriptFacts.builders, `FileResult.builders` and the project index's
+# `builder:` conditions): the i-th element of the tuple the function returns is a wrapper.
+RETURNED_ELEMENT = "#"
 
 
 @record(frozen=True)
@@ -126,7 +129,9 @@ class ScriptFacts:
             for name, info in self.ctx.classes.items():
                 if name in found:
                     continue
-                if any(self._dp_name(base, local_only=True) for base in info.bases):
+                # (A base of this file counts once the loop has found it: `class MT(ParallelModel)`.)
+                if any(self._dp_name(base, local_only=True) or self.ctx.local_name(base) in found
+                       for base in info.bases):
                     overrides = sorted(m for m in ("scatter", "gather") if m in info.methods)
                     found[name] = f"`{name}` overrides {' and '.join(overrides)}" if overrides else ""
                     changed = True
@@ -227,20 +232,35 @@ class ScriptFacts:
         source = self.wrapper_value(node)
         return source.call if source is not None else None
 
-    def _builder_call(self, call: ast.Call) -> Source | None:
+    def _builder_call(self, call: ast.Call, element: int | None = None) -> Source | None:
+        """The wrapper a call of a builder returns, or with ``element``, the one it returns as that
+        element of a tuple (`model, optimizer = setup(config)`)."""
         func = call.func
+        suffix = "" if element is None else f"{RETURNED_ELEMENT}{element}"
         if isinstance(func, ast.Name):
-            if func.id in self._builders:
-                return self._builders[func.id]
+            if func.id + suffix in self._builders:
+                return self._builders[func.id + suffix]
             if func.id in self.ctx.imports.aliases and func.id not in self._local_functions:
                 resolved = self.ctx.resolve(func) or ""
                 if self._script_like and _builder_like(func.id, resolved):
-                    return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}"}))
+                    return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}{suffix}"}))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             cls = self.ctx.enclosing(call, ast.ClassDef)
-            key = f"{cls.name}.{func.attr}" if cls is not None else None
+            key = f"{cls.name}.{func.attr}{suffix}" if cls is not None else None
             if key in self._builders:
                 return self._builders[key]
+        return None
+
+    def _unpacked_builder_call(self, node: ast.AST, text: str) -> Source | None:
+        """The wrapper `a, b = build(...)` unpacks into ``text``: the element at its position of the
+        tuple a builder returns (nnsvs's `(model, optimizer, ...) = setup(config, device, collate_fn)`)."""
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            return None
+        for target in node.targets:
+            if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+                for i, elt in enumerate(target.elts):
+                    if target_text(elt) == text:
+                        return self._builder_call(node.value, i)
         return None
 
     @cached_property
@@ -327,7 +347,8 @@ class ScriptFacts:
         for (_, text), entries in self._assignments.items():
             attribute = text.startswith("self.")
             for i, node in enumerate(entries):
-                source = self.wrapper_value(self._value_for(node, text), node)
+                source = self.wrapper_value(self._value_for(node, text), node) \
+                    or self._unpacked_builder_call(node, text)
                 if source is None:
                     continue
                 end: float = float("inf")
@@ -369,6 +390,19 @@ class ScriptFacts:
                 if source is not None:
                     found[key] = source
                     break
+            # `return model, optimizer`: each element that is a wrapper, as `<function>#<i>`.
+            tuples = [ret.value.elts for ret in returns if isinstance(ret.value, ast.Tuple)]
+            for ret in returns:
+                if not isinstance(ret.value, ast.Tuple):
+                    continue
+                for i, elt in enumerate(ret.value.elts):
+                    element = f"{key}{RETURNED_ELEMENT}{i}"
+                    if element in found or isinstance(elt, ast.Starred) \
+                            or any(i < len(elts) and _unwraps(elts[i]) for elts in tuples):
+                        continue
+                    source = self.wrapper_value(elt, ret)
+                    if source is not None:
+                        found[element] = source
         return found
 
     def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
@@ -453,7 +487,8 @@ class ScriptFacts:
 
     @property
     def builders(self) -> dict[str, Source]:
-        """Functions of this file (`name`, `Class.method`) that return a wrapper."""
+        """Functions of this file (`name`, `Class.method`) that return a wrapper, and the elements of
+        the tuples they return that are wrappers (`name#<i>`, see ``RETURNED_ELEMENT``)."""
         self._ensure()
         return self._builders
 
@@ -557,6 +592,13 @@ class ScriptFacts:
                         test, positive = _unnot(conjunct)
                         if self._wrapper_test(test, text):
                             return test if positive else False
+                if not in_body and isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.Or):
+                    # The else arm of `isinstance(model, nn.DataParallel) or isinstance(model, DDP)`
+                    # runs only where every disjunct fails (its body says nothing about `model`).
+                    for disjunct in cur.test.values:
+                        test, positive = _unnot(disjunct)
+                        if self._wrapper_test(test, text):
+                            return False if positive else test
             # After `if isinstance(m, DataParallel): return ...` m is the bare model.
             for block in ("body", "orelse", "finalbody"):
                 stmts = getattr(cur, block, None)
@@ -730,20 +772,46 @@ WRAPPER_METHODS = ("scatter", "gather")
 OWN_METHOD_CONDITION = "own_method:"
 # The condition of a script finding about a call through a DataParallel subclass of another file,
 # ``stock_method:<method>:<class>``: the subclass (and its bases down to DataParallel) does not define
-# its own <method> (ClassIndex.defines, from overridden_methods), so the stock one runs.
+# its own <method> (ClassIndex.defines, from dataparallel_attributes), so the stock one runs.
 STOCK_METHOD_CONDITION = "stock_method:"
+# The condition of a finding about an attribute read on a DataParallel subclass of another file,
+# ``lacks_attribute:<name>:<class>``: neither the subclass nor a base of it down to DataParallel defines
+# <name> or a `__getattr__` (ClassIndex.has_attribute, from dataparallel_attributes).
+LACKS_ATTRIBUTE_CONDITION = "lacks_attribute:"
+# The method through which a class answers every attribute its instances do not have (a
+# DataParallel subclass's `__getattr__` that falls back to `getattr(self.module, name)`).
+FALLBACK_GETATTR = "__getattr__"
 
 
-def overridden_methods(ctx: FileContext) -> dict[str, list[str]]:
-    """Qualified names of this file's classes on a base named like a DataParallel -> which of
-    ``WRAPPER_METHODS`` each defines itself (CSAILVision's `DictGatherDataParallel.gather`, which
-    unsqueezes 0-dim outputs and gathers dicts; `UserScatteredDataParallel.scatter`, which hands
-    each device one element of a list the data loader made)."""
+def own_attributes(info) -> set[str]:
+    """The attributes a class defines itself, as read on its instances: its methods and properties,
+    its class attributes and the `self.<name>` it stores in its methods (dunder names left out, but
+    for ``FALLBACK_GETATTR``, which answers for all the others)."""
+    names = set(info.methods)
+    for stmt in info.node.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    for method in info.methods.values():
+        for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                    and isinstance(node.value, ast.Name) and node.value.id == "self":
+                names.add(node.attr)
+    return {name for name in names if name == FALLBACK_GETATTR or not name.startswith("__")}
+
+
+def dataparallel_attributes(ctx: FileContext) -> dict[str, list[str]]:
+    """Qualified names of this file's classes on a base named like a DataParallel -> the attributes
+    each defines itself (``own_attributes``): of ``WRAPPER_METHODS``, the stock ones it overrides
+    (CSAILVision's `DictGatherDataParallel.gather`, which unsqueezes 0-dim outputs and gathers dicts;
+    `UserScatteredDataParallel.scatter`, which hands each device one element of a list the data loader
+    made), and the others, which a script reads on the wrapper without error (hfxunlp's
+    `DataParallelModel.build_optimizer`)."""
     found = {}
     for info in ctx.classes.values():
-        own = [name for name in WRAPPER_METHODS if name in info.methods]
+        own = own_attributes(info)
         if own and _named_like_dataparallel(info):
-            found[info.qualname] = own
+            found[info.qualname] = sorted(own)
     return found
 
 

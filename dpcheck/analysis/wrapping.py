@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.scripts import (
+    dataparallel_attributes,
     mentions_dataparallel,
     mentions_script_token,
-    overridden_methods,
     partial_batches,
     replaced_output,
     script_facts,
@@ -907,7 +907,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.wrap_candidates = [sorted(set(leaves)) for leaves in wrap_candidates(ctx)]
     result.wrapped_alone = wrapped_alone(ctx)
     result.replaced_output = replaced_output(ctx)
-    result.overridden_methods = overridden_methods(ctx)
+    result.dataparallel_attributes = dataparallel_attributes(ctx)
     result.wrappers = {name: sorted(set(names)) for name, names in sorted(wrappers_of(ctx).items())}
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
