@@ -809,8 +809,7 @@ def dataparallel_attributes(ctx: FileContext) -> dict[str, list[str]]:
     `DataParallelModel.build_optimizer`)."""
     found = {}
     for info in ctx.classes.values():
-        own = own_attributes(info)
-        if own and _named_like_dataparallel(info):
+        if _named_like_dataparallel(info) and (own := own_attributes(info)):
             found[info.qualname] = sorted(own)
     return found
 
