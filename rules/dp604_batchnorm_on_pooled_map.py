@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from dpcheck.analysis.context import code_names
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
 from dpcheck.analysis.torch_api import BATCHNORM_LAYERS
 from dpcheck.findings import Severity
@@ -470,7 +471,7 @@ def _passed_to(fn, position: int, name: str, model) -> list[tuple[ast.AST, objec
                     calls.append((call, method))
     if not calls:
         return None
-    default = _parameter_default(fn, name)
+    default = parameter_defaults(fn.node.args).get(name)
     passed = []
     for call, caller in calls:
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -485,11 +486,3 @@ def _passed_to(fn, position: int, name: str, model) -> list[tuple[ast.AST, objec
         else:
             return None
     return passed
-
-
-def _parameter_default(fn, name: str) -> ast.AST | None:
-    args = fn.node.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    return defaults.get(name)
