@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import argument, is_batch_tensor
+from dpcheck.analysis.dataflow import argument, is_batch_tensor, statement_block
 from dpcheck.analysis.outputs import is_loss_module
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
@@ -241,7 +241,7 @@ def _flattened_by_mask(call, fn, resolve) -> bool:
     if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)):
         return False
-    value, block = stmt.targets[0].id, _block_of(stmt, fn)
+    value, block = stmt.targets[0].id, statement_block(fn, stmt)
     if block is None:
         return False
     squeezed = {t.id for node in fn.nodes(ast.Assign) for t in node.targets
@@ -342,8 +342,9 @@ def _reaching_binding(name: str, call, fn) -> ast.Assign | None:
     stmt = call
     while stmt is not None and not isinstance(stmt, ast.stmt):
         stmt = fn.parent(stmt)
-    while stmt is not None and stmt is not fn.node:
-        block = _block_of(stmt, fn)
+    # (Not up through an except clause: which of its try's statements ran before it is not known.)
+    while isinstance(stmt, ast.stmt) and stmt is not fn.node:
+        block = statement_block(fn, stmt)
         if block is None:
             return None
         for earlier in reversed(block[:block.index(stmt)]):
@@ -372,16 +373,6 @@ def _masks_of(squeezed, fn) -> set[str]:
 def _simple_comparison(compare) -> bool:
     return len(compare.comparators) == 1 and all(
         isinstance(side, (ast.Name, ast.Constant)) for side in (compare.left, *compare.comparators))
-
-
-def _block_of(stmt, fn) -> list | None:
-    """The statement list that holds ``stmt``."""
-    parent = fn.parent(stmt) or fn.node
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and stmt in block:
-            return block
-    return None
 
 
 def _rebinds(stmt, name) -> bool:

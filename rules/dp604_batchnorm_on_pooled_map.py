@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.dataflow import parameter_defaults
+from dpcheck.analysis.dataflow import parameter_defaults, statement_block
 from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
 from dpcheck.analysis.torch_api import BATCHNORM_LAYERS
 from dpcheck.findings import Severity
@@ -249,7 +249,7 @@ def forward_pooled_batchnorms(model) -> Iterator[tuple[ast.Call, str]]:
         for call in fn.nodes(ast.Call):
             attr = fn.self_attr(call.func)
             if attr in norms and len(call.args) == 1 and not call.keywords:
-                pool = _pooled(call.args[0], fn, model, layers, _MAX_STEPS, _statement(fn, call))
+                pool = _pooled(call.args[0], fn, model, layers, _MAX_STEPS, fn.enclosing(call, ast.stmt))
                 if pool is not None:
                     yield call, pool
 
@@ -306,13 +306,6 @@ def _pooled(node: ast.AST, fn, model, layers: _Layers, steps: int, at: ast.stmt 
     return None
 
 
-def _statement(fn, node: ast.AST) -> ast.stmt | None:
-    """The statement of ``fn`` that holds ``node``."""
-    while node is not None and not isinstance(node, ast.stmt):
-        node = fn.parent(node)
-    return node
-
-
 def _binding_before(fn, name: str, at: ast.stmt | None) -> ast.Assign | None:
     """The `name = value` that ``at`` reads ``name`` from, in straight-line code: every binding of the
     name is an assignment of it alone in the block that holds ``at`` or in a block around that one,
@@ -321,7 +314,7 @@ def _binding_before(fn, name: str, at: ast.stmt | None) -> ast.Assign | None:
     levels = []  # (block, the statement of that block that holds `at`), innermost first
     stmt = at
     while stmt is not None:
-        block = _block(fn, stmt)
+        block = statement_block(fn, stmt)
         if block is None:
             return None
         levels.append((block, stmt))
@@ -340,16 +333,6 @@ def _binding_before(fn, name: str, at: ast.stmt | None) -> ast.Assign | None:
         before = [s for s in block[:position] if id(s) in bindings]
         if before:
             return before[-1]
-    return None
-
-
-def _block(fn, stmt: ast.stmt | None) -> list[ast.stmt] | None:
-    """The statement list that holds ``stmt``."""
-    parent = fn.parent(stmt) if stmt is not None else None
-    for field in ("body", "orelse", "finalbody", "handlers"):
-        block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is stmt for s in block):
-            return block
     return None
 
 

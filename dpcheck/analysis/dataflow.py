@@ -632,6 +632,17 @@ def _rebuilds(fn: FunctionInfo, call: ast.Call, name: str) -> ast.FunctionDef | 
         for t in stmt.targets) for stmt in target.body) else None
 
 
+def statement_block(fn: FunctionInfo, stmt: ast.stmt | None) -> list[ast.stmt] | None:
+    """The statement list of ``fn`` (a body, an `else`, a `finally`; for an except clause, its try's
+    handlers) that holds ``stmt``, or None."""
+    parent = (fn.parent(stmt) if stmt is not None else None) or fn.node
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(s is stmt for s in block):
+            return block
+    return None
+
+
 def _runs_before(fn: FunctionInfo, stmt: ast.stmt, node: ast.AST) -> bool:
     """Does ``stmt`` run on every path that reaches ``node``? (``stmt`` sits in a statement
     list that, further down, holds the statement containing ``node``.)"""
