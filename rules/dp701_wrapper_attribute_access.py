@@ -10,7 +10,11 @@ A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(
 "set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path
 (`return self.model.module if n_gpu > 1 else self.model`) gives the bare model. An attribute the
 script sets on the wrapper itself (`model.optimize = False` after wrapping) is the wrapper's: it
-is read back without error, also by a function the wrapper is passed to. So is an attribute the
+is read back without error, also by a function the wrapper is passed to. Where the wrap, the
+store and the read are in one function (or in module code), statement order decides: a read
+before the first store on the wrapper (`assert model.forward_mode == "cnn"` above a later
+`model.forward_mode = "gru"`), on the right of its own store (`model.centers = model.centers -
+delta`), or after a store made on the model before it was wrapped, still raises. So is an attribute the
 wrapper's class defines, when it is a DataParallel subclass (`DataParallelMT(model).build_optimizer(...)`:
 its methods, class attributes and `self.<name>` stores, or any name if it defines `__getattr__`; a
 class of another scanned file, or a base there, is settled by the project index). A read of `self.model`
@@ -88,7 +92,9 @@ class WrapperAttributeAccess(Rule):
         # that name and under the names the wrapper is passed as (`train(model)` reading `net.optimize`:
         # the parameter's wrapper comes from the call site, so the attribute name alone is matched).
         stores = [n for n in ctx.nodes(ast.Attribute) if isinstance(n.ctx, ast.Store)]
-        stored = {(_text(n.value), n.attr) for n in stores}
+        stored: dict[tuple[str | None, str], list[ast.Attribute]] = {}
+        for n in stores:
+            stored.setdefault((_text(n.value), n.attr), []).append(n)
         stored_on_wrapper = {n.attr for n in stores if facts.wrap_for(n.value) is not None}
         for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
@@ -96,9 +102,15 @@ class WrapperAttributeAccess(Rule):
             if not isinstance(node.ctx, ast.Load):
                 continue  # setting an attribute on the wrapper does not raise
             base = node.value
-            if (_text(base), node.attr) in stored or _hasattr_guarded(node, facts):
+            same_attribute = stored.get((_text(base), node.attr), ())
+            wrap = facts.wrap_for(base) if same_attribute else None
+            if same_attribute and (not _wrapped_in_same_code(node, wrap, ctx)
+                                   or _stored_before(node, same_attribute, ctx, facts)):
+                continue  # set on the wrapper before this read, or in code whose order is not known
+            if _hasattr_guarded(node, facts):
                 continue
-            wrap = facts.wrap_for(base)
+            if not same_attribute:
+                wrap = facts.wrap_for(base)
             if wrap is not None and wrap.parameter and node.attr in stored_on_wrapper:
                 continue
             lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts) if wrap is not None else ()
@@ -157,6 +169,77 @@ def _wrapper_lacks(source, attr: str, ctx, facts) -> tuple[frozenset[str], ...] 
             elif base not in DATAPARALLEL_CLASSES:
                 classes.append(base)
     return tuple(frozenset({f"{LACKS_ATTRIBUTE_CONDITION}{attr}:{name}"}) for name in dict.fromkeys(classes))
+
+
+def _wrapped_in_same_code(read: ast.Attribute, wrap, ctx) -> bool:
+    """Is ``wrap``, the wrapper ``read`` reads through, built in the function (or module code) that
+    reads it, where statement order is the order things run (a `self.network` wrapped by
+    `parallelize()` and read in `expand_dictionary()` depends on the order a script calls them)?"""
+    if wrap is None or wrap.origin is None or wrap.parameter:
+        return False
+    return ctx.enclosing(wrap.origin, _FUNCTIONS) is ctx.enclosing(read, _FUNCTIONS)
+
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _stored_before(read: ast.Attribute, stores, ctx, facts) -> bool:
+    """Can one of ``stores`` (`model.x = ...` of the read's name and attribute) have run before
+    ``read``? A store in another function or scope may (the order of calls is not known); one in
+    the read's own scope must be made on the wrapper (not on the model before it was wrapped) and
+    come before the read's statement, or share a loop with it where the read is conditional there
+    (a later iteration may read what an earlier one stored). The read on the right of its own
+    store (`model.centers = model.centers - delta`), and a read before the first store of
+    straight-line code, run before any store."""
+    if not stores:
+        return False
+    scope = facts.scope_of(read)
+    guard = ctx.enclosing(read, ast.Try)
+    if guard is not None and facts.scope_of(guard) is scope:
+        return True  # `try: model.x` / `except AttributeError: model.x = ...`: the error is handled
+    statement = ctx.enclosing(read, ast.stmt)
+    for store in stores:
+        if facts.scope_of(store) is not scope:
+            return True
+        if facts.wrap_for(store.value) is None:
+            continue  # set on the bare model before it was wrapped: the wrapper still lacks it
+        before = ctx.enclosing(store, ast.stmt)
+        if before is None or statement is None:
+            return True
+        if before is not statement and (before.end_lineno, before.end_col_offset) <= (statement.lineno,
+                                                                                    statement.col_offset):
+            return True
+        if _conditional_in_shared_loop(read, store, ctx):
+            return True
+    return False
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Where code inside a loop may be skipped on its first iteration (or its AttributeError caught).
+_CONDITIONALS = (ast.If, ast.IfExp, ast.While, ast.Try, ast.BoolOp, ast.ListComp, ast.GeneratorExp,
+                 ast.SetComp, ast.DictComp, ast.Match)
+
+
+def _conditional_in_shared_loop(read, store, ctx) -> bool:
+    """Is there a loop around both ``read`` and ``store`` inside which ``read`` is conditional?"""
+    loop = ctx.enclosing(read, _LOOPS)
+    while loop is not None:
+        if _within(store, loop, ctx):
+            cur = ctx.enclosing(read, _CONDITIONALS + _LOOPS)
+            while cur is not None and cur is not loop:
+                if isinstance(cur, _CONDITIONALS):
+                    return True
+                cur = ctx.enclosing(cur, _CONDITIONALS + _LOOPS)
+            return False
+        loop = ctx.enclosing(loop, _LOOPS)
+    return False
+
+
+def _within(node, outer, ctx) -> bool:
+    cur = ctx.enclosing(node, type(outer))
+    while cur is not None and cur is not outer:
+        cur = ctx.enclosing(cur, type(outer))
+    return cur is outer
 
 
 def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
