@@ -4,7 +4,8 @@ In training scripts, flags attribute access on a name that holds an `nn.DataPara
 wrapper when the attribute is the model's own (`model.generate(...)`,
 `model.encoder`, `model.num_classes`). The wrapper is followed across functions: returned
 by a builder (in this file or another scanned one), passed as an argument
-(`train(model)`), kept in `self.model`, or narrowed by `isinstance(model, nn.DataParallel)`.
+(`train(model)`), kept in `self.model` (also by a base class of this file, for the methods of
+a subclass that inherits the wrapping method), or narrowed by `isinstance(model, nn.DataParallel)`.
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
 ... `else: model.classifier`) is not the wrapper, and a read under `if hasattr(model,
 "set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path

@@ -552,7 +552,9 @@ class ScriptFacts:
                     continue
                 if origin is not None and self._constructed_before(node, origin):
                     continue
-            if not self._inside(node, wrap.scope):
+            if not self._inside(node, wrap.scope) and not (
+                    text.startswith("self.") and self._in_subclass_of(node, wrap.scope, wrap.origin)
+                    and not self._rebound_before(node, text)):
                 continue
             if not text.startswith("self."):
                 innermost = self.scope_of(node)
@@ -561,6 +563,51 @@ class ScriptFacts:
             if wrap.origin is not None and self.exclusive(wrap.origin, node):
                 continue
             yield wrap
+
+    def _in_subclass_of(self, node: ast.AST, scope: ast.AST, origin: ast.AST | None) -> bool:
+        """Is ``node`` in a method of a subclass of the class ``scope``, both of this file (`self.model`
+        wrapped in `BaseTrainer.__init__`, read in `Trainer(BaseTrainer)._train_epoch`)? The subclass
+        inherits what its base's methods store, unless a class on the way overrides the method that
+        wraps (``origin``'s) without calling the base's (`super().__init__(...)`)."""
+        if not isinstance(scope, ast.ClassDef):
+            return False
+        method = self.ctx.enclosing(origin, _FUNCTIONS) if origin is not None else None
+        cls = self.ctx.enclosing(node, ast.ClassDef)
+        seen: set[str] = set()
+        work = [cls.name] if cls is not None else []
+        while work:
+            name = work.pop()
+            info = self.ctx.classes.get(name)
+            if name in seen or info is None or info.node is scope:
+                continue
+            seen.add(name)
+            override = info.methods.get(method.name) if method is not None else None
+            if override is not None and not any(
+                    isinstance(call.func, ast.Attribute) and call.func.attr == method.name
+                    for call in self.ctx.tree_index.nodes_within(override, ast.Call)):
+                continue  # the override replaces the wrapping method
+            for base in info.bases:
+                local = self.ctx.local_name(base)
+                if local is not None and local in self.ctx.classes:
+                    if self.ctx.classes[local].node is scope:
+                        return True
+                    work.append(local)
+        return False
+
+    def _rebound_before(self, node: ast.AST, text: str) -> bool:
+        """Does the function around ``node`` assign ``text`` (`self.model_with_loss = AddLossModule(...)`)
+        before ``node``, outside the statement ``node`` is part of? Then what a base class's method
+        stored there is gone (a subclass's `__init__` that rebuilds and rewraps after `super().__init__`)."""
+        func = self.ctx.enclosing(node, _FUNCTIONS)
+        if func is None:
+            return False
+        here = (node.lineno, node.col_offset)
+        for target in self.ctx.tree_index.nodes_within(func, ast.Attribute):
+            if isinstance(target.ctx, ast.Store) and (target.lineno, target.col_offset) < here \
+                    and target_text(target) == text and self.ctx.enclosing(target, ast.stmt) is not \
+                    self.ctx.enclosing(node, ast.stmt):
+                return True
+        return False
 
     def _constructed_before(self, node: ast.AST, origin: ast.AST) -> bool:
         """Is ``node`` in `__init__` and the wrap ``origin`` in another method of the class that
