@@ -112,7 +112,7 @@ def _mark(rules, static: list[Finding], result: dict, filename: str) -> list[Fin
     devices = result.get("devices")
     label = f"{backend}" + (f", {devices} devices" if devices else "")
     if result.get("error") or not result.get("models"):
-        reason = result.get("error") or "no nn.Module subclass in this file to run"
+        reason = result.get("error") or "no model in this file to run (its nn.Module subclasses, if any, are DataParallel wrappers)"
         return [replace(f, confirmation=_status("not-run", backend, reason)) for f in static]
     ran = [m for m in result["models"] if "report" in m]
     if not ran:

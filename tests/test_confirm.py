@@ -274,6 +274,40 @@ def test_synthesized_inputs_and_missing_examples(project):
     assert by_row[21]["status"] == "not-run" and "needs arguments (width)" in by_row[21]["evidence"]
 
 
+def test_a_dataparallel_subclass_is_a_wrapper_not_a_model_to_run(project):
+    # The harness wraps each model in DataParallel itself; a project's subclass of it needs the
+    # model it wraps and is not one: a file of wrappers only has nothing to run (no DP003), and
+    # next to a model only the model runs.
+    wrapper = '''
+        import torch.nn as nn
+
+        class PatchedDataParallel(nn.DataParallel):
+            def __getattr__(self, name):
+                try:
+                    return super().__getattr__(name)
+                except AttributeError:
+                    return getattr(self.module, name)
+    '''
+    (project / "parallel.py").write_text(textwrap.dedent(wrapper))
+    (project / "both.py").write_text(textwrap.dedent(wrapper + '''
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                return self.fc(x)
+    '''))
+    results = json.loads(run_cli("parallel.py", "both.py", "--confirm", "--backend", "emulated", "--output-format",
+                                 "json", "--no-cache", cwd=project).stdout)
+    assert not [f for f in results if f["code"] == "DP003"], results
+    findings = [f for f in results if f["filename"].endswith("both.py")]
+    assert findings and all(f["confirmation"]["status"] == "confirmed" for f in findings), findings
+    assert all("PatchedDataParallel" not in f["confirmation"]["evidence"] for f in findings)
+
+
 def test_examples_and_timeout_come_from_each_files_own_configuration(project):
     # Two packages of one repository, each with its own configuration naming its own examples
     # file: run from the root (whose configuration names none), each file uses its own.

@@ -80,9 +80,12 @@ def _with_batch(fn):
 
 
 def _module_classes(module):
+    """The file's own nn.Module classes, less DataParallel's and DistributedDataParallel's
+    subclasses: those wrap a model (the harness wraps each model itself), they are not one."""
     import torch
+    wrappers = (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)
     return [(name, obj) for name, obj in vars(module).items()
-            if inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
+            if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and not issubclass(obj, wrappers)
             and obj.__module__ == module.__name__]
 
 
