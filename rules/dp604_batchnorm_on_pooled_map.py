@@ -28,7 +28,10 @@ training`. Unwrapped, that needs a batch of one. Under DataParallel each replica
 remainder of one (the last batch of an epoch: 9 samples on 8 GPUs, 7 split 2, 2, 2, 1 on 4) hands
 a replica one sample and training stops there. Latent: it needs such a batch, so a warning; not
 reported when every scanned script that wraps a model builds a DataLoader with `drop_last=True`
-(the last, partial batch is then never run; evaluation runs BatchNorm on its running statistics).
+(the last, partial batch is then never run; evaluation runs BatchNorm on its running statistics)
+or only evaluates it (a test script: it calls `.eval()`, holds no backward pass, optimizer step or
+`.train(` call, and hands the wrapper to no function outside the file; its loaders feed BatchNorm
+in eval mode). `torch.no_grad()` alone does not count: BatchNorm in training mode still raises.
 
 ## How to fix
 Pass `drop_last=True` to the training DataLoader and use batches of at least twice the GPU count,

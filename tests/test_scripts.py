@@ -1296,6 +1296,54 @@ def test_a_pooled_batchnorm_asks_only_the_loaders_of_the_scripts_that_wrap_its_c
         [("models.py", 8)]
 
 
+_TEST_SCRIPT = """
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader
+    from models import ImagePooling
+
+    def evaluate(model, loader):
+        with torch.no_grad():
+            return [model(x.cuda()) for x in loader]
+
+    def main(dataset):
+        model = nn.DataParallel(ImagePooling(3).cuda())
+        model.eval()
+        loader = DataLoader(dataset, batch_size=8)
+        print(model)
+        {use}
+"""
+
+
+def test_a_pooled_batchnorm_ignores_the_loaders_of_scripts_that_only_evaluate(tmp_path):
+    def dp604(files):
+        for name in tmp_path.iterdir():
+            name.unlink()
+        for name, text in files.items():
+            (tmp_path / name).write_text(textwrap.dedent(text))
+        findings, _ = run_json(tmp_path, "--select", "DP604", "--isolated")
+        return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in findings]
+
+    train = _TRAIN_SCRIPT.format(drop=", drop_last=True")
+    # test.py wraps the model in eval mode and keeps the partial last batch: BatchNorm uses its
+    # running statistics there, so only train.py's loader (which drops it) decides.
+    assert dp604({"models.py": _POOLED_BN, "train.py": train,
+                  "test.py": _TEST_SCRIPT.format(use="evaluate(model, loader)")}) == []
+    # The same script training, or handing the wrapper to a function of another file (which may
+    # train it), or never switching to eval mode (no_grad alone still trains BatchNorm): it counts.
+    for use in ("evaluate(model, loader)\n        model.train()",
+                "from engine import fit\n        fit(model, loader)",
+                "fit(net=model)"):
+        assert dp604({"models.py": _POOLED_BN, "train.py": train,
+                      "test.py": _TEST_SCRIPT.format(use=use)}) == [("models.py", 8)], use
+    assert dp604({"models.py": _POOLED_BN, "train.py": train,
+                  "test.py": _TEST_SCRIPT.format(use="evaluate(model, loader)").replace("model.eval()", "pass")}) \
+        == [("models.py", 8)]
+    # A wrapper handed on as it is built is not known to be evaluated only.
+    assert dp604({"models.py": _POOLED_BN, "train.py": train,
+                  "test.py": _TEST_SCRIPT.format(use="run(nn.DataParallel(ImagePooling(3)))")}) == [("models.py", 8)]
+
+
 def test_kept_modules_are_init_parameters_stored_on_self_and_called():
     from dpcheck.analysis.file import FileResult
     from dpcheck.analysis.index import ClassIndex

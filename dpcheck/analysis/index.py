@@ -596,8 +596,9 @@ class ClassIndex:
         return tokens is not None and scalar_call(tokens, passed)
 
     def keeps_partial_batches(self, name: str = "") -> bool:
-        """May a partial last batch reach a wrapped model? False when every scanned file that wraps a
-        model passes `drop_last=True` to its loader (scripts.partial_batches). Project-wide, since a
+        """May a partial last batch reach a wrapped model in training? False when every scanned file
+        that wraps a model passes `drop_last=True` to its loader or only evaluates what it wraps
+        (scripts.partial_batches). Project-wide, since a
         script's wrap is often not traced to a class (a registry, a builder) and its loader is what
         decides; but where every wrap site of the project is traced and ``name`` is a class some files
         wrap, only those files' loaders decide (dgcnn's main_cls.py drops the last batch of the

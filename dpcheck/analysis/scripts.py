@@ -1026,20 +1026,74 @@ def _mentions_dataparallel(ctx: FileContext) -> bool:
 # each file's `partial_batches`).
 PARTIAL_BATCHES_CONDITION = "partial_batches:"
 # `FileResult.partial_batches` of a file that wraps a model: it builds a DataLoader (or batch
-# sampler) with `drop_last=True`, or none.
+# sampler) with `drop_last=True`, or none, or it only evaluates what it wraps (EVALUATES: whatever
+# its loaders keep never reaches a model in training mode).
 DROPS_LAST = "dropped"
 KEEPS_LAST = "kept"
+EVALUATES = "evaluated"
+# Text that a file training a model holds (a backward pass, an optimizer or scheduler step, a
+# switch to training mode): a file without any of it, which puts its models in eval mode, evaluates.
+_TRAINING_MODE_TOKENS = ("backward(", ".step(", ".train(")
 
 
 def partial_batches(ctx: FileContext) -> str:
     """For a file that wraps a model in DataParallel: DROPS_LAST when it passes `drop_last=True` to a
-    call (a DataLoader, a BatchSampler: its training loader, since evaluation needs none), else
-    KEEPS_LAST (its loader keeps the partial last batch, or is built elsewhere); "" for other files."""
+    call (a DataLoader, a BatchSampler: its training loader, since evaluation needs none); EVALUATES
+    when it only evaluates what it wraps (see ``_evaluates_only``); else KEEPS_LAST (its loader keeps
+    the partial last batch, or is built elsewhere); "" for other files."""
     if not mentions_dataparallel(ctx):
         return ""
     if "drop_last" in ctx.source.text and any(is_true(keyword(call, "drop_last")) for call in ctx.nodes(ast.Call)):
         return DROPS_LAST
-    return KEEPS_LAST
+    return EVALUATES if _evaluates_only(ctx) else KEEPS_LAST
+
+
+def _evaluates_only(ctx: FileContext) -> bool:
+    """Does the file run what it wraps in eval mode only: it calls `.eval()`, holds no backward pass,
+    optimizer step or `.train(` call, and hands no wrapper it holds to another call (a training
+    function of another file: `train(net=model)`), nor builds one that it does not bind to a name?
+    A test or inference script: a batch of one per replica reaches BatchNorm on its running
+    statistics there, so its loaders do not decide whether training can hand a replica one sample.
+    (`torch.no_grad()` alone is no such evidence: BatchNorm in training mode still needs two values.)"""
+    text = ctx.source.text
+    if ".eval()" not in text or any(token in text for token in _TRAINING_MODE_TOKENS):
+        return False
+    facts = script_facts(ctx)
+    wraps = facts.wraps
+    bound = {id(w.call) for w in wraps}
+    if any(id(call) not in bound for call in facts.dp_calls):
+        return False  # a wrapper handed on as it is built (`Trainer(nn.DataParallel(model))`)
+    first_held: dict[str, int] = {}
+    for w in wraps:
+        first_held[w.name] = min(w.start, first_held.get(w.name, w.start))
+    local = {node.name for node in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
+    for call in ctx.nodes(ast.Call):
+        if id(call) in bound or _dotted_name(call.func) in _INSPECTIONS:
+            continue
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) and _dotted_name(call.func.value) == "self" \
+            else call.func.id if isinstance(call.func, ast.Name) else None
+        if callee in local:
+            continue  # this file's own code, which holds no training step
+        for value in (*call.args, *(k.value for k in call.keywords)):
+            if isinstance(value, ast.Starred):
+                value = value.value
+            name = _dotted_name(value)
+            if name in first_held and call.lineno >= first_held[name]:
+                return False
+    return True
+
+
+# Calls that only look at a model they are handed.
+_INSPECTIONS = frozenset({"print", "isinstance", "type", "id", "len", "repr", "str", "hasattr", "getattr"})
+
+
+def _dotted_name(node: ast.AST) -> str | None:
+    """`model` or `self.model` (the form a Wrap's name takes), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
 
 
 def mentions_script_token(ctx: FileContext) -> bool:
