@@ -19,8 +19,11 @@ value combining the old one) or a value forward reads before writing it. Lighter
   option matters only with it on: warnings; so is sequence state that forward starts afresh
   when an argument says a sequence begins (`if t == 0: self.init_attention(x)`) in a model
   that may be driven step by step through the wrapper;
-- caches, lazily built or converted tables, warn-once flags and latches are rebuilt or
-  re-checked on every call (a speed cost or a repeated message): warnings (cost-only);
+- caches, lazily built or converted tables, a table kept with the key it was built for and
+  rebuilt when the key differs (pytorch_ssim's `if channel == self.channel and ...: window =
+  self.window else: ...; self.window = window; self.channel = channel`), warn-once flags and
+  latches are rebuilt or re-checked on every call (a speed cost or a repeated message): warnings
+  (cost-only);
 - a stash the model never reads back matters only to code that reads it after forward:
   info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
@@ -65,6 +68,7 @@ from dpcheck.analysis.dataflow import (
     option_constructions,
     read_in_forward,
     reads_before_write,
+    rebuilt_on_key_change,
     scripting_only,
     under_lazy_guard,
 )
@@ -257,6 +261,8 @@ def _kind(model, fn, name: str, value, node) -> str:
     if use == "memo":
         return "lazy"
     if use == "accumulates" or reads_before_write(model, fn, name, node):
+        if rebuilt_on_key_change(fn, node, name):
+            return "lazy"  # a table kept with its key and rebuilt when the key differs (pytorch_ssim's window)
         if _restarted_by_argument(model, name):
             # Sequence state its caller restarts (`if t == 0: self.init_attention(...)`): a layer's
             # lives for its parent's step loop, within one call; driven step by step from outside
@@ -333,10 +339,12 @@ def _reset_by_owner_per_call(model, name: str) -> bool:
     one replica whose submodules live for the whole call, and never meant to outlive the call."""
     resets = model.ctx.fact(_external_resets)
     hits = list(resets.get(("attr", name), ()))
+    flag = _restart_flag(model, name)
     for fn in model.all_methods:
         if fn.name != "__init__" and any(
-                isinstance(n.value, ast.Constant) and n.value.value is None
-                and any(fn.self_attr(t) == name for t in n.targets) for n in fn.nodes(ast.Assign)):
+                isinstance(n.value, ast.Constant) and (n.value.value is None and any(
+                    fn.self_attr(t) == name for t in n.targets) or flag is not None and n.value.value is True
+                    and any(fn.self_attr(t) == flag for t in n.targets)) for n in fn.nodes(ast.Assign)):
             hits.extend(resets.get(("call", fn.name), ()))
     for owner, function in hits:
         if owner is model.info.node:
@@ -346,9 +354,34 @@ def _reset_by_owner_per_call(model, name: str) -> bool:
     return False
 
 
+def _restart_flag(model, name: str) -> str | None:
+    """The flag forward restarts `self.<name>` on (SRFBN's feedback block):
+
+        if self.should_reset:
+            self.last_hidden = torch.zeros(x.size()).to(x.device)
+            self.last_hidden.copy_(x)
+            self.should_reset = False
+
+    a statement of forward's top level, before any read of `self.<name>`, whose body writes it
+    afresh (the value does not read it). A method that sets the flag to True then starts the value
+    afresh for the next call, as one that sets it to None does."""
+    forward = model.forward
+    if forward is None:
+        return None
+    for stmt in forward.node.body:
+        flag = forward.self_attr(stmt.test) if isinstance(stmt, ast.If) else None
+        if flag is not None and any(_writes_fresh(forward, s, name) for s in stmt.body):
+            return flag
+        if any(isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and forward.self_attr(n) == name
+               for n in ast.walk(stmt)):
+            return None
+    return None
+
+
 def _external_resets(ctx) -> dict[tuple[str, str], list[tuple[ast.ClassDef, ast.AST]]]:
     """("attr", a) -> where `<obj>.a = None` is written, ("call", m) -> where `<obj>.m()` is called,
-    on an object other than `self`, inside a method of a class of this file: (class, method)."""
+    on an object other than `self` (a name, or a submodule `self.<layer>`), inside a method of a
+    class of this file: (class, method)."""
     found: dict[tuple[str, str], list] = {}
     for node in ctx.nodes(ast.Assign, ast.Call):
         if isinstance(node, ast.Assign):
@@ -358,8 +391,11 @@ def _external_resets(ctx) -> dict[tuple[str, str], list[tuple[ast.ClassDef, ast.
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id != "self"]
         else:
             func = node.func
-            keys = [("call", func.attr)] if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-                and func.value.id != "self" and not node.args else []
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            # `module._clear_conv_cache()` over the submodules, or `self.block.reset_state()`
+            on_other = isinstance(owner, ast.Name) and owner.id != "self" or isinstance(owner, ast.Attribute) \
+                and isinstance(owner.value, ast.Name) and owner.value.id == "self"
+            keys = [("call", func.attr)] if on_other and not node.args else []
         if not keys:
             continue
         function, cur = None, ctx.parent(node)

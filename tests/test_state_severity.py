@@ -28,6 +28,28 @@ def test_dp101_state_read_back_is_an_error_latent_or_cost_only_a_warning_a_stash
     assert ("DP101", "self.capacity = 2 * x.shape[0]") not in got  # written before it is read, in eval
 
 
+def test_dp101_table_rebuilt_when_its_key_changes_is_a_cost_warning():
+    # pytorch_ssim's window, kept with the channel count it was built for: lost with the replica,
+    # it is rebuilt on every call (a cost), and no call reads a value another call computed.
+    got = severities("fixtures/dp101/flagged_table_rebuilt_on_key_change.py")
+    assert got[("DP101", "self.window = window")] == "warning"
+    assert ("DP101", "self.channel = channel") not in got
+    # The arm that keeps the value updates it, or the key the test reads is not stored with it: state.
+    assert got[("DP101", "self.avg = 0.9 * self.avg + 0.1 * y.detach()")] == "error"
+    assert got[("DP101", "self.avg = y.detach()")] == "error"
+    assert got[("DP101", "self.table = table")] == "error"
+    assert severities("fixtures/dp101/safe_table_built_per_call.py") == {}
+
+
+def test_dp101_feedback_state_its_owner_restarts_each_call_is_not_reported():
+    # SRFBN: the owner's forward sets the block's restart flag (`self.block.reset_state()`, through a
+    # helper), so each call starts the carried state afresh. Set only from outside forward: state.
+    assert severities("fixtures/dp101/safe_feedback_state_restarted_by_owner.py") == {}
+    got = severities("fixtures/dp101/flagged_feedback_state_restarted_outside_forward.py")
+    assert got[("DP101", "self.last_hidden = output")] == "error"
+    assert got[("DP101", "self.last_hidden = torch.zeros(x.size()).to(x.device)")] == "error"
+
+
 def test_dp101_values_written_before_every_use_are_not_reported():
     assert severities("fixtures/dp101/safe_per_call_values.py") == {}
 

@@ -251,6 +251,80 @@ def under_lazy_guard(fn, node, building: bool = False) -> bool:
     return False
 
 
+def rebuilt_on_key_change(fn, node, name: str) -> bool:
+    """Is ``node`` the store of a table rebuilt when a key changes, pytorch_ssim's window:
+
+        if channel == self.channel and self.window.data.type() == img1.data.type():
+            window = self.window
+        else:
+            window = create_window(self.window_size, channel).type_as(img1)
+            self.window = window
+            self.channel = channel
+
+    The write stands in the arm an `if` takes when the key differs (the `else:` of `==` tests joined
+    by `and`, the body of `!=` tests joined by `or`); each test compares something of the instance
+    with a value of this call (a parameter or local, not a constant: `self.mode != "train"` is a
+    switch); every attribute the test reads is this one or is written in that arm too (the key kept
+    with the table), and the other arm does not write this one. Whatever the branch, the call uses a
+    table that is a function of its key: losing the store rebuilds it (a cost), it changes no value."""
+    if not isinstance(node, ast.Assign):
+        return False
+    child, cur = node, fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If):
+            in_body = any(child is s for s in cur.body)
+            if in_body or any(child is s for s in cur.orelse):
+                return _key_check(fn, cur, node, name, rebuilt_in_body=in_body)
+        child, cur = cur, fn.parent(cur)
+    return False
+
+
+def _key_check(fn, branch: ast.If, store: ast.Assign, name: str, rebuilt_in_body: bool) -> bool:
+    joiner, equal = (ast.Or, (ast.NotEq, ast.IsNot)) if rebuilt_in_body else (ast.And, (ast.Eq, ast.Is))
+    test = branch.test
+    compares = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, joiner) else [test]
+    for compare in compares:
+        if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], equal)):
+            return False
+        sides = (compare.left, compare.comparators[0])
+        own = [side for side in sides if _instance_attr(fn, side) is not None]
+        if len(own) != 1 or isinstance(other := sides[1] if own[0] is sides[0] else sides[0], ast.Constant) \
+                or not any(isinstance(n, ast.Name) and n.id != "self" for n in ast.walk(other)):
+            return False
+    rebuilt, kept = (branch.body, branch.orelse) if rebuilt_in_body else (branch.orelse, branch.body)
+    written = lambda stmts: {fn.self_attr(t) for s in stmts for n in ast.walk(s) if isinstance(n, ast.Assign)
+                             for t in n.targets}
+    keys = {_instance_attr(fn, side) for compare in compares for side in (compare.left, compare.comparators[0])}
+    keys.discard(None)
+    return name not in written(kept) and keys <= written(rebuilt) | {name} and _fresh(fn, store, name, kept)
+
+
+def _fresh(fn, store: ast.Assign, name: str, kept: list[ast.stmt]) -> bool:
+    """Does the stored value not read `self.<name>`, directly or through a local bound outside the
+    arm that reuses the table (`window = self.window` there never reaches the store)?"""
+    in_kept = {id(n) for s in kept for n in ast.walk(s)}
+    reads_old = lambda expr: any(fn.self_attr(n) == name for n in ast.walk(expr))
+    if reads_old(store.value):
+        return False
+    return not any(reads_old(bound) for local in {n.id for n in ast.walk(store.value) if isinstance(n, ast.Name)}
+                   for bound in fn.local_values.get(local, ()) if id(bound) not in in_kept)
+
+
+def _instance_attr(fn, node: ast.AST) -> str | None:
+    """The attribute of the instance an expression reads through attributes and calls
+    (`self.window.data.type()` -> window), else None."""
+    while True:
+        attr = fn.self_attr(node)
+        if attr is not None:
+            return attr
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        else:
+            return None
+
+
 def scripting_only(fn, node) -> bool:
     """Inside `if torch.jit.is_scripting():` (its body, not its else): code that runs only in
     TorchScript, never in the eager forward DataParallel replicates."""
