@@ -32,7 +32,8 @@ value combining the old one) or a value forward reads before writing it. Lighter
   handed `self` (`create_grids(self, size)`, unless an attribute that helper sets guards the
   call: a lazy memo), or a per-call chunk cache that another module's
   forward resets on its layers at the start of each call (a causal video VAE's
-  `module._clear_conv_cache()`), or such sequence state in a layer, whose parent runs the
+  `module._clear_conv_cache()`, or that it starts afresh under a restart flag the owner sets on
+  it each call: SRFBN's `self.block.reset_state()`), or such sequence state in a layer, whose parent runs the
   whole sequence within one call (Tacotron's location-sensitive attention), is not reported:
   nothing is lost. On the judged
   real-code sample (issue 10) none of these 72 per-call values was a hazard.
