@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.context import code_names
 from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
-# The graph libraries whose objects scatter hands whole to every replica; a file that names none
-# of them is not looked at further.
+# The graph libraries whose objects scatter hands whole to every replica; a file whose code names
+# none of them is not looked at further.
 _GRAPH_LIBRARIES = ("torch_geometric", "dgl")
 # Calls that build one graph object (resolved names).
 _GRAPH_CONSTRUCTORS = frozenset({
@@ -83,7 +84,8 @@ class GraphObjectArgument(Rule):
     """
 
     def check_file(self, ctx):
-        if not any(library in ctx.source.text for library in _GRAPH_LIBRARIES) or not mentions_dataparallel(ctx):
+        names = ctx.fact(code_names)  # identifiers as Python reads them (imports included), not the text
+        if not any(library in names for library in _GRAPH_LIBRARIES) or not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
         for call in ctx.nodes(ast.Call):
