@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
+from dpcheck.analysis.guards import UNPASSED_CONDITION
 from dpcheck.analysis.index import ClassIndex, Pending
+from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.names import module_name_for
 from dpcheck.analysis.tree import prepare_walk
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
@@ -601,6 +603,9 @@ class ModuleSummaries:
         self._waiting: dict[str, list[tuple[Callable[[str], object], str]]] = {}
         self._ready: dict[str, tuple[str, FileResult]] = {}  # module -> (its file, its summary)
         self._asking: tuple | None = None  # (question, name, requests) being asked
+        # Settling looks up every class the run's files build and call (``ClassIndex.passed``, for a
+        # finding's ``unpassed:`` advice condition): once a finding carries one, so does the guess.
+        self._asks_callers = False
 
     def analysed(self, results: Sequence[FileResult]) -> list[tuple[str, str]]:
         """Take scanned files' results; returns the (module, file) summaries to make now."""
@@ -618,11 +623,28 @@ class ModuleSummaries:
                             self._ask(index.is_module, name, requests)  # `Base`, `unknown:Base`
                         elif kind == "dp" and ":" not in rest:
                             self._ask(index.is_dataparallel, rest, requests)
-            # What settling looks up of every class a file wraps or builds as a layer (``gathered``,
-            # ``offline``): in transformers, the layers of `activations`, `pytorch_utils`, ...
-            for name in (*result.wrapped, *result.submodules):
-                self._ask(index.lookup, name, requests)
+                        elif f"{kind}:" == PARAMETER_PROPERTY_CONDITION:
+                            self._ask(index.parameter_property, rest, requests)
+                if not self._asks_callers and any(c.startswith(UNPASSED_CONDITION) for c in finding.advice_if):
+                    self._asks_callers = True
+                    for seen in self._results:  # (this result's own callees are asked below)
+                        if seen is not result:
+                            self._ask_callers(seen, requests)
+            self._ask_layers(result, requests)
         return requests
+
+    def _ask_layers(self, result: FileResult, requests: list[tuple[str, str]]) -> None:
+        """Ask what settling looks up of every class a file (or a module summarised) wraps or builds
+        as a layer (``gathered``, ``offline``): in transformers, the layers of `activations`,
+        `pytorch_utils`, ...; and, once needed, of every class it builds and calls."""
+        for name in (*result.wrapped, *result.submodules):
+            self._ask(self._index.lookup, name, requests)
+        if self._asks_callers:
+            self._ask_callers(result, requests)
+
+    def _ask_callers(self, result: FileResult, requests: list[tuple[str, str]]) -> None:
+        for name in result.module_calls:
+            self._ask(self._index.lookup, name, requests)
 
     def summarised(self, value: tuple[str, str, FileResult]) -> list[tuple[str, str]]:
         """Take a summary made in the pool; returns the further summaries it leads to."""
@@ -632,6 +654,7 @@ class ModuleSummaries:
         requests: list[tuple[str, str]] = []
         for question, name in self._waiting.pop(module, ()):
             self._ask(question, name, requests, again=True)
+        self._ask_layers(result, requests)  # (settling indexes a summary's layers and calls too)
         return requests
 
     def take(self, module: str, path: str) -> FileResult | None:

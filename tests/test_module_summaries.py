@@ -81,6 +81,61 @@ def test_a_chain_of_re_exports_and_bases_is_followed_in_the_pool(tmp_path, monke
         assert summaries.take(module, str(tmp_path / file)) is not None, module
 
 
+# A model whose DP101 runs only when forward's optional `mask` is passed: its finding is advice unless
+# a call passes it, which settling asks of every class the scanned files build (``ClassIndex.passed``).
+OPTIONAL_MODEL = '''import torch.nn as nn
+from pkg.tools import Helper
+
+
+def helper():
+    return Helper()
+
+
+class Model{i}(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def forward(self, x, mask=None):
+        if mask is not None:
+            self.steps += 1
+        return x
+'''
+
+
+def test_the_modules_of_the_classes_built_are_summarised_in_the_pool_for_an_optional_argument(
+        tmp_path, monkeypatch):
+    """`pkg.tools` is needed only to read who calls `Helper` (a finding's `unpassed:` condition)."""
+    (tmp_path / "pkg" / "models").mkdir(parents=True)
+    for init in ("pkg/__init__.py", "pkg/models/__init__.py"):
+        _write(tmp_path, init, "")
+    _write(tmp_path, "pkg/tools.py", "class Helper:\n    pass\n")
+    paths = []
+    for i in range(FILES):
+        paths.append(tmp_path / "pkg" / "models" / f"model{i:02}.py")
+        paths[-1].write_text(OPTIONAL_MODEL.format(i=i))
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
+    assert found == [(p.name, "DP101") for p in paths]
+    assert summaries.take("pkg.tools", str(tmp_path / "pkg" / "tools.py")) is not None
+
+
+def test_the_bases_of_a_base_are_summarised_in_the_pool_for_an_inherited_property(tmp_path, monkeypatch):
+    """DP204's `parameter_property:` condition walks every base of the model's base (`Mixin`, in a
+    module of its own that the base's module-ness does not need)."""
+    paths = _package(tmp_path, "pkg.base", "Base")
+    for path in paths:
+        path.write_text(path.read_text().replace("return x", "return x.to(self.device)"))
+    _write(tmp_path, "pkg/base.py", "import torch.nn as nn\nfrom pkg.mixin import Mixin\n\n\n"
+                                    "class Base(nn.Module, Mixin):\n    pass\n")
+    _write(tmp_path, "pkg/mixin.py", "import torch\n\n\nclass Mixin:\n    @property\n    def device(self):\n"
+                                     "        return next(self.parameters()).device\n")
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
+    assert found == sorted((p.name, code) for p in paths for code in ("DP101", "DP204"))
+    assert summaries.take("pkg.mixin", str(tmp_path / "pkg" / "mixin.py")) is not None
+
+
 def test_a_base_that_is_not_a_module_gives_no_finding_either_way(tmp_path):
     paths = _package(tmp_path, "pkg.base", "Base")
     _write(tmp_path, "pkg/base.py", "class Base:\n    def forward(self, x):\n        return x\n")

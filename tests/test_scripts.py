@@ -666,6 +666,41 @@ def test_function_returns_summarise_builders_whose_every_return_is_traced():
     }
 
 
+def test_a_builder_that_other_builders_return_is_traced_once_per_depth(monkeypatch):
+    """timm's registered builders (`resnet18`, `resnet50`, ...) all return one private builder: its
+    returns are traced once for each depth it is reached at, and each caller gets a list of its own."""
+    from dpcheck.analysis import wrapping
+
+    traced = []
+    real = wrapping._trace_returns
+
+    def counting(fn, ctx, depth):
+        traced.append((fn.name, depth))
+        return real(fn, ctx, depth)
+
+    monkeypatch.setattr(wrapping, "_trace_returns", counting)
+    text = """
+        import torch.nn as nn
+        from nets import Backbone
+
+        class Net(nn.Module):
+            pass
+
+        def _create(p):
+            return Net(Backbone())
+    """ + "".join(f"""
+        def net{i}(p):
+            return _create(p)
+    """ for i in range(5))
+    ctx = file_context(text)
+    returns = wrapping.function_returns(ctx)
+    assert returns == {f"m.{name}": ["m.Net", "part:nets.Backbone"] for name in ["_create"] + [f"net{i}" for i in range(5)]}
+    assert sorted(traced) == sorted([("_create", 0), ("_create", 1)] + [(f"net{i}", 0) for i in range(5)])
+    first = wrapping._returns_of(ctx.module_functions["_create"], ctx, 1)
+    first.append("changed")
+    assert wrapping._returns_of(ctx.module_functions["_create"], ctx, 1) == ["m.Net", "part:nets.Backbone"]
+
+
 def test_wrap_candidates_of_builders_and_registries_and_what_stays_unresolved():
     result = _summary("""
         import torch

@@ -425,7 +425,23 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
 
 
 def _returns_of(fn: ast.FunctionDef, ctx: FileContext, depth: int) -> list[str] | None:
-    """The leaves of every return of a function (None when one is not traced, or none returns a value)."""
+    """The leaves of every return of a function (None when one is not traced, or none returns a value).
+    Once per function and depth in a file: a model library's registered builders all return the
+    same few private builders (timm's `resnet50` -> `_create_resnet`), traced again for each."""
+    traced = ctx.fact(_traced_returns)
+    key = (fn, depth)
+    if key not in traced:
+        traced[key] = _trace_returns(fn, ctx, depth)
+    found = traced[key]
+    return None if found is None else list(found)
+
+
+def _traced_returns(ctx: FileContext) -> dict[tuple[ast.FunctionDef, int], tuple[str, ...] | None]:
+    """The memo of ``_returns_of``: (function, depth) -> its leaves."""
+    return {}
+
+
+def _trace_returns(fn: ast.FunctionDef, ctx: FileContext, depth: int) -> tuple[str, ...] | None:
     found: list[str] = []
     returned = False
     for stmt in _scope_statements(fn.body):
@@ -435,7 +451,7 @@ def _returns_of(fn: ast.FunctionDef, ctx: FileContext, depth: int) -> list[str] 
                 return None
             returned = returned or bool(leaves)
             found += leaves
-    return found if returned else None
+    return tuple(found) if returned else None
 
 
 def _scope_statements(body: list[ast.stmt]):
