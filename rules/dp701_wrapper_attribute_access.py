@@ -7,8 +7,10 @@ by a builder (in this file or another scanned one), passed as an argument
 (`train(model)`), kept in `self.model` (also by a base class of this file, for the methods of
 a subclass that inherits the wrapping method), or narrowed by `isinstance(model, nn.DataParallel)`.
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
-... `else: model.classifier`) is not the wrapper, and a read under `if hasattr(model,
-"set_scale"):` cannot raise. A function that returns `<wrapper>.module` on its wrapped path
+... `else: model.classifier`) is not the wrapper, also where the wrap sits under a second test
+and a `.cuda()` rebinds the name after it; a read under `if hasattr(model,
+"set_scale"):` cannot raise, nor one under `if hasattr(model, "fc2"):` (a name the wrapper
+lacks, so the test fails for it) whose else arm uses `model.module`. A function that returns `<wrapper>.module` on its wrapped path
 (`return self.model.module if n_gpu > 1 else self.model`) gives the bare model. An attribute the
 script sets on the wrapper itself (`model.optimize = False` after wrapping) is the wrapper's: it
 is read back without error, also by a function the wrapper is passed to. Where the wrap, the
@@ -117,6 +119,9 @@ class WrapperAttributeAccess(Rule):
             lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts) if wrap is not None else ()
             if lacks is None:
                 continue  # the wrapper's own class defines it
+            if wrap is not None and _told_apart_by_hasattr(node, facts, functools.partial(
+                    _surely_lacked, source=wrap.source, ctx=ctx, facts=facts, stored_on_wrapper=stored_on_wrapper)):
+                continue  # `if hasattr(net, "fc2"):` holds only for the bare model: the wrapper has no fc2
             if wrap is not None and _misspells_module(node.attr):
                 # `model.moduel`: the hazard is the typo, and `model.module.moduel` would keep it.
                 fix = self.offer_fix("Spell it `module`", Applicability.UNSAFE, rename="module")
@@ -249,7 +254,7 @@ def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
     text = _text(node.value)
     if text is None:
         return False
-    checks = functools.partial(_checks_hasattr, text=text, attr=node.attr)
+    checks = functools.partial(_checks_hasattr, text=text, attr=lambda name: name == node.attr)
     child, cur = node, facts.parent(node)
     while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
         if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
@@ -263,13 +268,43 @@ def _hasattr_guarded(node: ast.Attribute, facts) -> bool:
     return False
 
 
-def _checks_hasattr(test, text: str, attr: str) -> bool:
-    """Does ``test`` establish `hasattr(text, attr)` (alone or as a conjunct of an `and`)?"""
+def _surely_lacked(name: str, source, ctx, facts, stored_on_wrapper) -> bool:
+    """Does the wrapper ``source`` builds lack ``name`` on every condition: not nn.Module's or
+    DataParallel's API, not set on the wrapper by the script, not defined by its class?"""
+    return name not in MODULE_API and not name.startswith("__") and name not in stored_on_wrapper \
+        and _wrapper_lacks(source, name, ctx, facts) == ()
+
+
+def _told_apart_by_hasattr(node: ast.Attribute, facts, lacked) -> bool:
+    """Is `x.attr` read in the body of `if hasattr(x, "<name>"):` for a name the wrapper lacks
+    (``lacked``), whose else arm reaches the model through `x.module`? The test fails for the
+    wrapper, and the code handles the wrapped case in the other arm (3D-FoodCalorie's `if hasattr(net,
+    'fc2'): net.get_last_shared_layer() else: net.module.get_last_shared_layer()`). Without such
+    an else arm the body is skipped silently under DataParallel, which stays reported."""
+    text = _text(node.value)
+    if text is None:
+        return False
+    child, cur = node, facts.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        if isinstance(cur, (ast.If, ast.IfExp)) and child is not cur.test:
+            in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
+            orelse = cur.orelse if isinstance(cur.orelse, list) else [cur.orelse]
+            if in_body and _checks_hasattr(cur.test, text, lacked) and any(
+                    isinstance(n, ast.Attribute) and n.attr == "module" and _text(n.value) == text
+                    for arm in orelse for n in ast.walk(arm)):
+                return True
+        child, cur = cur, facts.parent(cur)
+    return False
+
+
+def _checks_hasattr(test, text: str, attr) -> bool:
+    """Does ``test`` establish `hasattr(text, name)` for a name ``attr`` accepts (alone or as a
+    conjunct of an `and`)?"""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return any(_checks_hasattr(v, text, attr) for v in test.values)
     return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "hasattr" \
         and len(test.args) == 2 and _text(test.args[0]) == text \
-        and isinstance(test.args[1], ast.Constant) and test.args[1].value == attr
+        and isinstance(test.args[1], ast.Constant) and isinstance(test.args[1].value, str) and attr(test.args[1].value)
 
 
 def _misspells_module(attr: str) -> bool:

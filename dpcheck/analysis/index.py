@@ -70,6 +70,8 @@ class ClassIndex:
         self.aliases: dict[str, str] = {}  # "pkg.models.Block" -> "pkg.models.block.Block"
         by_tail: dict[str, list[str]] = {}
         self._by_tail = by_tail
+        # Indexed modules by their last dotted part, for re-exports scanned from another root.
+        self._modules_by_leaf: dict[str, list[str]] = {}
         self._memo: dict[str, bool] = {}
         self.builders: dict[str, list[str]] = {}
         self._wrapped_names: set[str] = set()
@@ -130,6 +132,7 @@ class ClassIndex:
 
     def _add(self, result: FileResult) -> None:
         self._loaded.add(result.module)
+        self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], []).append(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
             self._by_tail.setdefault(_tail(cls.qualname), []).append(cls.qualname)
@@ -220,9 +223,23 @@ class ClassIndex:
                 name = self.aliases[name]
                 continue
             break
-        # Scanned from a different root than the imports assume: match `module.Class` uniquely.
+        # Scanned from a different root than the imports assume: match `module.Class` uniquely,
+        # or a re-export `package.Class` uniquely (`from torchmeta.modules import DataParallel`
+        # with `torchmeta/__init__.py` outside the scan: the package's module is `modules`).
         candidates = self._by_tail.get(_tail(name), [])
-        return candidates[0] if len(candidates) == 1 else None
+        if len(candidates) == 1:
+            return candidates[0]
+        if candidates:
+            return None
+        package, _, simple = name.rpartition(".")
+        leaf = package.rpartition(".")[2]
+        exports = [key for module in self._modules_by_leaf.get(leaf, ())
+                   for key in [f"{module}.{simple}"] if key in self.aliases and key != name]
+        if len(exports) == 1:
+            target = self.aliases[exports[0]]
+            candidates = [target] if target in self.bases else self._by_tail.get(_tail(target), [])
+            return candidates[0] if len(candidates) == 1 else None
+        return None
 
     def is_module(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         if name in MODULE_BASES or is_torch_nn_class(name):

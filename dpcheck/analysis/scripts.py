@@ -20,7 +20,9 @@ one (`train(model)`, `train(model=model)`, `Trainer(model)` for `__init__`), and
 holds one in every method of the class when any method assigns one to it. Inside
 `if isinstance(m, nn.DataParallel):` (or `hasattr(m, "module")`) `m` is a wrapper; in its
 `else` it is not; a use in the arm opposite to the one that wrapped (same test, or a
-contradicting one) does not see that wrapper.
+contradicting one) does not see that wrapper, nor a rebinding of it (`model = model.cuda()` after
+`if multi_gpu: model = DataParallel(model)`, outside that `if`), which holds a wrapper only where
+the assignment it rebinds wrapped.
 
 Cross-file conditions are strings in a finding's ``requires`` that the project index
 settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) and
@@ -84,6 +86,11 @@ class Wrap:
     # For a parameter: every call site of this file that passes it a wrapper, with the number of
     # leading parameters the call binds itself (`self`).
     sites: tuple[tuple[ast.Call, int], ...] = ()
+    # For a rebinding of a name that holds a wrapper (`model = model.cuda()` after `if multi_gpu:
+    # model = DataParallel(model)`): the assignments that wrapped it, followed back through such
+    # rebindings. It holds a wrapper only where one of them ran (empty: not a rebinding, or one of
+    # a parameter's wrapper).
+    roots: tuple[ast.AST, ...] = ()
 
     @property
     def call(self) -> ast.AST:
@@ -363,8 +370,26 @@ class ScriptFacts:
                             and not self._conditionally_rewrapped(later, node, text):
                         end = later.lineno
                         break
-                wraps.append(Wrap(text, source, self.scope_of(node, attribute), node.lineno, end, node))
+                wraps.append(Wrap(text, source, self.scope_of(node, attribute), node.lineno, end, node,
+                                  roots=self._rebinding_roots(self._value_for(node, text))))
         return wraps
+
+    def _rebinding_roots(self, value: ast.AST | None) -> tuple[ast.AST, ...]:
+        """The wrapping assignments a value that rebinds a name holding a wrapper (`model.cuda()`,
+        `model`) holds it from, through earlier rebindings; empty for any other value, or where one
+        of them is a parameter's wrapper (its call sites decide)."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in _SELF_RETURNING:
+            value = value.func.value
+        text = target_text(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        if text is None or not hasattr(value, "lineno"):
+            return ()
+        roots: list[ast.AST] = []
+        for wrap in self._reaching_wraps(value, text):
+            if wrap.parameter or wrap.origin is None:
+                return ()
+            roots.extend(wrap.roots or (wrap.origin,))
+        return tuple(dict.fromkeys(roots))
 
     def _conditionally_rewrapped(self, later: ast.AST, node: ast.AST, text: str) -> bool:
         """Is ``later`` `text = DistributedDataParallel(text, ...)` under an `if` that does not also
@@ -562,6 +587,8 @@ class ScriptFacts:
                     continue  # a different local of the same name
             if wrap.origin is not None and self.exclusive(wrap.origin, node):
                 continue
+            if wrap.roots and all(self.exclusive(root, node) for root in wrap.roots):
+                continue  # `model = model.cuda()` holds the wrapper only where `if multi_gpu:` wrapped it
             yield wrap
 
     def _in_subclass_of(self, node: ast.AST, scope: ast.AST, origin: ast.AST | None) -> bool:
