@@ -243,10 +243,8 @@ def test_a_file_that_could_not_be_compared_is_never_reported_clean(project):
     assert "DP003" not in run_cli("wrapper.py", "--no-cache", cwd=project).stdout
 
 
-def test_synthesized_inputs_and_missing_examples(project):
-    (project / "synth.py").write_text(textwrap.dedent('''
-        import torch.nn as nn
-
+# A model with no arguments whose forward keeps a call count (DP101, confirmed when it runs).
+COUNTING_NET = '''
         class Net(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -256,7 +254,13 @@ def test_synthesized_inputs_and_missing_examples(project):
             def forward(self, x):
                 self.calls += 1
                 return self.fc(x)
+'''
 
+
+def test_synthesized_inputs_and_missing_examples(project):
+    (project / "synth.py").write_text(textwrap.dedent('''
+        import torch.nn as nn
+''' + COUNTING_NET + '''
         class NeedsArgs(nn.Module):
             def __init__(self, width):
                 super().__init__()
@@ -289,17 +293,7 @@ def test_a_dataparallel_subclass_is_a_wrapper_not_a_model_to_run(project):
                     return getattr(self.module, name)
     '''
     (project / "parallel.py").write_text(textwrap.dedent(wrapper))
-    (project / "both.py").write_text(textwrap.dedent(wrapper + '''
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(4, 4)
-                self.calls = 0
-
-            def forward(self, x):
-                self.calls += 1
-                return self.fc(x)
-    '''))
+    (project / "both.py").write_text(textwrap.dedent(wrapper + COUNTING_NET))
     results = json.loads(run_cli("parallel.py", "both.py", "--confirm", "--backend", "emulated", "--output-format",
                                  "json", "--no-cache", cwd=project).stdout)
     assert not [f for f in results if f["code"] == "DP003"], results
