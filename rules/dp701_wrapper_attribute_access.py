@@ -230,7 +230,7 @@ def _conditional_in_shared_loop(read, store, ctx) -> bool:
     """Is there a loop around both ``read`` and ``store`` inside which ``read`` is conditional?"""
     loop = ctx.enclosing(read, _LOOPS)
     while loop is not None:
-        if _within(store, loop, ctx):
+        if ctx.tree_index.contains(loop, store):
             cur = ctx.enclosing(read, _CONDITIONALS + _LOOPS)
             while cur is not None and cur is not loop:
                 if isinstance(cur, _CONDITIONALS):
@@ -239,13 +239,6 @@ def _conditional_in_shared_loop(read, store, ctx) -> bool:
             return False
         loop = ctx.enclosing(loop, _LOOPS)
     return False
-
-
-def _within(node, outer, ctx) -> bool:
-    cur = ctx.enclosing(node, type(outer))
-    while cur is not None and cur is not outer:
-        cur = ctx.enclosing(cur, type(outer))
-    return cur is outer
 
 
 def _hasattr_guarded(node: ast.Attribute, facts) -> bool:

@@ -779,9 +779,7 @@ class ScriptFacts:
 
     def _within(self, node: ast.AST, outer: ast.AST) -> bool:
         """Is ``node`` in the subtree of ``outer``?"""
-        index = self.ctx.tree_index
-        start, here = index.position.get(outer), index.position.get(node)
-        return start is not None and here is not None and start <= here < start + index.size[start]
+        return self.ctx.tree_index.contains(outer, node)
 
     def _inside(self, node: ast.AST, scope: ast.AST) -> bool:
         if scope is self.ctx.tree:
@@ -1095,16 +1093,16 @@ def _evaluates_only(ctx: FileContext) -> bool:
         first_held[w.name] = min(w.start, first_held.get(w.name, w.start))
     local = {node.name for node in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
     for call in ctx.nodes(ast.Call):
-        if id(call) in bound or _dotted_name(call.func) in _INSPECTIONS:
+        if id(call) in bound or target_text(call.func) in _INSPECTIONS:
             continue
-        callee = call.func.attr if isinstance(call.func, ast.Attribute) and _dotted_name(call.func.value) == "self" \
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) and target_text(call.func.value) == "self" \
             else call.func.id if isinstance(call.func, ast.Name) else None
         if callee in local:
             continue  # this file's own code, which holds no training step
         for value in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(value, ast.Starred):
                 value = value.value
-            name = _dotted_name(value)
+            name = target_text(value)
             if name in first_held and call.lineno >= first_held[name]:
                 return False
     return True
@@ -1112,15 +1110,6 @@ def _evaluates_only(ctx: FileContext) -> bool:
 
 # Calls that only look at a model they are handed.
 _INSPECTIONS = frozenset({"print", "isinstance", "type", "id", "len", "repr", "str", "hasattr", "getattr"})
-
-
-def _dotted_name(node: ast.AST) -> str | None:
-    """`model` or `self.model` (the form a Wrap's name takes), else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-        return f"{node.value.id}.{node.attr}"
-    return None
 
 
 def mentions_script_token(ctx: FileContext) -> bool:

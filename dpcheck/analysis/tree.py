@@ -347,6 +347,11 @@ class TreeIndex:
         start = self.position[node]
         return self.order[start:start + self.size[start]]
 
+    def contains(self, outer: ast.AST, node: ast.AST) -> bool:
+        """Is ``node`` in the subtree of ``outer`` (``outer`` itself included)?"""
+        start, here = self.position.get(outer), self.position.get(node)
+        return start is not None and here is not None and start <= here < start + self.size[start]
+
     def nodes_within(self, node: ast.AST, node_type: type) -> list[ast.AST]:
         """The nodes of ``node_type`` in ``node``'s subtree (itself included), in preorder."""
         start = self.position[node]
