@@ -278,6 +278,17 @@ def test_synthesized_inputs_and_missing_examples(project):
     assert by_row[21]["status"] == "not-run" and "needs arguments (width)" in by_row[21]["evidence"]
 
 
+def _confirmed_findings(project, paths: tuple[str, ...], reported_in: str) -> list[dict]:
+    """Run `--confirm` on the emulation over ``paths``; assert no file got DP003 and every finding
+    in the file whose name ends with ``reported_in`` (there is one) was confirmed; return those."""
+    results = json.loads(run_cli(*paths, "--confirm", "--backend", "emulated", "--output-format", "json",
+                                 "--no-cache", cwd=project).stdout)
+    assert not [f for f in results if f["code"] == "DP003"], results
+    findings = [f for f in results if f["filename"].endswith(reported_in)]
+    assert findings and all(f["confirmation"]["status"] == "confirmed" for f in findings), findings
+    return findings
+
+
 def test_a_dataparallel_subclass_is_a_wrapper_not_a_model_to_run(project):
     # The harness wraps each model in DataParallel itself; a project's subclass of it needs the
     # model it wraps and is not one: a file of wrappers only has nothing to run (no DP003), and
@@ -294,12 +305,58 @@ def test_a_dataparallel_subclass_is_a_wrapper_not_a_model_to_run(project):
     '''
     (project / "parallel.py").write_text(textwrap.dedent(wrapper))
     (project / "both.py").write_text(textwrap.dedent(wrapper + COUNTING_NET))
-    results = json.loads(run_cli("parallel.py", "both.py", "--confirm", "--backend", "emulated", "--output-format",
-                                 "json", "--no-cache", cwd=project).stdout)
-    assert not [f for f in results if f["code"] == "DP003"], results
-    findings = [f for f in results if f["filename"].endswith("both.py")]
-    assert findings and all(f["confirmation"]["status"] == "confirmed" for f in findings), findings
+    findings = _confirmed_findings(project, ("parallel.py", "both.py"), "both.py")
     assert all("PatchedDataParallel" not in f["confirmation"]["evidence"] for f in findings)
+
+
+def test_a_base_class_without_forward_is_not_a_model_to_run(project):
+    # A base class that defines no forward (its subclasses do) raises NotImplementedError on any
+    # device: it is not run, so a file of such bases has nothing to run (no DP003), and next to a
+    # model only the model runs.
+    base = '''
+        import torch.nn as nn
+
+        class ModelBase(nn.Module):
+            @property
+            def device(self):
+                return next(self.parameters()).device
+    '''
+    (project / "base.py").write_text(textwrap.dedent(base))
+    (project / "both.py").write_text(textwrap.dedent(base + '''
+        class Net(ModelBase):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x.to(self.device))
+    '''))
+    findings = _confirmed_findings(project, ("base.py", "both.py"), "both.py")
+    assert all("ModelBase" not in f["confirmation"]["evidence"] for f in findings)
+
+
+def test_a_model_in_a_package_init_is_imported_under_the_package_name(project):
+    # `src/pkg/__init__.py` is the module `pkg`, imported from the folder above `pkg/` (here not
+    # the working folder); a model there runs like any other file's.
+    package = project / "src" / "pkg"
+    package.mkdir(parents=True)
+    (package / "layers.py").write_text("import torch.nn as nn\n\nWIDTH = 4\n")
+    (package / "__init__.py").write_text(textwrap.dedent('''
+        import torch.nn as nn
+
+        from pkg.layers import WIDTH
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(WIDTH, WIDTH)
+                self.calls = 0
+
+            def forward(self, x):
+                self.calls += 1
+                return self.fc(x)
+    '''))
+    _confirmed_findings(project, ("src/pkg",), "__init__.py")
 
 
 def test_examples_and_timeout_come_from_each_files_own_configuration(project):

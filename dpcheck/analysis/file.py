@@ -351,6 +351,9 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
             result.returns = function_returns(ctx)
         if "Parallel" in text:
             result.dataparallel_attributes = dataparallel_attributes(ctx)
+        # and which of its classes' properties take `next(self.parameters())` (a mixin without
+        # torch's name: a model class of another file that reads the property in forward learns it here).
+        summarize_parameter_properties(ctx, result)
         return result
     try:
         _run_rules(ctx, rules, result)

@@ -41,7 +41,8 @@ def load_module(path: Path):
         spec.loader.exec_module(module)
         return module
     dotted = module_name_for(path)
-    root = Path(os.path.abspath(path)).parents[dotted.count(".")]
+    # A package's `__init__.py` is named by its folder: the root is one level further up.
+    root = Path(os.path.abspath(path)).parents[dotted.count(".") + (path.stem == "__init__")]
     sys.path.insert(0, str(root))
     return importlib.import_module(dotted)
 
@@ -80,13 +81,15 @@ def _with_batch(fn):
 
 
 def _module_classes(module):
-    """The file's own nn.Module classes, less DataParallel's and DistributedDataParallel's
-    subclasses: those wrap a model (the harness wraps each model itself), they are not one."""
+    """The file's own nn.Module classes that can run: less DataParallel's and
+    DistributedDataParallel's subclasses (those wrap a model, and the harness wraps each model
+    itself) and base classes that define no forward anywhere below nn.Module (calling one raises
+    NotImplementedError on any device: their subclasses are the models)."""
     import torch
     wrappers = (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)
     return [(name, obj) for name, obj in vars(module).items()
             if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and not issubclass(obj, wrappers)
-            and obj.__module__ == module.__name__]
+            and obj.forward is not torch.nn.Module.forward and obj.__module__ == module.__name__]
 
 
 def run_file(file: str, backend_name: str, devices: int | None, examples: str | None) -> dict:
