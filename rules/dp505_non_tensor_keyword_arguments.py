@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.dataflow import is_true, keyword
 from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
@@ -75,10 +76,10 @@ class NonTensorKeywordArguments(Rule):
             wrap = facts.wrap_for(call.func)
             if wrap is None or "scatter" in wrap.source.note:
                 continue  # not a wrapper, or one whose own scatter decides
-            constants = [k for k in call.keywords if _constant(k.value, call, ctx, facts)]
+            constants = [k for k in call.keywords if _constant(k.value, call, ctx)]
             if len(constants) != len(call.keywords):
                 continue  # a tensor keyword splits with the batch
-            loader = _loader_of(call, ctx, facts)
+            loader = _loader_of(call, ctx)
             if loader is not None and is_true(keyword(loader, "drop_last")) and not _batch_of_one(loader):
                 continue
             names = ", ".join(f"`{k.arg}=`" for k in call.keywords)
@@ -102,54 +103,19 @@ class NonTensorKeywordArguments(Rule):
                                  requires=wrap.requires + stock)
 
 
-def _constant(node, call, ctx, facts, depth=0) -> bool:
-    """A value that can never be a tensor: a literal, or a name last bound to one."""
+def _constant(node, call, ctx, depth=0) -> bool:
+    """A value that can never be a tensor: a literal, or a name whose binding reaching the call is one."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
         return True
     if isinstance(node, ast.Name) and depth == 0:
-        value = _last_binding(node.id, call, ctx, facts)
-        return value is not None and _constant(value, call, ctx, facts, depth + 1)
+        binding = reaching_assignment(ctx, node.id, call, module_fallback=True)
+        return binding is not None and _constant(binding.value, call, ctx, depth + 1)
     return False
 
 
-def _last_binding(name, at, ctx, facts):
-    """The value last assigned to ``name`` before ``at`` in its function, else at module level
-    (a constant); None when it is a parameter, or a loop/with/augmented target there."""
-    scope = facts.scope_of(at)
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        args = scope.args
-        if name in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
-            return None
-    for where in ([scope, ctx.tree] if scope is not ctx.tree else [ctx.tree]):
-        values, other = [], False
-        for node in ctx.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With):
-            if facts.scope_of(node) is not where:
-                continue
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                if where is not scope or node.lineno < at.lineno:
-                    values.append(node.value)
-            elif any(isinstance(t, ast.Name) and t.id == name for t in _targets(node)):
-                other = True
-        if other:
-            return None
-        if values:
-            return values[-1] if where is scope else (values[0] if len(values) == 1 else None)
-    return None
-
-
-def _targets(node):
-    if isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-        return [node.target]
-    if isinstance(node, ast.For):
-        return list(ast.walk(node.target))
-    if isinstance(node, ast.With):
-        return [n for item in node.items if item.optional_vars is not None for n in ast.walk(item.optional_vars)]
-    return []
-
-
-def _loader_of(call, ctx, facts):
+def _loader_of(call, ctx):
     """The `DataLoader(...)` construction the `for` loop around ``call`` iterates, if this file shows it."""
     cur = ctx.enclosing(call, (ast.For, ast.AsyncFor))
     if cur is None:
@@ -162,7 +128,7 @@ def _loader_of(call, ctx, facts):
         elif isinstance(source, (ast.ListComp, ast.GeneratorExp)) and len(source.generators) == 1:
             source = source.generators[0].iter  # `[batch for batch in loader]`: one item per batch
         elif isinstance(source, ast.Name):
-            binding = _binding_before(source.id, at, ctx, facts)
+            binding = reaching_assignment(ctx, source.id, at, module_fallback=True)
             if binding is None:
                 return None
             source, at = binding.value, binding
@@ -171,14 +137,6 @@ def _loader_of(call, ctx, facts):
     if isinstance(source, ast.Call) and (ctx.resolve(source.func) or "").endswith("DataLoader"):
         return source
     return None
-
-
-def _binding_before(name, at, ctx, facts):
-    """The assignment whose value ``name`` holds at ``at`` (see ``_last_binding``)."""
-    value = _last_binding(name, at, ctx, facts)
-    if value is None:
-        return None
-    return next((n for n in ctx.nodes(ast.Assign) if n.value is value), None)
 
 
 def _batch_of_one(loader) -> bool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_assignment, reaching_binding
 from dpcheck.analysis.context import code_names
 from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
@@ -96,7 +97,7 @@ class GraphObjectArgument(Rule):
             if any(name.startswith(_GRAPH_LIBRARIES) for name in subclasses):
                 continue  # the graph library's own wrapper scatters its objects
             for arg in [*call.args, *(k.value for k in call.keywords)]:
-                why = _graph_object(arg, call, ctx, facts, _FOLLOW_STEPS)
+                why = _graph_object(arg, call, ctx, _FOLLOW_STEPS)
                 if why is None:
                     continue
                 # A DataParallel subclass of another file: only where it keeps the stock scatter.
@@ -109,7 +110,7 @@ class GraphObjectArgument(Rule):
                 break
 
 
-def _graph_object(node, at, ctx, facts, steps) -> str | None:
+def _graph_object(node, at, ctx, steps) -> str | None:
     """Why ``node``, read at ``at``, holds a graph object, or None when the file does not show one."""
     shown = node
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -122,17 +123,17 @@ def _graph_object(node, at, ctx, facts, steps) -> str | None:
         return None
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
             and isinstance(node.slice.value, int) and not isinstance(node.slice.value, bool):
-        dataset = _bound_value(node.value, at, ctx, facts, steps)
+        dataset = _bound_value(node.value, at, ctx, steps)
         if isinstance(dataset, ast.Call) and (ctx.resolve(dataset.func) or "").startswith(_GRAPH_DATASETS):
             return f"`{_short(shown)}` (a `Data` item of a torch_geometric dataset)"
         return None
     if isinstance(node, ast.Name) and steps > 0:
-        loader = _loop_loader(node, at, ctx, facts, steps)
+        loader = _loop_loader(node, at, ctx, steps)
         if loader is not None:
             return f"`{node.id}` (a batch of the graph loader on line {loader.lineno})"
-        value = _bound_value(node, at, ctx, facts, steps)
+        value = _bound_value(node, at, ctx, steps)
         if value is not None:
-            why = _graph_object(value, value, ctx, facts, steps - 1)
+            why = _graph_object(value, value, ctx, steps - 1)
             if why is not None:
                 return f"`{node.id}`, bound to {why},"
     return None
@@ -143,51 +144,21 @@ def _short(node) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _bound_value(node, at, ctx, facts, steps):
-    """The value a name holds at ``at``: its last plain assignment before ``at`` in the same scope
-    (else the module's only one), or None (a parameter, a loop or `with` target, a rebinding)."""
+def _bound_value(node, at, ctx, steps):
+    """The value of the plain assignment of a name that reaches ``at`` (else the module's only one),
+    or None (a parameter, a loop or `with` target, a rebinding, bindings on several paths)."""
     if not isinstance(node, ast.Name) or steps <= 0:
         return None
-    scope = facts.scope_of(at)
-    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        args = scope.args
-        if node.id in {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}:
-            return None
-    for where in ([scope, ctx.tree] if scope is not ctx.tree else [ctx.tree]):
-        values = []
-        for stmt in ctx.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With):
-            if facts.scope_of(stmt) is not where or not any(
-                    isinstance(t, ast.Name) and t.id == node.id for t in _targets(stmt)):
-                continue
-            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
-                    or not isinstance(stmt.targets[0], ast.Name):
-                return None  # bound otherwise too (a loop, a tuple, an augmented assignment)
-            if where is not scope or stmt.lineno < at.lineno:
-                values.append(stmt.value)
-        if values:
-            return values[-1] if where is scope else (values[0] if len(values) == 1 else None)
-    return None
+    binding = reaching_assignment(ctx, node.id, at, module_fallback=True)
+    return binding.value if binding is not None else None
 
 
-def _targets(stmt):
-    if isinstance(stmt, ast.Assign):
-        return [n for t in stmt.targets for n in ast.walk(t)]
-    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-        return [stmt.target]
-    if isinstance(stmt, ast.For):
-        return list(ast.walk(stmt.target))
-    return [n for item in stmt.items if item.optional_vars is not None for n in ast.walk(item.optional_vars)]
-
-
-def _loop_loader(name, at, ctx, facts, steps):
+def _loop_loader(name, at, ctx, steps):
     """The graph loader construction whose batches the `for` loop around ``at`` binds to ``name``
-    (`for data in loader`, `for i, data in enumerate(tqdm(loader))`), or None."""
-    loop = ctx.enclosing(at, (ast.For, ast.AsyncFor))
-    while loop is not None:
-        if any(isinstance(n, ast.Name) and n.id == name.id for n in ast.walk(loop.target)):
-            break
-        loop = ctx.enclosing(loop, (ast.For, ast.AsyncFor))
-    if loop is None:
+    (`for data in loader`, `for i, data in enumerate(tqdm(loader))`), when that binding is the one
+    reaching ``at`` (not `batch = batch.x` before it), or None."""
+    loop = reaching_binding(ctx, name.id, at, module_fallback=True)
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return None
     source, target = loop.iter, loop.target
     for _ in range(_FOLLOW_STEPS + 2):
@@ -199,15 +170,11 @@ def _loop_loader(name, at, ctx, facts, steps):
                 source = source.args[0]
                 continue
         if isinstance(source, ast.Name):
-            source = _bound_value(source, loop, ctx, facts, steps)
+            source = _bound_value(source, loop, ctx, steps)
             continue
         break
     if not (isinstance(target, ast.Name) and target.id == name.id and isinstance(source, ast.Call)):
         return None
-    if any(loop.lineno < stmt.lineno <= at.lineno and stmt.end_lineno <= loop.end_lineno
-           and any(isinstance(t, ast.Name) and t.id == name.id for t in _targets(stmt))
-           for stmt in ctx.nodes(ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)):
-        return None  # rebound in the loop before the call (`batch = batch.x`)
     loader = ctx.resolve(source.func) or ""
     if loader.startswith(_GRAPH_LOADER_MODULES) and loader.endswith("Loader") \
             and loader.rpartition(".")[2] not in _LIST_LOADERS:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import argument, is_batch_tensor, statement_block
 from dpcheck.analysis.outputs import is_loss_module
@@ -278,13 +279,12 @@ def _selected_by_mask(receiver, call, fn) -> bool:
     a comparison, its `~`, `&`, `|`, or `.any`/`.all`/`.max`/`.min` over a dim of such): boolean
     indexing flattens the dims the mask covers into one of the selected elements, so the leading
     dim of the squeezed value counts matches across the replica's chunk, not its samples. The
-    receiver is such an indexing, or a name whose binding that reaches the call (the last one before
-    it in a block that holds the call) is."""
+    receiver is such an indexing, or a name whose binding that reaches the call is."""
     masks = _boolean_names(fn)
     if not masks:
         return False
     if isinstance(receiver, ast.Name):
-        binding = _reaching_binding(receiver.id, call, fn)
+        binding = reaching_assignment(fn, receiver.id, call)
         receiver = binding.value if binding is not None else None
     return isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.Name) \
         and receiver.slice.id in masks
@@ -334,27 +334,6 @@ def _is_mask(value, masks: set[str]) -> bool:
             and value.func.attr in _BOOLEAN_REDUCTIONS and (value.args or value.keywords):
         return _is_mask(value.func.value, masks)  # over a dim: a mask of the other dims
     return False
-
-
-def _reaching_binding(name: str, call, fn) -> ast.Assign | None:
-    """The last `name = ...` before ``call`` in a statement list that holds ``call``'s statement
-    (or an enclosing one), with no other binding of ``name`` between them; None if unclear."""
-    stmt = call
-    while stmt is not None and not isinstance(stmt, ast.stmt):
-        stmt = fn.parent(stmt)
-    # (Not up through an except clause: which of its try's statements ran before it is not known.)
-    while isinstance(stmt, ast.stmt) and stmt is not fn.node:
-        block = statement_block(fn, stmt)
-        if block is None:
-            return None
-        for earlier in reversed(block[:block.index(stmt)]):
-            if _rebinds(earlier, name):
-                return earlier
-            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                   for n in ast.walk(earlier)):
-                return None  # bound in a nested statement or a tuple: which value reaches is unclear
-        stmt = fn.parent(stmt)
-    return None
 
 
 def _masks_of(squeezed, fn) -> set[str]:

@@ -15,10 +15,11 @@ Flags a BatchNorm layer that normalises a globally pooled map:
   every value;
 - in forward's code, a BatchNorm attribute of the class called on a pool's output (a pool attribute
   to size 1, `F.adaptive_avg_pool2d(x, 1)`, or `F.avg_pool2d(x, x.size()[2:])`, a window as large as
-  the map), followed through straight-line assignments, reshapes (`view(b, -1)`, `flatten(1)`,
+  the map), followed through the assignments that reach the call, reshapes (`view(b, -1)`, `flatten(1)`,
   `torch.flatten(x, 1)`) and layer attributes of the kinds above: the BNNeck of re-ID heads
-  (`feat = self.bottleneck(self.gap(x).view(b, -1))`). A name bound in a branch the call is not
-  in, or in a loop, is not followed.
+  (`feat = self.bottleneck(self.gap(x).view(b, -1))`), also one pooled stripe per iteration of a
+  loop. A name that may hold other values at the call (bound in a branch the call is not in, or
+  later in its loop) is not followed.
 
 ## Why is this bad?
 The pooled map holds one value per channel per sample, so BatchNorm in training normalises over
@@ -44,8 +45,9 @@ import ast
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.dataflow import parameter_defaults, statement_block
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
 from dpcheck.analysis.torch_api import BATCHNORM_LAYERS
 from dpcheck.findings import Severity
@@ -280,7 +282,7 @@ def _pooled(node: ast.AST, fn, model, layers: _Layers, steps: int, at: ast.stmt 
     if steps <= 0:
         return None
     if isinstance(node, ast.Name):
-        binding = _binding_before(fn, node.id, at)
+        binding = reaching_assignment(fn, node.id, at)
         if binding is None:
             return None
         return _pooled(binding.value, fn, model, layers, steps - 1, binding)
@@ -306,36 +308,6 @@ def _pooled(node: ast.AST, fn, model, layers: _Layers, steps: int, at: ast.stmt 
         return f"self.{attr}"
     if attr in layers.keeping:
         return _pooled(node.args[0], fn, model, layers, steps - 1, at)
-    return None
-
-
-def _binding_before(fn, name: str, at: ast.stmt | None) -> ast.Assign | None:
-    """The `name = value` that ``at`` reads ``name`` from, in straight-line code: every binding of the
-    name is an assignment of it alone in the block that holds ``at`` or in a block around that one,
-    outside any loop, and the nearest one before ``at`` is it. None otherwise (a parameter, a
-    binding in a branch ``at`` is not in, a tuple target)."""
-    levels = []  # (block, the statement of that block that holds `at`), innermost first
-    stmt = at
-    while stmt is not None:
-        block = statement_block(fn, stmt)
-        if block is None:
-            return None
-        levels.append((block, stmt))
-        stmt = fn.parent(stmt)
-        if stmt is fn.node:
-            break
-        if isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
-            return None  # a later binding in the loop reaches `at` on the next iteration
-    bindings = {id(s): s for block, _ in levels for s in block if isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.targets[0], ast.Name) and s.targets[0].id == name}
-    stores = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Store)]
-    if len(stores) != len(bindings):
-        return None
-    for block, holder in levels:
-        position = next(i for i, s in enumerate(block) if s is holder)
-        before = [s for s in block[:position] if id(s) in bindings]
-        if before:
-            return before[-1]
     return None
 
 
