@@ -298,16 +298,9 @@ class ModelClass:
     def classify(self, value: ast.AST, fn: FunctionInfo | None = None) -> tuple[str, set[str], set[str]]:
         """(kind, kinds of its elements if a container, unresolved module classes it needs)."""
         ctx = self.ctx
-        if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
             elements, requires = set(), set()
-            for elt in value.elts:
-                kind, _, req = self.classify(elt, fn)
-                elements.add(kind)
-                requires |= req
-            return "container", elements, requires
-        if isinstance(value, ast.Dict):
-            elements, requires = set(), set()
-            for elt in value.values:
+            for elt in value.values if isinstance(value, ast.Dict) else value.elts:
                 kind, _, req = self.classify(elt, fn)
                 elements.add(kind)
                 requires |= req

@@ -115,12 +115,7 @@ def _fix_one(path: Path, group: list[Finding], rules, unsafe, write, reanalyse, 
         outcome.diffs[name] = textedits.unified_diff(snapshot.text, text, name)
         outcome.fixed[name] = applied
         return group
-    reason = writer.writable_reason(snapshot)
-    if reason is None:
-        try:
-            writer.write(snapshot, text)
-        except writer.FixWriteError as exc:
-            reason = str(exc)
+    reason = writer.write_if_writable(snapshot, text)
     if reason is not None:
         outcome.problems[name] = reason
         return group

@@ -41,12 +41,7 @@ def add_noqa(findings: Sequence[Finding]) -> tuple[int, dict[str, str]]:
             problems[filename] = f"line(s) {', '.join(map(str, skipped))} cannot carry a comment"
         if new_text == snapshot.text:
             continue
-        reason = writer.writable_reason(snapshot)
-        if reason is None:
-            try:
-                writer.write(snapshot, new_text)
-            except writer.FixWriteError as exc:
-                reason = str(exc)
+        reason = writer.write_if_writable(snapshot, new_text)
         if reason is not None:
             problems[filename] = reason
             continue

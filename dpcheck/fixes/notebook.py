@@ -147,12 +147,7 @@ def fix_notebook(path: Path, group: list[Finding], rules: Mapping, unsafe: bool,
         outcome.diffs[name] = textedits.unified_diff(snapshot.text, new_raw, name)
         outcome.fixed[name] = applied
         return group
-    reason = writer.writable_reason(snapshot)
-    if reason is None:
-        try:
-            writer.write(snapshot, new_raw, verify=_is_json)
-        except writer.FixWriteError as exc:
-            reason = str(exc)
+    reason = writer.write_if_writable(snapshot, new_raw, verify=_is_json)
     if reason is not None:
         outcome.problems[name] = reason
         return group

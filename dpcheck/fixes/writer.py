@@ -109,6 +109,17 @@ def write(snapshot: SourceSnapshot, text: str, verify: Callable[[str], bool] = p
         raise
 
 
+def write_if_writable(snapshot: SourceSnapshot, text: str, verify: Callable[[str], bool] = parses) -> str | None:
+    """``write`` where ``writable_reason`` allows it: why the file was not written, or None."""
+    reason = writable_reason(snapshot)
+    if reason is None:
+        try:
+            write(snapshot, text, verify)
+        except FixWriteError as exc:
+            reason = str(exc)
+    return reason
+
+
 def _discard(tmp: str) -> None:
     try:
         os.unlink(tmp)
