@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.analysis.torch_api import _TENSOR_METHODS
 from dpcheck.findings import Severity
@@ -66,7 +67,7 @@ class PythonListArgument(Rule):
         for call in ctx.nodes(ast.Call):
             if facts.wrap_for(call.func) is None:
                 continue
-            lists = _ListFinder(call, ctx, facts)
+            lists = _ListFinder(call, ctx)
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 found = lists.find(arg)
                 if found is None:
@@ -82,8 +83,8 @@ class PythonListArgument(Rule):
 class _ListFinder:
     """Finds, in one argument of a wrapper call, a Python list of per-sample values."""
 
-    def __init__(self, call, ctx, facts):
-        self.call, self.ctx, self.facts = call, ctx, facts
+    def __init__(self, call, ctx):
+        self.call, self.ctx = call, ctx
 
     def find(self, node, depth=0) -> tuple[ast.AST, str] | None:
         """(the node to report, why) for the argument itself or one of its container elements."""
@@ -152,13 +153,6 @@ class _ListFinder:
         return False
 
     def _binding(self, name):
-        """The value last assigned to ``name`` before the call in the same function (or module)."""
-        scope = self.facts.scope_of(self.call)
-        best = None
-        for node in self.ctx.nodes(ast.Assign):
-            if node.lineno >= self.call.lineno or self.facts.scope_of(node) is not scope:
-                continue
-            if any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets) \
-                    and (best is None or node.lineno > best.lineno):
-                best = node
-        return best.value if best is not None else None
+        """The value of the assignment of ``name`` that reaches the call (in the call's own scope)."""
+        binding = reaching_assignment(self.ctx, name.id, self.call)
+        return binding.value if binding is not None else None
