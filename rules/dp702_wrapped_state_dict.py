@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips, strips_prefix
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, unless_wrapped
 from dpcheck.findings import Applicability, Severity
@@ -225,19 +226,15 @@ def _unwrapped_here(node, owner, facts) -> bool:
 
 
 def _unwrapped_alias(owner, node, facts, ctx) -> bool:
-    """Is ``owner`` a name last bound, before ``node`` in its scope, to the bare model behind a
-    name this file wraps: `model_to_save = model.module if hasattr(model, "module") else model`
-    (the transformers example scripts' idiom), `getattr(model, "module", model)`, `model.module`?"""
+    """Is ``owner`` a name whose binding reaching ``node`` (in its scope) is the bare model behind a
+    name this file wraps: `model_to_save = model.module if hasattr(model, "module") else model` (the
+    transformers example scripts' idiom), `getattr(model, "module", model)`, `model.module`?"""
     if not isinstance(owner, ast.Name):
         return False
-    scope = facts.scope_of(node)
-    nodes = ctx.tree_index.subtree(scope) if scope is not ctx.tree else ctx.nodes(ast.Assign)
-    bindings = [n for n in nodes if isinstance(n, ast.Assign) and n.lineno <= node.lineno and any(
-        isinstance(t, ast.Name) and t.id == owner.id for t in n.targets)]
-    if not bindings:
+    binding = reaching_assignment(ctx, owner.id, node)
+    if binding is None:
         return False
-    value = max(bindings, key=lambda n: (n.lineno, n.col_offset)).value
-    inner = _unwrapped_model(value)
+    inner = _unwrapped_model(binding.value)
     return inner is not None and _bare_model(inner, facts)
 
 
