@@ -13,6 +13,10 @@ batch of 128 computes eight 16x16 matrices, not one 128x128), and batch centerin
 subtracts a different mean on every GPU. Shapes are right; the objective is silently
 different from the single-device run.
 
+Module-level functions of the same file that forward's code calls with a batch tensor run on
+the replicas too: their reductions count (TimesNet's `FFT_for_Period(x)`, whose
+`abs(xf).mean(0)` picks the periods every sample is reshaped by, from the replica's slice).
+
 A reduction over one sample's rows of a packed tensor is per sample, not across the batch:
 `h.narrow(0, start, n).mean(0)` where `start` or `n` is bound per iteration of a loop over the
 batch (see DP404 for the lists that count as one entry per sample).
@@ -35,7 +39,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch
+from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch, passed_values
 from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
@@ -95,7 +99,7 @@ class CrossBatchComputation(Rule):
         # (A loss module's outputs are gathered only where a file wraps it: not asked, as that
         # condition would hold back its findings that in_model alone allows.)
         outputs_gathered = not loss_module and gathered_class(model)
-        for fn in model.in_forward:
+        for fn in (*model.in_forward, *_file_functions_called(model)):
             for node in fn.nodes(ast.Call, ast.BinOp):
                 if pairwise_over_batch(node, fn, resolve):
                     if not (outputs_gathered and fn is model.forward and _only_returned(node, fn, 0)):
@@ -107,12 +111,12 @@ class CrossBatchComputation(Rule):
                 name = resolve(func) or ""
                 last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
                 if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
-                        and _dim_zero(node, first_positional=0) and is_batch_tensor(func.value, fn):
+                        and _dim_zero(node, first_positional=0) and is_batch_tensor(_elementwise_operand(func.value, fn, model.ctx), fn):
                     found = self._reduction(node, f"`.{func.attr}` over dim 0", fn)
                     if found:
                         yield found
                 elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
-                        and is_batch_tensor(node.args[0], fn):
+                        and is_batch_tensor(_elementwise_operand(node.args[0], fn, model.ctx), fn):
                     found = self._reduction(node, f"`{ast.unparse(func)}` over dim 0", fn)
                     if found:
                         yield found
@@ -137,6 +141,65 @@ class CrossBatchComputation(Rule):
     def _similarity(self, node):
         return self.violation(node, "An in-batch similarity matrix in forward: each DataParallel replica "
                               "compares only its own B/N samples (fewer negatives)")
+
+
+def _file_functions_called(model) -> list:
+    """The module-level functions of this file that forward's code calls, by their plain name (no
+    local of the caller shadows it), with a batch tensor among the arguments, outside any `if`
+    (or conditional expression, `match`, `try` handler) of the caller; and those that these call
+    so, in turn. They run on every replica with its slice, on every call. A guarded call runs
+    only when its flag is set, and the flag's default usually lives in another file (a config
+    class: transformers' MoE `load_balancing_loss_func` runs only with the non-default
+    `output_router_logits`), so guarded calls are not followed."""
+    ctx = model.ctx
+    functions = ctx.module_functions
+    if not functions:
+        return []
+    found: dict[int, object] = {}
+    work = list(model.in_forward)
+    while work:
+        fn = work.pop()
+        for call in fn.nodes(ast.Call):
+            func = call.func
+            if func.__class__ is not ast.Name or func.id in fn.local_values:
+                continue
+            node = functions.get(func.id)
+            if node is None or id(node) in found or _guarded(call, fn) \
+                    or not any(is_batch_tensor(v, fn) for v in passed_values(call)):
+                continue
+            found[id(node)] = callee = ctx.function(node, None)
+            work.append(callee)
+    return list(found.values())
+
+
+_GUARDS = (ast.If, ast.IfExp, ast.Match, ast.ExceptHandler, ast.BoolOp)
+
+
+def _guarded(node, fn) -> bool:
+    """Is ``node`` inside a branch of ``fn`` that may not run (an `if` arm, a conditional
+    expression, a `match` case, an exception handler, the right of `and`/`or`)?"""
+    parent = fn.parent(node)
+    while parent is not None and parent is not fn.node:
+        if isinstance(parent, _GUARDS):
+            return True
+        parent = fn.parent(parent)
+    return False
+
+
+def _elementwise_operand(node, fn, ctx):
+    """The tensor under `abs(x)` / `torch.abs(x)` (an amplitude spectrum, `abs(torch.fft.rfft(x))`:
+    the operand's shape, batch dim first), where the builtin is not rebound in the file or the
+    function; else ``node`` itself."""
+    while isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        func = node.func
+        if func.__class__ is ast.Name:
+            if func.id != "abs" or func.id in fn.local_values or func.id in ctx.module_functions \
+                    or ctx.resolve(func) != f"{ctx.module}.abs":
+                break
+        elif ctx.resolve(func) != "torch.abs":
+            break
+        node = node.args[0]
+    return node
 
 
 _TO_PYTHON = frozenset({"tolist", "item", "numpy", "cpu"})
