@@ -3,7 +3,10 @@
 In training scripts, flags checkpoints whose two ends disagree on the `module.` prefix:
 saving the `state_dict()` of a name that holds an `nn.DataParallel` wrapper (directly, in a
 dict, or through a helper that calls `torch.save`), unless the same file loads its
-checkpoints back into the wrapper and never into the bare model; and loading into the
+checkpoints back into the wrapper and never into the bare model, or the other scanned files
+of its package load checkpoints, as they are, only into wrappers (a `test.py` that wraps the model before
+`model.load_state_dict(torch.load(path))`, and no file loading one into a bare model; an
+optimizer's or scheduler's load is not a model's); and loading into the
 wrapper (`model.load_state_dict(...)`) a state dict in the bare format (pretrained weights
 from a URL, or a file that this script saves only as `model.module.state_dict()`, also through
 a name bound to the bare model, `model_to_save = model.module if hasattr(model, "module") else
@@ -39,7 +42,14 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.bindings import reaching_assignment
-from dpcheck.analysis.checkpoints import PREFIX_KEPT, from_checkpoint, loader_calls, prefix_strips, strips_prefix
+from dpcheck.analysis.checkpoints import (
+    PREFIX_KEPT,
+    UNRESUMED_CONDITION,
+    from_checkpoint,
+    loader_calls,
+    prefix_strips,
+    strips_prefix,
+)
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, unless_wrapped
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -116,7 +126,10 @@ class WrappedStateDict(Rule):
                     requires = (*wrap.requires, *dict.fromkeys(c for _, unless in maybe_bare for c in unless))
                 else:
                     why = "that the bare model will not load"
-                    requires = (*wrap.requires, *loaders)
+                    # Not where every scanned file that loads a checkpoint as it is loads it into a
+                    # wrapper (a test script that wraps before it loads): the prefix round-trips.
+                    package = ctx.module.rpartition(".")[0]
+                    requires = (*wrap.requires, *loaders, frozenset({UNRESUMED_CONDITION + package}))
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
                                      f"`module.`-prefixed keys {why}",
                                      requires=requires, fix=self.offer_fix(

@@ -573,3 +573,55 @@ def test_parameter_properties_are_getters_that_take_the_first_parameter():
                 return self.anchor.device
     """, module="pkg.base")
     assert parameter_properties(ctx) == {"pkg.base.ModelBase": ["device", "first_name"]}
+
+
+def _checkpoint_loads(source):
+    from conftest import file_context
+
+    from dpcheck.analysis.checkpoints import summarize_checkpoint_loads
+    from dpcheck.analysis.file import FileResult
+
+    result = FileResult("m.py", "m")
+    summarize_checkpoint_loads(file_context(source), result)
+    return result.checkpoint_loads
+
+
+def test_checkpoint_loads_tell_a_wrapper_from_a_bare_model():
+    wrapped_first = """
+        import torch
+        import torch.nn as nn
+
+        def test(net, path):
+            model = nn.DataParallel(net).cuda()
+            model.load_state_dict(torch.load(path))
+            optimizer = torch.optim.Adam(model.parameters())
+            optimizer.load_state_dict(torch.load(path + ".optim"))
+            scheduler.load_state_dict(torch.load(path)["scheduler"])
+    """
+    assert _checkpoint_loads(wrapped_first) == "wrapped"
+    assert _checkpoint_loads("""
+        import torch
+
+        def demo(net, path):
+            net.load_state_dict(torch.load(path))
+    """) == "bare"
+    # Loaded before it is wrapped, and into `.module`: the bare model's keys.
+    assert _checkpoint_loads("""
+        import torch
+        import torch.nn as nn
+
+        def test(net, path, other):
+            net.load_state_dict(torch.load(path))
+            model = nn.DataParallel(net)
+            model.module.load_state_dict(torch.load(path))
+            other = nn.DataParallel(other)
+            other.load_state_dict(torch.load(path))
+    """) == "bare wrapped"
+    # Keys with the prefix taken off, or weights that are no checkpoint file: not a load as they are.
+    assert _checkpoint_loads("""
+        import torch
+
+        def demo(net, path, url):
+            net.load_state_dict({k[7:]: v for k, v in torch.load(path).items()})
+            net.load_state_dict(torch.hub.load_state_dict_from_url(url))
+    """) == ""

@@ -233,7 +233,10 @@ def test_file_result_round_trips_through_the_cache_format():
     result.dataparallel_attributes = {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     result.wrappers = {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     result.parameter_properties = {"base.ModelBase": ["device", "device_id"]}
+    result.checkpoint_loads = "bare wrapped"
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.checkpoint_loads == "bare wrapped"
+    assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).checkpoint_loads == ""
     assert back.dataparallel_attributes == {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     assert back.wrappers == {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     assert back.parameter_properties == {"base.ModelBase": ["device", "device_id"]}

@@ -10,6 +10,16 @@ that strip the prefix (``FileResult.prefix_strippers``); a finding that holds on
 script calls keeps the prefix carries ``prefix_kept:<dotted name>`` for each such call, which the
 project index answers (no function of that simple name strips it, in the scanned files or the
 module the name points to).
+
+A checkpoint written from the wrapper and read back, as it is, only by scripts that wrap the model
+before loading it (a `test.py` that does `model = nn.DataParallel(net).cuda();
+model.load_state_dict(torch.load(path))`) round-trips the prefix too. Each file records how it
+loads checkpoints as they are (``FileResult.checkpoint_loads``: WRAPPED_LOAD, into a name that holds
+a wrapper on no condition; BARE_LOAD, into anything else that may be a model); a save from the
+wrapper that its own file never loads carries ``unresumed:<package>`` (UNRESUMED_CONDITION, the
+package of the saving file), which the index answers False only where some scanned file of that
+package loads a checkpoint into a wrapper and none into anything else. (The package, not the run:
+one run may lint several projects, and a project's scripts sit side by side.)
 """
 
 from __future__ import annotations
@@ -17,8 +27,16 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 
 PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's dotted name>`
+# The condition of a save from the wrapper: the scanned files of its package do not show every load of
+# a checkpoint, as it is, into a wrapper (ClassIndex settles it from each file's `checkpoint_loads`).
+UNRESUMED_CONDITION = "unresumed:"
+WRAPPED_LOAD = "wrapped"
+BARE_LOAD = "bare"
+# What holds no model's weights: `optimizer.load_state_dict(ckpt["optimizer"])` beside a model's load.
+_NOT_MODEL_WORDS = ("optim", "sched", "scaler")
 
 _PREFIX = "module."
 _KEY_ITERATORS = frozenset({"items", "keys"})
@@ -119,3 +137,32 @@ def summarize_checkpoints(ctx: FileContext, result) -> None:
         if cur is not None:
             names.add(cur.name)
     result.prefix_strippers = sorted(names)
+
+
+def summarize_checkpoint_loads(ctx: FileContext, result) -> None:
+    """Fill ``result.checkpoint_loads``: WRAPPED_LOAD if the file loads a checkpoint read from a file,
+    as it is (see ``strips_prefix``), into a name that holds a DataParallel wrapper on no condition;
+    BARE_LOAD if it loads one into anything else (the bare model, `model.module`, a model of a file
+    that never wraps), other than an optimizer, scheduler or scaler."""
+    if "load_state_dict" not in ctx.source.text:
+        return
+    facts = script_facts(ctx) if mentions_dataparallel(ctx) else None
+    kinds = set()
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict" and call.args) \
+                or not from_checkpoint(call.args[0], ctx) or strips_prefix(call.args[0], ctx):
+            continue
+        wrap = facts.wrap_for(func.value) if facts is not None else None
+        if wrap is not None and not wrap.requires:
+            kinds.add(WRAPPED_LOAD)
+        elif not _not_a_model(func.value):
+            kinds.add(BARE_LOAD)
+    result.checkpoint_loads = " ".join(sorted(kinds))
+
+
+def _not_a_model(owner: ast.AST) -> bool:
+    """Does the name say it holds an optimizer, a scheduler or a gradient scaler?"""
+    text = target_text(owner) if not isinstance(owner, ast.Attribute) or owner.attr != "module" else None
+    last = (text or "").rpartition(".")[2].lower()
+    return any(word in last for word in _NOT_MODEL_WORDS)

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analysis.checkpoints import summarize_checkpoints
+from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
@@ -111,6 +111,9 @@ class FileResult:
     # Its classes -> their properties whose getter takes `next(self.parameters())`
     # (model_class.parameter_properties).
     parameter_properties: dict[str, list[str]] = field(default_factory=dict)
+    # How it loads checkpoints as they are: into a wrapper, into anything else
+    # (checkpoints.summarize_checkpoint_loads).
+    checkpoint_loads: str = ""
 
     @property
     def submodules(self) -> list[str]:
@@ -147,7 +150,8 @@ class FileResult:
                 **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
                    if self.kept_modules else {}),
                 **({"parameter_properties": {k: " ".join(v) for k, v in self.parameter_properties.items()}}
-                   if self.parameter_properties else {})}
+                   if self.parameter_properties else {}),
+                **({"checkpoint_loads": self.checkpoint_loads} if self.checkpoint_loads else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -174,7 +178,8 @@ class FileResult:
                    {str(k): str(v).split() for k, v in dict(data.get("wrappers", {})).items()},
                    str(data.get("partial_batches", "")),
                    {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()},
-                   {str(k): str(v).split() for k, v in dict(data.get("parameter_properties", {})).items()})
+                   {str(k): str(v).split() for k, v in dict(data.get("parameter_properties", {})).items()},
+                   checkpoint_loads=str(data.get("checkpoint_loads", "")))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -377,6 +382,9 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_parameter_properties(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
+    # Only scanned files tell how the project loads its checkpoints (a module summary is of a file
+    # outside the scan).
+    summarize_checkpoint_loads(ctx, result)
     models = file_models(ctx)
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.

@@ -12,6 +12,8 @@ instance may outlive one forward call: not built only inside forward-reachable c
 ``passed:<class>:<param>@<k>`` (some call of the module passes that parameter of its forward,
 or a caller is not known; see dpcheck.analysis.guards) ``prefix_kept:<function>`` (no function
 of that simple name strips a wrapper's `module.` prefix; see dpcheck.analysis.checkpoints),
+``unresumed:<package>`` (the scanned files of that package do not load checkpoints, as they are,
+only into wrappers; see dpcheck.analysis.checkpoints),
 ``unplaced:<class>`` (the class's constructor does not move it to a device; see
 dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weights of its own,
 not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from dpcheck.analysis.checkpoints import PREFIX_KEPT
+from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
@@ -98,6 +100,9 @@ class ClassIndex:
         self._module_calls: dict[str, set[str]] = {}  # class -> what its calls pass (guards.module_calls)
         self._wrapper_calls: dict[str, list[str]] = {}  # class -> what each call of its wrappers passes
         self._prefix_strippers: set[str] = set()  # functions that strip `module.` keys (checkpoints)
+        # How the scanned files of each package load checkpoints as they are: package -> WRAPPED_LOAD,
+        # BARE_LOAD (checkpoints).
+        self._checkpoint_loads: dict[str, set[str]] = {}
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
@@ -171,6 +176,9 @@ class ClassIndex:
         for name, calls in result.wrapper_calls.items():
             self._wrapper_calls.setdefault(name, []).extend(calls)
         self._prefix_strippers.update(result.prefix_strippers)
+        if result.checkpoint_loads:
+            package = result.module.rpartition(".")[0]
+            self._checkpoint_loads.setdefault(package, set()).update(result.checkpoint_loads.split())
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
         self._scalar_forwards.update(result.scalar_forwards)
@@ -612,6 +620,13 @@ class ClassIndex:
         tokens = self._scalar_forwards.get(self.lookup(name) or name)
         return tokens is not None and scalar_call(tokens, passed)
 
+    def unresumed(self, package: str) -> bool:
+        """Do the scanned files of ``package`` (the scripts beside a save) not show that every
+        checkpoint they load as it is goes into a DataParallel wrapper: none loads one into a
+        wrapper, or one loads one into anything else (checkpoints.summarize_checkpoint_loads)?"""
+        loads = self._checkpoint_loads.get(package, ())
+        return WRAPPED_LOAD not in loads or BARE_LOAD in loads
+
     def keeps_partial_batches(self, name: str = "") -> bool:
         """May a partial last batch reach a wrapped model in training? False when every scanned file
         that wraps a model passes `drop_last=True` to its loader or only evaluates what it wraps
@@ -691,6 +706,8 @@ class ClassIndex:
         if kind == PREFIX_KEPT and name:
             self._load_for(name)  # the module that defines the loader, when it was not scanned
             return name.rsplit(".", 1)[-1] not in self._prefix_strippers
+        if f"{kind}:" == UNRESUMED_CONDITION:
+            return self.unresumed(name)
         if kind == UNPLACED and name:
             return (self.lookup(name) or name) not in self._self_placing
         if kind == HOLDS_WEIGHTS and name:
