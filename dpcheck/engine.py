@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
 from dpcheck.analysis.guards import UNPASSED_CONDITION
 from dpcheck.analysis.index import ClassIndex, Pending
-from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
+from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.names import module_name_for
 from dpcheck.analysis.tree import prepare_walk
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
@@ -625,6 +625,8 @@ class ModuleSummaries:
                             self._ask(index.is_dataparallel, rest, requests)
                         elif f"{kind}:" == PARAMETER_PROPERTY_CONDITION:
                             self._ask(index.parameter_property, rest, requests)
+                        elif f"{kind}:" == FORWARD_FLAG_CONDITION:
+                            self._ask(index.forward_flag, rest, requests)
                 if not self._asks_callers and any(c.startswith(UNPASSED_CONDITION) for c in finding.advice_if):
                     self._asks_callers = True
                     for seen in self._results:  # (this result's own callees are asked below)

@@ -24,16 +24,27 @@ class of another scanned file, or a base there, is settled by the project index)
 in `__init__` sees the bare model when another method wraps it (`def multi_gpu(self): self.model
 = nn.DataParallel(self.model)`) and `__init__` does not call that method first.
 
+Also flags a store on the wrapper of a mode the wrapped model's class compares with a string in
+its own `forward` (`model.forward_mode = "gru"`, `model.mode = "encoder"`, where forward has `if
+self.forward_mode == "cnn":`): the class is traced from the wrapper's construction (a class of
+another scanned file is settled by the project index, `forward_flag:`), and a store on a parameter
+is checked for every call that passes it a wrapper. It raises nothing and changes nothing the
+model sees. A flag forward takes for its truth (`if self.use_aux:`) is not known to the index,
+so its store is not reported.
+
 ## Why is this bad?
 The wrapper is a different object: it has `module`, `forward`, `device_ids` and the
 `nn.Module` API, nothing else. `model.generate` raises `AttributeError: 'DataParallel'
-object has no attribute 'generate'`. The usual fix, `model.module.generate(...)`,
+object has no attribute 'generate'`. A store goes the other way silently: `model.forward_mode =
+"gru"` gives the wrapper an attribute of its own, while each replica is a copy of `model.module`,
+whose forward still tests its old `forward_mode` (a two-phase schedule trains the first phase's
+head throughout). The usual fix, `model.module.generate(...)`,
 is correct (it runs on `device_ids[0]`, as a method of the original module; only
 `forward` is parallelised), and is never reported.
 
 ## How to fix
-Reach the model through `model.module` for attributes and non-forward methods, and do
-the parallel work in `forward` (dispatch on an argument if needed).
+Reach the model through `model.module` for attributes (`model.module.forward_mode = "gru"`) and
+non-forward methods, and do the parallel work in `forward` (dispatch on an argument if needed).
 """
 
 from __future__ import annotations
@@ -41,6 +52,8 @@ from __future__ import annotations
 import ast
 import functools
 
+from dpcheck.analysis.dataflow import argument
+from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     FALLBACK_GETATTR,
     LACKS_ATTRIBUTE_CONDITION,
@@ -48,9 +61,10 @@ from dpcheck.analysis.scripts import (
     own_attributes,
     script_facts,
 )
+from dpcheck.analysis.wrapping import classes_of
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Applicability, Severity
-from dpcheck.rule import Rule, TRAINING_SCRIPT
+from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 # The public API of nn.DataParallel and nn.Module: fine to reach through the wrapper.
 MODULE_API = frozenset({
@@ -99,6 +113,7 @@ class WrapperAttributeAccess(Rule):
         for n in stores:
             stored.setdefault((_text(n.value), n.attr), []).append(n)
         stored_on_wrapper = {n.attr for n in stores if facts.wrap_for(n.value) is not None}
+        yield from self._stores_missing_the_module(stores, ctx, facts)
         for node in ctx.nodes(ast.Attribute):
             if not isinstance(node, ast.Attribute) or node.attr in MODULE_API or node.attr.startswith("__"):
                 continue
@@ -139,6 +154,38 @@ class WrapperAttributeAccess(Rule):
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
                                      f"{node.attr}`)", requires=wrap.requires + lacks, fix=fix)
 
+    def _stores_missing_the_module(self, stores, ctx, facts):
+        """`model.forward_mode = "gru"` on a wrapper whose wrapped class's forward tests
+        `self.forward_mode`: the store makes an attribute of the wrapper, and the replicas, copies of
+        the module, still test the module's own (ASVspoof_PA's GRU phase trained the CNN head again)."""
+        for node in stores:
+            if node.attr in MODULE_API or node.attr.startswith("__"):
+                continue
+            wrap = facts.wrap_for(node.value)
+            if wrap is None or not isinstance(wrap.call, ast.Call):
+                continue
+            lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts)
+            if lacks is None:
+                continue  # the wrapper's own class defines it (a DataParallel subclass that forwards it)
+            classes = _wrapped_classes(wrap, ctx, facts)
+            if not classes:
+                continue
+            local = [info for c in classes if (info := ctx.classes.get(ctx.local_name(c) or "")) is not None]
+            if len(local) == len(classes):  # every candidate class is this file's: settled here
+                tested = [info.name for info in local if node.attr in forward_flags(ctx).get(info.qualname, ())]
+                if len(tested) < len(classes):
+                    continue
+                requires: tuple[frozenset[str], ...] = ()
+            else:
+                requires = (frozenset(f"{FORWARD_FLAG_CONDITION}{c}:{node.attr}" for c in classes),)
+            wrapped = classes[0].rpartition(".")[2] if len(classes) == 1 else "the wrapped model"
+            fix = self.offer_fix(f"Set `{wrap.name}.module.{node.attr}`", Applicability.UNSAFE)
+            yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper: this sets the "
+                                 f"wrapper's own `{node.attr}`, while {wrapped}'s forward tests its own "
+                                 f"`self.{node.attr}`, which keeps its old value on every replica (set "
+                                 f"`{wrap.name}.module.{node.attr}`)", requires=wrap.requires + lacks + requires,
+                                 fix=fix)
+
     def fix(self, finding, editor):
         import libcst as cst
 
@@ -175,6 +222,35 @@ def _wrapper_lacks(source, attr: str, ctx, facts) -> tuple[frozenset[str], ...] 
             elif base not in DATAPARALLEL_CLASSES:
                 classes.append(base)
     return tuple(frozenset({f"{LACKS_ATTRIBUTE_CONDITION}{attr}:{name}"}) for name in dict.fromkeys(classes))
+
+
+def _wrapped_classes(wrap, ctx, facts) -> list[str]:
+    """The classes (or imported callables) whose instance ``wrap`` wraps, each site's for a parameter
+    (`def prototypes(model, ...)` called with `nn.DataParallel(ProtoNet())`); empty where one
+    wrapper's module is not traced to a construction."""
+    if not wrap.parameter:
+        sources = [(wrap.source, wrap.origin or wrap.call)]
+    else:
+        fn = wrap.scope
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        sources = []
+        for call, skip in wrap.sites:
+            position = params.index(wrap.name) - skip if wrap.name in params else -1
+            passed = [k.value for k in call.keywords if k.arg == wrap.name] or \
+                ([call.args[position]] if 0 <= position < len(call.args) else [])
+            source = facts.wrapper_value(passed[0], call) if passed else None
+            if source is not None:
+                sources.append((source, source.call))
+    classes: list[str] = []
+    for source, at in sources:
+        call = source.call
+        if not (isinstance(call, ast.Call) and facts.is_dp_call(call)):
+            return []  # a builder's wrapper, or one handed on from another call
+        found = [c for c in classes_of(argument(call, 0, "module"), at, ctx, imported_calls=True) if c]
+        if not found:
+            return []
+        classes += found
+    return list(dict.fromkeys(classes))
 
 
 def _wrapped_in_same_code(read: ast.Attribute, wrap, ctx) -> bool:

@@ -625,3 +625,38 @@ def test_checkpoint_loads_tell_a_wrapper_from_a_bare_model():
             net.load_state_dict({k[7:]: v for k, v in torch.load(path).items()})
             net.load_state_dict(torch.hub.load_state_dict_from_url(url))
     """) == ""
+
+
+def test_forward_flags_are_attributes_of_self_that_forward_compares_with_strings():
+    from conftest import file_context
+
+    from dpcheck.analysis.model_class import forward_flags
+
+    ctx = file_context("""
+        import torch.nn as nn
+
+        class SpecNet(nn.Module):
+            def forward(self, x):
+                assert self.stage in ("a", "b")
+                if self.forward_mode == "cnn" and not self.frozen:
+                    x = self.cnn(x)
+                while "skip" != self.block_type:
+                    x = self.block(x)
+                y = x if self.mode != "encoder" else None
+                if self.use_aux or self.depth > 2 or self.cfg.kind == "x" or self.kinds == ["a", 1]:
+                    x = x + 1
+                return x, y, self.temperature == "high"
+
+            def generate(self, x):
+                if self.decoding == "beam":
+                    return x
+                return x
+
+        class Plain(nn.Module):
+            def forward(self, x):
+                return self.proj(x) * self.scale
+
+        class Head(Plain):
+            pass
+    """, module="pkg.nets")
+    assert forward_flags(ctx) == {"pkg.nets.SpecNet": ["block_type", "forward_mode", "mode", "stage"]}

@@ -234,12 +234,14 @@ def test_file_result_round_trips_through_the_cache_format():
     result.wrappers = {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     result.parameter_properties = {"base.ModelBase": ["device", "device_id"]}
     result.checkpoint_loads = "bare wrapped"
+    result.forward_flags = {"nets.SpecNet": ["forward_mode", "use_aux"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.checkpoint_loads == "bare wrapped"
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).checkpoint_loads == ""
     assert back.dataparallel_attributes == {"par.UserScatteredDataParallel": ["scatter", "gather"]}
     assert back.wrappers == {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     assert back.parameter_properties == {"base.ModelBase": ["device", "device_id"]}
+    assert back.forward_flags == {"nets.SpecNet": ["forward_mode", "use_aux"]}
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []

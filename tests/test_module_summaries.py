@@ -227,3 +227,23 @@ def test_the_guessing_index_does_not_keep_its_summaries_alive():
     finally:
         if collecting:
             gc.enable()
+
+
+def test_the_module_of_a_wrapped_class_is_summarised_in_the_pool_for_a_store_on_the_wrapper(tmp_path, monkeypatch):
+    """DP701's `forward_flag:` condition (a mode set on the wrapper that the wrapped class's forward
+    tests) is settled from the summary of the class's module, outside the scanned folder."""
+    _write(tmp_path, "pkg/__init__.py", "")
+    _write(tmp_path, "pkg/nets.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+                                    "    def forward(self, x):\n        if self.mode == 'encoder':\n"
+                                    "            return x\n        return -x\n")
+    paths = []
+    for i in range(FILES):
+        paths.append(tmp_path / "pkg" / "scripts" / f"train{i:02}.py")
+        _write(tmp_path, f"pkg/scripts/train{i:02}.py", "import torch.nn as nn\nfrom pkg.nets import Net\n\n"
+                                                         "model = nn.DataParallel(Net()).cuda()\n"
+                                                         "model.mode = 'encoder'\n")
+    _write(tmp_path, "pkg/scripts/__init__.py", "")
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
+    assert [f for f in found if f[1] == "DP701"] == [(p.name, "DP701") for p in paths]
+    assert summaries.take("pkg.nets", str(tmp_path / "pkg" / "nets.py")) is not None

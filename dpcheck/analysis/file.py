@@ -22,7 +22,7 @@ from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_c
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
-from dpcheck.analysis.model_class import file_models, summarize_parameter_properties
+from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
@@ -114,6 +114,8 @@ class FileResult:
     # How it loads checkpoints as they are: into a wrapper, into anything else
     # (checkpoints.summarize_checkpoint_loads).
     checkpoint_loads: str = ""
+    # Its classes -> the attributes of `self` their own forward compares with a string (model_class.forward_flags).
+    forward_flags: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -151,7 +153,9 @@ class FileResult:
                    if self.kept_modules else {}),
                 **({"parameter_properties": {k: " ".join(v) for k, v in self.parameter_properties.items()}}
                    if self.parameter_properties else {}),
-                **({"checkpoint_loads": self.checkpoint_loads} if self.checkpoint_loads else {})}
+                **({"checkpoint_loads": self.checkpoint_loads} if self.checkpoint_loads else {}),
+                **({"forward_flags": {k: " ".join(v) for k, v in self.forward_flags.items()}}
+                   if self.forward_flags else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -179,7 +183,8 @@ class FileResult:
                    str(data.get("partial_batches", "")),
                    {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("parameter_properties", {})).items()},
-                   checkpoint_loads=str(data.get("checkpoint_loads", "")))
+                   checkpoint_loads=str(data.get("checkpoint_loads", "")),
+                   forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -380,6 +385,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_checkpoints(ctx, result)
     summarize_scalar_forwards(ctx, result)
     summarize_parameter_properties(ctx, result)
+    summarize_forward_flags(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

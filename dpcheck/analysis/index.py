@@ -21,7 +21,8 @@ not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
 value when called so; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
-dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
+dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's own forward tests
+`self.<attr>`; see dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
 stock <method>; see dpcheck.analysis.scripts) and ``lacks_attribute:<name>:<class>`` (the DataParallel
 subclass has no attribute <name> of its own; see dpcheck.analysis.scripts).
 """
@@ -35,7 +36,7 @@ from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
-from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION
+from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
@@ -107,6 +108,7 @@ class ClassIndex:
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
+        self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -190,6 +192,7 @@ class ClassIndex:
                 self._wrapped_keeps_last[name] = self._wrapped_keeps_last.get(name, False) \
                     or result.partial_batches == KEEPS_LAST
         self._parameter_properties.update(result.parameter_properties)
+        self._forward_flags.update(result.forward_flags)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -671,6 +674,14 @@ class ClassIndex:
             work.extend(self.bases[target])
         return False
 
+    def forward_flag(self, text: str) -> bool:
+        """``<class>:<attr>``: does the class's own forward test `self.<attr>` (see
+        model_class.forward_flags)? Its bases are not asked: a class that defines no forward, or
+        one that overrides its base's, may not test it."""
+        name, _, attr = text.rpartition(":")
+        target = self.lookup(name)
+        return target is not None and attr in self._forward_flags.get(target, ())
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -720,6 +731,8 @@ class ClassIndex:
             return self.keeps_partial_batches(name)
         if f"{kind}:" == PARAMETER_PROPERTY_CONDITION and name:
             return self.parameter_property(name)
+        if f"{kind}:" == FORWARD_FLAG_CONDITION and name:
+            return self.forward_flag(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -469,3 +469,50 @@ def _takes_next_parameter(getter: FunctionNode) -> bool:
 def summarize_parameter_properties(ctx: FileContext, result) -> None:
     """Fill ``result.parameter_properties`` for the class index (see ``parameter_properties``)."""
     result.parameter_properties = parameter_properties(ctx)
+
+
+# The condition of a finding about a store on a DataParallel wrapper (`model.mode = "gru"`):
+# ``forward_flag:<class>:<attr>`` holds where the wrapped class's own forward tests `self.<attr>`
+# (``forward_flags``); the wrapper's attribute never reaches that test.
+FORWARD_FLAG_CONDITION = "forward_flag:"
+# Statements and expressions whose test decides what forward runs.
+_TESTS = (ast.If, ast.IfExp, ast.While, ast.Assert)
+
+
+def forward_flags(ctx: FileContext) -> dict[str, list[str]]:
+    """This file's classes -> the attributes of `self` their own `forward` compares with a string in
+    a test (`if self.forward_mode == "cnn":`, `x if self.mode != "encoder" else y`, `assert
+    self.stage in ("a", "b")`): a mode switch that a training script flips between phases. A store
+    of such a name on a DataParallel wrapper sets the wrapper's attribute, and the replicas' forward
+    still tests the module's own (see rules/dp701). Flags taken for their truth (`if self.use_aux:`)
+    are not recorded: every model library tests dozens (`self.gradient_checkpointing`), and the
+    index would carry them for every class of a large tree (transformers `models/`: about 2,000
+    classes, against about 110 with string modes)."""
+    found: dict[str, list[str]] = {}
+    for info in ctx.classes.values():
+        forward = info.methods.get("forward")
+        if forward is None:
+            continue
+        ctx.nodes(ast.If)  # (the file's walk, which ``tree_index`` answers from)
+        index = ctx.tree_index
+        attrs = {operand.attr for kind in _TESTS for node in index.nodes_within(forward, kind)
+                 for compare in index.nodes_within(node.test, ast.Compare)
+                 if any(_strings(operand) for operand in (compare.left, *compare.comparators))
+                 for operand in (compare.left, *compare.comparators)
+                 if isinstance(operand, ast.Attribute) and isinstance(operand.value, ast.Name)
+                 and operand.value.id == "self"}
+        if attrs:
+            found[info.qualname] = sorted(attrs)
+    return found
+
+
+def _strings(node: ast.AST) -> bool:
+    """A string constant, or a tuple, list or set of them (`in ("cnn", "gru")`)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_strings(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def summarize_forward_flags(ctx: FileContext, result) -> None:
+    """Fill ``result.forward_flags`` for the class index (see ``forward_flags``)."""
+    result.forward_flags = forward_flags(ctx)

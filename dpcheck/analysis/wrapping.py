@@ -228,9 +228,10 @@ def _holds_no_module(node: ast.AST, scope: ast.AST | None, ctx: FileContext, dep
     return False
 
 
-def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[str]:
-    """Classes an expression may be an instance of (see ``_constructions_of``)."""
-    return [_class_built(call, ctx) for call in _constructions_of(node, at, ctx)]
+def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, imported_calls: bool = False) -> list[str]:
+    """Classes an expression may be an instance of (see ``_constructions_of``; with ``imported_calls``,
+    also the names of the imported callables it may come from, a lower-case class among them)."""
+    return [_class_built(call, ctx) for call in _constructions_of(node, at, ctx, imported_calls=imported_calls)]
 
 
 def _class_built(construction: ast.Call, ctx: FileContext) -> str:
