@@ -769,9 +769,12 @@ def reads_before_write(model: ModelClass, fn: FunctionInfo, name: str, node: ast
     start = node.lineno
     if written_earlier(fn, name, node):
         return False
+    # A read that a write of this call precedes on every path to it (`self.out = f(x)` then
+    # `return self.out` in the other arm of the `if` that holds this write) reads this call's value.
     for n in fn.nodes(ast.Attribute):
         if isinstance(n.ctx, ast.Load) and n.lineno < start and fn.self_attr(n) == name \
-                and not _metadata_read(fn, n) and not under_lazy_guard(fn, n) and not _guards(fn, n, node):
+                and not _metadata_read(fn, n) and not under_lazy_guard(fn, n) and not _guards(fn, n, node) \
+                and not written_earlier(fn, name, n):
             return True
     for caller in model.in_forward:
         if caller.node is fn.node:
