@@ -4,6 +4,7 @@
     python benchmarks/precision.py                 # every corpus that is available
     python benchmarks/precision.py --corpus projects --markdown
     python benchmarks/precision.py --list-unjudged
+    python benchmarks/precision.py --list-missed         # each listed miss still not reported
     python benchmarks/precision.py --save-json before/   # each corpus's findings, to diff runs
 
 The project corpora (benchmarks/corpus/projects and heldout, listed in benchmarks/corpus/manifest.tsv)
@@ -122,11 +123,29 @@ def _precision_row(code: str, severity: str, c: Counter) -> list[str]:
     return [code, str(judged), *(str(c[k]) for k in VERDICT_KINDS), pct(real, judged)]
 
 
+def miss_is_found(miss: dict, reported: dict[str, set[tuple[str, int, str]]]) -> bool:
+    """Is a listed miss reported now: a finding with its code (any code for `NEW`) on its line."""
+    hits = {c for (f, l, c) in reported[miss["corpus"]] if f == miss["file"] and l == int(miss["line"])}
+    return bool(hits) if miss["code"] == "NEW" else miss["code"] in hits
+
+
+# How much of a miss's note --list-missed prints: enough to tell the mechanism apart.
+NOTE_START = 100
+
+
+def missed_line(miss: dict) -> str:
+    note = miss.get("note") or ""
+    if len(note) > NOTE_START:
+        note = note[:NOTE_START] + "..."
+    return f"{miss['corpus']}\t{miss['file']}\t{miss['line']}\t{miss['code']}\t{note}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="append", help="restrict to this corpus (projects, timm, ...); repeatable")
     ap.add_argument("--markdown", action="store_true", help="print tables as markdown")
     ap.add_argument("--list-unjudged", action="store_true", help="list error and warning findings with no verdict, and every verdict no finding matches")
+    ap.add_argument("--list-missed", action="store_true", help="list each listed miss (misses.tsv) that is still not reported")
     ap.add_argument("--save-json", type=Path, metavar="DIR", help="write each corpus's findings to DIR/<corpus>.json")
     args = ap.parse_args(argv)
 
@@ -213,13 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     if relevant:
         found = Counter()
         listed = Counter()
+        still_missed = []
         for m in relevant:
-            code = m["code"]
-            key = code if code != "NEW" else "NEW"
-            listed[key] += 1
-            hits = {c for (f, l, c) in reported[m["corpus"]] if f == m["file"] and l == int(m["line"])}
-            if (code == "NEW" and hits) or code in hits:
-                found[key] += 1
+            listed[m["code"]] += 1
+            if miss_is_found(m, reported):
+                found[m["code"]] += 1
+            else:
+                still_missed.append(m)
         rows = [[k, str(listed[k]), str(found[k]), pct(found[k], listed[k])] for k in sorted(listed)]
         rows.append(["all", str(sum(listed.values())), str(sum(found.values())),
                      pct(sum(found.values()), sum(listed.values()))])
@@ -231,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
         total = judged_real + missed
         print(f"\nRecall estimate on {', '.join(with_misses)}: {judged_real} real errors reported, "
               f"{missed} listed hazards still missed: {pct(judged_real, total)}")
+        if args.list_missed:
+            print("\nListed misses still not reported:")
+            for m in still_missed:
+                print("  " + missed_line(m))
     return 0
 
 
