@@ -61,10 +61,14 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
 def is_torch_nn_class(name: str | None) -> bool:
-    """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``… (a class, not a function)."""
+    """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``… (a class, not a function), and the
+    private bases torch.nn's layers share (``torch.nn.modules.conv._ConvNd``, ``batchnorm._BatchNorm``),
+    which user layers subclass as well (a spectral-norm conv on ``conv._ConvNd``)."""
     if not name or not name.startswith("torch.nn."):
         return False
     last = name.rsplit(".", 1)[-1]
+    if last.startswith("_") and name.startswith("torch.nn.modules."):
+        last = last[1:]
     return (last[:1].isupper() and not name.startswith("torch.nn.functional.")
             and not name.startswith("torch.nn.init.") and name not in PARAMETER_CTORS
             and not name.startswith("torch.nn.utils.") and last not in {"Buffer"})
