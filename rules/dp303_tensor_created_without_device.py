@@ -13,7 +13,10 @@ without CUDA: in the `else` arm of `if torch.cuda.is_available():` or `if x.is_c
 `if use_cuda:`-style flags whose arm moves to CUDA), or under `if not torch.cuda.is_available():`.
 There every input is on the CPU too, and no DataParallel replica runs. Nor is a factory whose
 name is rebound to itself moved before the use (`ones = torch.ones(...)`, then `if self.use_cuda:
-ones = ones.cuda()`): the CUDA flag is on wherever DataParallel runs.
+ones = ones.cuda()`, also in the loop body the factory is in): the CUDA flag is on wherever
+DataParallel runs, and a bare `.cuda()` in a replica's thread goes to the replica's GPU. The
+factory may be wrapped in `Variable(...)` or scaled by a Python number (a literal, or a parameter
+that defaults to one) on the way: `rc = Variable(ratio * torch.ones(n))`, then `rc = rc.cuda()`.
 
 ## Why is this bad?
 The factory makes a CPU tensor. Inside a DataParallel replica the inputs are on
@@ -34,6 +37,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.devices import without_cuda_only
+from dpcheck.analysis.torch_api import VARIABLE_CTORS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -134,9 +138,25 @@ def _meets_model_tensor(call, fn, model) -> bool:
     if use is None:
         return False
     parent = fn.parent(use)
+    # Through what keeps the factory's CPU tensor: `Variable(t)` returns t, and arithmetic with a
+    # Python number gives another CPU tensor (`rc = Variable(ratio * torch.ones(n))`, moved later).
+    while True:
+        if isinstance(parent, ast.BinOp) and not isinstance(parent.op, (ast.Mod, ast.FloorDiv)):
+            other = parent.right if parent.left is use else parent.left
+            if _model_tensor(other, fn, model):
+                return True
+            if not _python_number(other, fn):
+                break
+        elif not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is use
+                  and model.ctx.resolve(parent.func) in VARIABLE_CTORS):
+            break
+        use = _climb(parent, fn)
+        if use is None:
+            return False
+        parent = fn.parent(use)
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         name = parent.targets[0].id
-        moved = _moved_in_place(name, parent.lineno, fn, model.ctx.resolve)
+        moved = _moved_in_place(name, parent, fn, model.ctx.resolve)
         uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)
                 and (moved is None or n.lineno <= moved)]
     else:
@@ -169,11 +189,13 @@ def _meets_model_tensor(call, fn, model) -> bool:
     return False
 
 
-def _moved_in_place(name, line, fn, resolve):
-    """The line of `name = name.cuda()` (or `.to(...)`, `.type_as(...)`) after ``line`` that runs
-    whenever CUDA does (`if self.use_cuda: ones = ones.cuda()`), or None: uses after it see the
-    moved tensor."""
+def _moved_in_place(name, created, fn, resolve):
+    """The line of `name = name.cuda()` (or `.to(...)`, `.type_as(...)`) after the statement
+    ``created`` that runs whenever CUDA does and ``created`` has run (`if self.use_cuda: ones =
+    ones.cuda()`, also in the loop body both are in), or None: uses after it see the moved tensor."""
     from dpcheck.analysis.devices import runs_whenever_cuda
+
+    line = created.lineno
 
     for stmt in fn.nodes(ast.Assign):
         value = stmt.value
@@ -181,9 +203,29 @@ def _moved_in_place(name, line, fn, resolve):
                 and stmt.targets[0].id == name and isinstance(value, ast.Call) \
                 and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES \
                 and isinstance(value.func.value, ast.Name) and value.func.value.id == name \
-                and runs_whenever_cuda(stmt, fn.parent, resolve):
+                and runs_whenever_cuda(stmt, fn.parent, resolve, after=created):
             return stmt.lineno
     return None
+
+
+def _python_number(node, fn) -> bool:
+    """A number literal (`2.0`, `-1`) or a parameter that defaults to one."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float)
+    return isinstance(node, ast.Name) and node.id not in fn.local_values and _number_default(fn, node.id)
+
+
+def _number_default(fn, name) -> bool:
+    """A parameter that defaults to a number (`ratio=0`, `scale=-1.0`) is taken for a Python number,
+    not an input tensor: the product of a number and a CPU tensor is still on the CPU."""
+    from dpcheck.analysis.dataflow import parameter_defaults
+
+    default = parameter_defaults(fn.node.args).get(name)
+    if isinstance(default, ast.UnaryOp) and isinstance(default.op, (ast.USub, ast.UAdd)):
+        default = default.operand
+    return isinstance(default, ast.Constant) and type(default.value) in (int, float)
 
 
 def _climb(node, fn):
@@ -211,7 +253,7 @@ def _model_tensor(node, fn, model, depth=0) -> bool:
     if isinstance(node, ast.Name):
         if node.id in fn.local_values:
             return any(_model_tensor(v, fn, model, depth + 1) for v in fn.local_values[node.id])
-        return fn.name == "forward" and node.id in parameters_of(fn)
+        return fn.name == "forward" and node.id in parameters_of(fn) and not _number_default(fn, node.id)
     attr = fn.self_attr(node)
     if attr is not None:
         facts = model.attrs.get(attr)

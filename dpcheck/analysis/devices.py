@@ -101,12 +101,21 @@ def without_cuda_only(node: ast.AST, parent, resolve) -> bool:
     return False
 
 
-def runs_whenever_cuda(node: ast.AST, parent, resolve) -> bool:
+def runs_whenever_cuda(node: ast.AST, parent, resolve, after: ast.AST | None = None) -> bool:
     """Does ``node`` run whenever CUDA is in use: in no branch of its function, or only in the
     CUDA arm of tests that `without_cuda_only` reads (`if self.use_cuda: x = x.cuda()`)? Under
-    DataParallel, which needs CUDA, such code always runs."""
+    DataParallel, which needs CUDA, such code always runs. With ``after`` (a statement before
+    ``node``), only the branches that ``after`` is not inside count: a move in the same loop body
+    as the statement it follows runs whenever that statement does."""
+    outer = {}  # id of each node enclosing ``after`` -> its child on the way to ``after``
+    child, cur = after, parent(after) if after is not None else None
+    while cur is not None:
+        outer[id(cur)] = child
+        child, cur = cur, parent(cur)
     child, cur = node, parent(node)
     while cur is not None and not isinstance(cur, _SCOPES):
+        if id(cur) in outer:  # both in one statement list (not `if` and `else` arms): same run
+            return any(child in block and outer[id(cur)] in block for block in _statement_lists(cur))
         if isinstance(cur, (ast.If, ast.IfExp, ast.For, ast.While, ast.Try, ast.With)) and child is not getattr(
                 cur, "test", None):
             if not isinstance(cur, (ast.If, ast.IfExp)):
@@ -120,6 +129,11 @@ def runs_whenever_cuda(node: ast.AST, parent, resolve) -> bool:
                 return False
         child, cur = cur, parent(cur)
     return True
+
+
+def _statement_lists(node: ast.AST) -> list[list]:
+    return [block for field in ("body", "orelse", "finalbody", "handlers")
+            for block in [getattr(node, field, None)] if isinstance(block, list)]
 
 
 def _cuda_test(test: ast.AST, cuda_arm, resolve) -> bool:
