@@ -512,6 +512,28 @@ def test_a_tensor_sized_by_a_leading_shape_keeps_the_batch_in_dim_0():
     assert not derived["by_length"] and not derived["by_tail"]
 
 
+def test_a_reorder_keeps_the_batch_in_dim_0_only_when_dim_0_stays_first():
+    from dpcheck.analysis.dataflow import batch_derived
+
+    derived = batch_derived(_first_function("""
+        def forward(x):
+            kept_permute = x.permute(0, 2, 1)
+            kept_tuple = x.permute((0, 3, 1, 2))
+            kept_swap = x.transpose(1, 2)
+            kept_module_swap = torch.transpose(x, 2, 1)
+            moved_permute = x.permute(2, 0, 1)
+            moved_swap = x.transpose(0, 1)
+            negative_swap = x.transpose(-1, -2)
+            by_name = x.permute(*order)
+            by_keyword = x.transpose(dim0=1, dim1=2)
+            flipped = x.t()
+    """))
+    assert all(derived[n] for n in ("kept_permute", "kept_tuple", "kept_swap", "kept_module_swap"))
+    # A negative dim is dim 0 of a rank-2 tensor; other orders are not known to keep it.
+    assert not any(derived[n] for n in ("moved_permute", "moved_swap", "negative_swap", "by_name",
+                                        "by_keyword", "flipped"))
+
+
 def test_straight_line_value_is_the_last_assignment_of_the_body_before_the_use():
     from dpcheck.analysis.dataflow import UNASSIGNED, straight_line_value
 

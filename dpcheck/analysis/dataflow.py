@@ -34,6 +34,32 @@ def parameter_defaults(args: ast.arguments) -> dict[str, ast.expr]:
 _RESHAPERS = frozenset({"transpose", "permute", "t", "T", "swapaxes", "swapdims", "movedim", "mT"})
 
 
+_PAIR_SWAPS = frozenset({"transpose", "swapaxes", "swapdims", "movedim"})
+
+
+def moves_batch_dim(attr: ast.Attribute, fn: FunctionInfo) -> bool:
+    """Is ``attr`` a reorder of dims (`_RESHAPERS`) that may move dim 0? Not `x.permute(0, 2, 1)`
+    (dim 0 stays first) nor `x.transpose(1, 2)` / `torch.transpose(x, 1, 2)` with both dims
+    positive constants: the batch stays in dim 0. A negative dim may be dim 0 of a tensor of
+    unknown rank, so it counts as moving it."""
+    if attr.attr not in _RESHAPERS:
+        return False
+    call = fn.parent(attr)
+    if not (isinstance(call, ast.Call) and call.func is attr) or call.keywords:
+        return True
+    args = call.args[1:] if isinstance(attr.value, ast.Name) and attr.value.id == "torch" else call.args
+    if attr.attr == "permute" and args:
+        first = args[0].elts[0] if isinstance(args[0], (ast.Tuple, ast.List)) and args[0].elts else args[0]
+        return not _int_constant(first, lambda v: v == 0)
+    if attr.attr in _PAIR_SWAPS and len(args) == 2:
+        return not all(_int_constant(a, lambda v: v > 0) for a in args)
+    return True
+
+
+def _int_constant(node: ast.AST, test) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and test(node.value)
+
+
 def batch_derived(fn: FunctionInfo) -> dict[str, bool]:
     """Local names computed from forward's inputs: name -> still batch-major (no transpose seen).
 
@@ -53,7 +79,7 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         sources = [derived[n.id] for n in fn.nodes_under(value, ast.Name) if n.id in derived]
         if not sources:
             continue
-        batch_major = all(sources) and not any(n.attr in _RESHAPERS for n in fn.nodes_under(value, ast.Attribute)) \
+        batch_major = all(sources) and not any(moves_batch_dim(n, fn) for n in fn.nodes_under(value, ast.Attribute)) \
             and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
             and not _chain_drops_batch_dim(value) and not _sized_apart_from_batch(value)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -145,7 +171,7 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
         return is_batch_tensor(node.left, fn) or is_batch_tensor(node.right, fn)
     base = node
     while isinstance(base, (ast.Call, ast.Attribute, ast.Subscript)):
-        if isinstance(base, ast.Attribute) and (base.attr in _RESHAPERS or base.attr in ("weight", "bias")):
+        if isinstance(base, ast.Attribute) and (moves_batch_dim(base, fn) or base.attr in ("weight", "bias")):
             return False  # transposed, or a layer's weights (a module passed in is not data)
         if isinstance(base, ast.Subscript):
             return False  # indexing may drop or move the batch dim
