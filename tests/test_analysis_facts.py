@@ -682,3 +682,139 @@ def test_forward_flags_are_attributes_of_self_that_forward_compares_with_strings
             pass
     """, module="pkg.nets")
     assert forward_flags(ctx) == {"pkg.nets.SpecNet": ["block_type", "forward_mode", "mode", "stage"]}
+
+
+def _mentions(source, module="pkg.models"):
+    from conftest import file_context
+
+    from dpcheck.analysis.file import FileResult
+    from dpcheck.analysis.mentions import summarize_mentions
+    from dpcheck.analysis.wrapping import unnamed_classes
+
+    ctx = file_context(source, module=module)
+    result = FileResult("models.py", module)
+    summarize_mentions(ctx, ctx.fact(unnamed_classes), result)
+    return result
+
+
+def test_unnamed_classes_are_the_files_own_classes_it_never_names():
+    result = _mentions("""
+        import torch.nn as nn
+        from .layers import Block
+
+        class Used(nn.Module):
+            def forward(self, x):
+                return Block()(x)
+
+        class Leftover(nn.Module):
+            def __init__(self):
+                super(Leftover, self).__init__()
+
+            def forward(self, x):
+                if isinstance(x, Leftover):
+                    return x
+                return x
+
+        class Tested(nn.Module):
+            pass
+
+        @register
+        class Registered(nn.Module):
+            pass
+
+        class lowercase(nn.Module):
+            pass
+
+        class Looked(nn.Module):
+            pass
+
+        def build():
+            return Used()
+
+        def init(m):
+            if isinstance(m, Tested):
+                return m
+
+        TABLE = {"looked": "Looked"}
+    """)
+    # Named only inside its own body, or as the type an isinstance test checks: unnamed. A
+    # decorated class, a lower-case one and one a string names are not candidates.
+    assert result.unnamed == ["pkg.models.Leftover", "pkg.models.Tested"]
+    # What another file's class could be named here: not the imported Block (its import carries
+    # it), not the file's own classes; the attribute and the string are kept.
+    assert "Block" not in result.mentions and "Used" not in result.mentions
+    assert result.builds_by_name is False
+
+
+def test_a_file_that_declares_all_leaves_its_classes_to_the_offline_summary():
+    result = _mentions("""
+        import torch.nn as nn
+        __all__ = ["Net"]
+
+        class Net(nn.Module):
+            pass
+
+        class Helper(nn.Module):
+            pass
+    """)
+    assert result.unnamed == []
+
+
+def test_mentions_are_names_attributes_and_identifier_strings():
+    result = _mentions("""
+        import losses
+        from .registry import *
+
+        criterion = losses.VGGLoss()
+        head = StarHead()
+        NAME = "ConfigChosen"
+        TEXT = "not an identifier"
+    """)
+    assert {"VGGLoss", "StarHead", "ConfigChosen"} <= set(result.mentions)
+    assert "not an identifier" not in result.mentions
+
+
+@pytest.mark.parametrize("code, by_name", [
+    ("import models\nnet = getattr(models, args.arch)()", True),
+    ("import importlib\nnet = getattr(importlib.import_module(path), name)()", True),
+    ("import importlib\nmodule = importlib.import_module('m.' + n)\nnet = getattr(module, name)()", True),
+    ("net = globals()[args.arch]()", True),
+    ("import models\nnet = vars(models)[args.arch]()", True),
+    ("net = eval(args.arch)()", True),
+    ("import torch.nn as nn\nchoices = {c.__name__: c for c in nn.Module.__subclasses__()}", True),
+    ("import sys\nnet = getattr(sys.modules[__name__], name)()", True),
+    # Constant names, objects of the program, a module imported by a computed name whose class
+    # is named, and a model's own eval(): no class looked up by a computed name.
+    ("import models\nnet = getattr(models, 'Net')()", False),
+    ("value = getattr(args, key)\nlr = getattr(self, 'lr_' + k)", False),
+    ("import importlib\nmodule = importlib.import_module('model.' + name)\nnet = module.Net()", False),
+    ("for k, v in vars(args).items():\n    print(k, v)", False),
+    ("model.eval()\nstate = self.__dict__['_modules']", False),
+])
+def test_builds_by_name(code, by_name):
+    assert _mentions(code).builds_by_name is by_name
+
+
+def test_a_file_no_rule_walks_is_read_as_text():
+    from dpcheck.analysis.file import analyze_source
+
+    registry = analyze_source("import models\n\ndef make(name):\n    return getattr(models, name)()\n",
+                              "registry.py", [], "registry")
+    assert registry.builds_by_name
+    table = analyze_source("CHOICES = {'vgg': 'VGGLoss'}\n", "table.py", [], "table")
+    assert "VGGLoss" in table.mentions and not table.builds_by_name
+
+
+def test_a_class_no_file_names_is_advice_only_where_the_run_wraps_a_model():
+    from conftest import FIXTURES, run_json
+
+    def severities(*paths):
+        findings, _ = run_json(*paths, "--select", "DP101")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
+
+    folder = FIXTURES / "unnamed_class"
+    # With train.py, which wraps a model: `Leftover` (line 28), named by no file, is advice only.
+    assert severities(folder / "models.py", folder / "train.py") == {("models.py", 17): "error",
+                                                                     ("models.py", 28): "info"}
+    # The model file checked alone shows no wrap: its classes may be what its users wrap.
+    assert severities(folder / "models.py") == {("models.py", 17): "error", ("models.py", 28): "error"}

@@ -235,7 +235,13 @@ def test_file_result_round_trips_through_the_cache_format():
     result.parameter_properties = {"base.ModelBase": ["device", "device_id"]}
     result.checkpoint_loads = "bare wrapped"
     result.forward_flags = {"nets.SpecNet": ["forward_mode", "use_aux"]}
+    result.unnamed = ["models.Leftover"]
+    result.mentions = ["Known", "VGGLoss"]
+    result.builds_by_name = True
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
+    empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
+    assert (empty.unnamed, empty.mentions, empty.builds_by_name) == ([], [], False)
     assert back.checkpoint_loads == "bare wrapped"
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).checkpoint_loads == ""
     assert back.dataparallel_attributes == {"par.UserScatteredDataParallel": ["scatter", "gather"]}

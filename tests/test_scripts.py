@@ -543,6 +543,13 @@ _MODELS = """
 """
 
 
+# The models file of a project that names its classes in a table (so no class is one that no scanned
+# file names, which is advice whatever is wrapped: dpcheck.analysis.mentions).
+_MODELS_NAMED = _MODELS + """
+    CATALOGUE = [Wrapped, Unused]
+"""
+
+
 def test_hazards_of_a_class_the_project_never_wraps_are_advice(tmp_path):
     # The script's only wrap site is traced to Wrapped: Unused's code never runs on a replica.
     by_row = _project(tmp_path, {"models.py": _MODELS, "train.py": """
@@ -578,16 +585,21 @@ def test_no_advice_demotion_without_wrap_sites_or_with_an_untraced_one(tmp_path)
     # Only the models (a library, a pre-commit run of one file): nothing says what is wrapped.
     alone = _project(tmp_path, {"models.py": _MODELS})
     assert {f["severity"] for f in alone.values()} == {"error"}
-    # A wrap site whose class is chosen at run time may wrap any class.
-    opaque = _project(tmp_path, {"train.py": """
+    # A wrap site whose class is chosen at run time may wrap any class the project names...
+    opaque_wrap = """
         import torch.nn as nn
         from models import Wrapped, build
         first = nn.DataParallel(Wrapped())
         second = nn.DataParallel(build())
-    """})
+    """
+    opaque = _project(tmp_path, {"models.py": _MODELS_NAMED, "train.py": opaque_wrap})
     assert {f["severity"] for f in opaque.values()} == {"error"}
+    # ...but not one that no scanned file names, where none looks a class up by a computed name.
+    unnamed = _project(tmp_path, {"models.py": _MODELS, "train.py": opaque_wrap})
+    assert unnamed[10]["severity"] == "error"
+    assert unnamed[19]["severity"] == "info" and "no scanned file names `Unused`" in unnamed[19]["message"]
     # A wrapped class from outside the scanned files (a library model) may build any class as a layer.
-    library = _project(tmp_path, {"train.py": """
+    library = _project(tmp_path, {"models.py": _MODELS_NAMED, "train.py": """
         import torch.nn as nn
         from models import Wrapped
         from torchvision.models import resnet18
@@ -794,7 +806,7 @@ def test_a_store_into_an_attribute_of_the_wrapped_name_does_not_rebind_it():
 
 
 def test_a_wrap_through_a_builder_of_another_file_demotes_only_classes_it_cannot_return(tmp_path):
-    models = _MODELS + """
+    models = _MODELS_NAMED + """
     def build(p):
         return Wrapped() if p else Wrapped()
     """
@@ -829,28 +841,28 @@ def test_a_library_class_wrapped_from_plain_options_runs_no_scanned_code(tmp_pat
             model = nn.DataParallel(WaveRNN(n_hidden=args.hidden, n_classes=n_classes, scales=[5, 5]))
             probe = nn.DataParallel(nn.Linear(args.hidden, 2))
     """
-    found = _project(tmp_path, {"models.py": _MODELS, "train.py": wrap})
+    found = _project(tmp_path, {"models.py": _MODELS_NAMED, "train.py": wrap})
     assert [f["severity"] for f in found.values()] == ["info", "info"]
     # What runs stays unknown where the class may be the project's or may run the project's code:
     # its module is a file of the project left out of the run, a relative import names it, or its
     # constructor is handed a module instance (a scanned one, or a parameter that may be one).
     (tmp_path / "vocoderlib").mkdir()
     (tmp_path / "vocoderlib" / "__init__.py").write_text("")
-    (tmp_path / "vocoderlib" / "models.py").write_text(textwrap.dedent(_MODELS.replace("Unused", "WaveRNN")))
+    (tmp_path / "vocoderlib" / "models.py").write_text(textwrap.dedent(_MODELS_NAMED.replace("Unused", "WaveRNN")))
     findings, _ = run_json(tmp_path / "models.py", tmp_path / "train.py", "--select", "DP101", "--isolated")
     assert {f["severity"] for f in findings} == {"error"}
     (tmp_path / "vocoderlib" / "models.py").unlink()
     # A package of the project (a folder of scanned files) whose module was left out: not a library.
     (tmp_path / "vocoderlib" / "__init__.py").unlink()
-    (tmp_path / "vocoderlib" / "layers.py").write_text(textwrap.dedent(_MODELS.replace("Unused", "Conv")))
-    found = _project(tmp_path, {"models.py": _MODELS, "train.py": wrap})
+    (tmp_path / "vocoderlib" / "layers.py").write_text(textwrap.dedent(_MODELS_NAMED.replace("Unused", "Conv")))
+    found = _project(tmp_path, {"models.py": _MODELS_NAMED, "train.py": wrap})
     assert {f["severity"] for f in found.values()} == {"error"}
     (tmp_path / "vocoderlib" / "layers.py").unlink()
     for variant in (wrap.replace("from vocoderlib.models", "from .vocoder"),
                     wrap.replace("n_hidden=args.hidden", "encoder=Wrapped()").replace(
                         "import WaveRNN", "import WaveRNN\n        from models import Wrapped"),
                     wrap.replace("def main(args)", "def main(args, encoder)").replace("n_hidden=args.hidden", "encoder")):
-        found = _project(tmp_path, {"models.py": _MODELS, "train.py": variant})
+        found = _project(tmp_path, {"models.py": _MODELS_NAMED, "train.py": variant})
         assert {f["severity"] for f in found.values()} == {"error"}, variant
 
 

@@ -22,6 +22,7 @@ from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_c
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.guards import summarize_calls
+from dpcheck.analysis.mentions import summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
@@ -116,6 +117,11 @@ class FileResult:
     checkpoint_loads: str = ""
     # Its classes -> the attributes of `self` their own forward compares with a string (model_class.forward_flags).
     forward_flags: dict[str, list[str]] = field(default_factory=dict)
+    # Its classes that nothing in the file names, the capitalised names it mentions that another
+    # file's class may have, and whether it looks classes up by a computed name (mentions).
+    unnamed: list[str] = field(default_factory=list)
+    mentions: list[str] = field(default_factory=list)
+    builds_by_name: bool = False
 
     @property
     def submodules(self) -> list[str]:
@@ -155,7 +161,10 @@ class FileResult:
                    if self.parameter_properties else {}),
                 **({"checkpoint_loads": self.checkpoint_loads} if self.checkpoint_loads else {}),
                 **({"forward_flags": {k: " ".join(v) for k, v in self.forward_flags.items()}}
-                   if self.forward_flags else {})}
+                   if self.forward_flags else {}),
+                **({"unnamed": " ".join(self.unnamed)} if self.unnamed else {}),
+                **({"mentions": " ".join(self.mentions)} if self.mentions else {}),
+                **({"builds_by_name": True} if self.builds_by_name else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -184,7 +193,9 @@ class FileResult:
                    {str(k): str(v).split() for k, v in dict(data.get("kept_modules", {})).items()},
                    {str(k): str(v).split() for k, v in dict(data.get("parameter_properties", {})).items()},
                    checkpoint_loads=str(data.get("checkpoint_loads", "")),
-                   forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()})
+                   forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()},
+                   unnamed=str(data.get("unnamed", "")).split(), mentions=str(data.get("mentions", "")).split(),
+                   builds_by_name=bool(data.get("builds_by_name", False)))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -331,6 +342,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         msg = getattr(exc, "msg", None) or str(exc)
         result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
+        summarize_text_mentions(text, result)  # (what it names, read off its text)
         if "DataParallel" in text or "data_parallel" in text:
             # A script that may wrap a model but cannot be read: what the project wraps is not fully known.
             result.unresolved_wraps = [row]
@@ -364,6 +376,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # and which of its classes' properties take `next(self.parameters())` (a mixin without
         # torch's name: a model class of another file that reads the property in forward learns it here).
         summarize_parameter_properties(ctx, result)
+        # and what it names or looks up by name (a registry or a config table without torch's name).
+        summarize_text_mentions(text, result)
         return result
     try:
         _run_rules(ctx, rules, result)

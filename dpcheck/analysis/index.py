@@ -93,6 +93,11 @@ class ClassIndex:
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
         self._unused: set[str] = set()
+        # Classes their own file never names, capitalised names the files mention, and whether a
+        # file looks classes up by a computed name (mentions.summarize_mentions).
+        self._unnamed: set[str] = set()
+        self._mentions: set[str] = set()
+        self._builds_by_name = False
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         # For built_outside: simple name -> the modules that build a class of that name they neither
@@ -119,6 +124,7 @@ class ClassIndex:
         # partial last batch (see keeps_partial_batches).
         self._wrapped_keeps_last: dict[str, bool] = {}
         self._offline: frozenset[str] | None = None
+        self._never_named: frozenset[str] | None = None
         # Every import target (each once: a model library imports the same few names in every
         # file, 38k targets for 4k names on transformers `models/`); their `module.Class` tails are
         # taken only when ``offline`` is first asked (the guessing index of engine.ModuleSummaries
@@ -166,6 +172,9 @@ class ClassIndex:
         self._wrap_candidates.extend(result.wrap_candidates)
         self._returns.update(result.returns)
         self._unused.update(result.unused)
+        self._unnamed.update(result.unnamed)
+        self._mentions.update(result.mentions)
+        self._builds_by_name = self._builds_by_name or result.builds_by_name
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
         if result.built_per_call or result.built_elsewhere:
@@ -391,10 +400,35 @@ class ClassIndex:
             return None
         return f"`{class_name}` is left out of its file's `__all__` and no scanned file uses it"
 
+    def unnamed(self, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None: the scanned files wrap a model (a
+        model file checked alone is not asked), none of them looks classes up by a computed name,
+        and no scanned file names this class: its own file never uses it, no file imports,
+        mentions or subclasses it, and its bases are torch's (a project base may register its
+        subclasses). Nothing the project runs can build it (see dpcheck.analysis.mentions)."""
+        if self._never_named is None:
+            self._never_named = self._never_named_classes()
+        if class_name not in self._never_named:
+            return None
+        return f"no scanned file names `{class_name}`: nothing builds, wraps or imports it"
+
+    def _never_named_classes(self) -> frozenset[str]:
+        if not self._unnamed or self._builds_by_name or not (
+                self._wrapped_names or self._unresolved_wraps or self._wrap_candidates):
+            return frozenset()
+        return self._used_nowhere(self._unnamed, self._mentions, lambda qualname: all(
+            b in MODULE_BASES or is_torch_nn_class(b) for b in self.bases[qualname]))
+
     def _offline_names(self) -> frozenset[str]:
         if not self._unused:
             return frozenset()
-        candidates = {q.rsplit(".", 1)[-1] for q in self._unused}
+        return self._used_nowhere(self._unused, frozenset(), lambda qualname: True)
+
+    def _used_nowhere(self, unused: set[str], mentioned, eligible) -> frozenset[str]:
+        """Simple names of the classes in ``unused`` (each unused in its own file) that no scanned
+        file imports, wraps, builds as a layer, subclasses or (``mentioned``) names, every scanned
+        class of that simple name being one of them and ``eligible``."""
+        candidates = {q.rsplit(".", 1)[-1] for q in unused}.difference(mentioned)
         same: dict[str, list[str]] = {}
         for qualname in list(self.bases):
             simple = qualname.rsplit(".", 1)[-1]
@@ -404,7 +438,7 @@ class ClassIndex:
         used.update(_tail(self.lookup(n) or n) for n in [*self._wrapped_names, *self._submodule_names])
         base_names = {base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases}
         return frozenset(simple for simple, qualnames in same.items()
-                         if simple not in base_names and all(q in self._unused and _tail(q) not in used
+                         if simple not in base_names and all(q in unused and _tail(q) not in used and eligible(q)
                                                              for q in qualnames))
 
     def _classes_in_use(self) -> frozenset[str]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
+from dpcheck.analysis.mentions import capitalised, summarize_mentions
 from dpcheck.analysis.scripts import (
     dataparallel_attributes,
     mentions_dataparallel,
@@ -846,21 +847,41 @@ def harness_condition(model: ModelClass) -> str | None:
 
 
 
-def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
-    """The offline utilities and leftovers of a file, which users of the file do not wrap: names
-    of this file's top-level, undecorated classes that a literal `__all__` leaves out, that no
-    code outside the class's own body names except as the class tested by `isinstance`/
-    `issubclass` (a weight-init switch over layer types builds nothing), and that no string names."""
+def _declared_all(ctx: FileContext) -> set[str] | None:
+    """The names a literal `__all__` of the file declares, or None where it declares none."""
     declared = None
     for stmt in ctx.tree.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
                 and isinstance(stmt.value, (ast.List, ast.Tuple)):
             declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant)}
+    return declared
+
+
+def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
+    """The offline utilities and leftovers of a file, which users of the file do not wrap: names
+    of this file's top-level, undecorated classes that a literal `__all__` leaves out, that no
+    code outside the class's own body names except as the class tested by `isinstance`/
+    `issubclass` (a weight-init switch over layer types builds nothing), and that no string names."""
+    declared = _declared_all(ctx)
     if declared is None:
         return frozenset()
+    return _unused_in_file(ctx, lambda name: name not in declared)
+
+
+def unnamed_classes(ctx: FileContext) -> frozenset[str]:
+    """In a file that declares no `__all__` (a star import takes every public name), its top-level,
+    undecorated classes with a capitalised name that the file never uses, as
+    ``_unused_outside_api`` reads use: whether another file names them is the index's question
+    (see dpcheck.analysis.mentions)."""
+    if _declared_all(ctx) is not None:
+        return frozenset()
+    return _unused_in_file(ctx, capitalised)
+
+
+def _unused_in_file(ctx: FileContext, eligible) -> frozenset[str]:
     # A decorated class may be registered by its decorator (timm's register_notrace_module).
     candidates = {stmt.name: stmt for stmt in ctx.tree.body
-                  if isinstance(stmt, ast.ClassDef) and stmt.name not in declared and not stmt.decorator_list}
+                  if isinstance(stmt, ast.ClassDef) and eligible(stmt.name) and not stmt.decorator_list}
     if not candidates:
         return frozenset()
     names = ctx.nodes(ast.Name)
@@ -911,9 +932,11 @@ def _is_zero(node: ast.AST) -> bool:
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
     """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``,
-    ``.unused``, ``.partial_batches`` and ``.kept_modules`` for the project index."""
+    ``.unused``, ``.unnamed``, ``.mentions``, ``.builds_by_name``, ``.partial_batches`` and
+    ``.kept_modules`` for the project index."""
     result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
+    summarize_mentions(ctx, ctx.fact(unnamed_classes), result)
     result.returns = function_returns(ctx)
     result.partial_batches = partial_batches(ctx)
     result.kept_modules = kept_modules(ctx)

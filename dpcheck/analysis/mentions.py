@@ -1,0 +1,132 @@
+"""Which classes no scanned file names: classes nothing in the project can build.
+
+A class whose file never names it outside its own body, that no other scanned file imports,
+names (a free name a star import binds, an attribute `loss.VGGLoss`, a string a registry looks
+up) or subclasses, and that no decorator registers, is built by nothing the run can see: dead
+code copied in with a file (bOEMD's HookBasedFeatureExtractor, TENet's VGGLoss). That holds only
+where no scanned file looks classes up by a name it computes: `getattr(module, name)`,
+`globals()[name]`, `eval`, `__subclasses__()`, ... can build any class of a module without its
+name appearing anywhere in the code (it may come from a config file or the command line).
+
+Each file records (``FileResult``): ``unnamed``, its candidates (top-level, undecorated classes
+whose name starts with a capital, in a file that declares no `__all__`, named nowhere in the
+file outside their own body except as the type an `isinstance`/`issubclass` test checks; a file
+that declares `__all__` is wrapping._unused_outside_api's); ``mentions``, the capitalised names it
+mentions that another file's class could be (names, attribute names and identifier strings,
+less the names it imports by name, whose targets the import aliases carry, and less its own
+top-level classes' names); and ``builds_by_name``, whether it looks a class up by a computed name.
+The project index settles it (``ClassIndex.unnamed``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.context import FileContext
+
+# Calls that look a name up in a namespace: with a name that is not a constant, they can build a
+# class no code names.
+_LOOKUP_CALLS = frozenset({"getattr", "eval", "exec"})
+# Namespaces a subscript or `.get` with a computed key looks classes up in.
+_NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
+# Attributes that enumerate classes, whatever they are read on.
+_ENUMERATING_ATTRIBUTES = frozenset({"__subclasses__", "getmembers"})
+# Calls that import a module by a computed name (`importlib.import_module("models." + name)`).
+_IMPORT_CALLS = frozenset({"import_module", "__import__"})
+# In a file no rule analyses (it names no torch token, see file.RELEVANT_TOKENS), its text alone
+# tells: any of these words may look a class up by name, and any capitalised word may name one.
+_BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subclasses__|getmembers|__dict__"
+                            r"|import_module|__import__|sys\.modules)\b")
+_CAPITALISED_WORD = re.compile(r"\b[A-Z]\w*")
+
+
+def capitalised(name: str) -> bool:
+    """The names this summary tracks: a class named with a lower-case initial is never a candidate."""
+    return name[:1].isupper()
+
+
+def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> None:
+    """Fill ``result.unnamed``, ``.mentions`` and ``.builds_by_name`` from the file's walk."""
+    own = {stmt.name for stmt in ctx.tree.body if isinstance(stmt, ast.ClassDef)}
+    imported = ctx.imports.aliases.keys()
+    names: set[str] = set(map(_id_of, ctx.nodes(ast.Name)))
+    names.update(map(_attr_of, ctx.nodes(ast.Attribute)))
+    names.update(value for value in map(_value_of, ctx.nodes(ast.Constant))
+                 if value.__class__ is str and value.isidentifier())
+    result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
+    result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
+    result.builds_by_name = _builds_by_name(ctx)
+
+
+def summarize_text_mentions(text: str, result) -> None:
+    """The same facts from the text of a file no rule walks (conservatively: comments count)."""
+    result.mentions = sorted(set(_CAPITALISED_WORD.findall(text)))
+    result.builds_by_name = _BY_NAME_WORDS.search(text) is not None
+
+
+def _builds_by_name(ctx: FileContext) -> bool:
+    calls = ctx.nodes(ast.Call)
+    # Names that may hold a module: what the file imports, and what an import by a computed name
+    # returns (`module = importlib.import_module("models." + name)`).
+    modules = set(ctx.imports.aliases)
+    for call in calls:
+        if _called(call) in _IMPORT_CALLS:
+            parent = ctx.tree_index.parents.get(call)
+            if parent.__class__ is ast.Assign:
+                modules.update(t.id for t in parent.targets if t.__class__ is ast.Name)
+    for call in calls:
+        name = _called(call)
+        if call.func.__class__ is not ast.Name:
+            continue
+        if name == "getattr":
+            if len(call.args) >= 2 and _computed(call.args[1]) and _may_be_module(call.args[0], modules):
+                return True
+        elif name in _LOOKUP_CALLS:  # eval, exec
+            return True
+        elif name in _NAMESPACE_CALLS and (name != "vars" or call.args and _may_be_module(call.args[0], modules)):
+            parent = ctx.tree_index.parents.get(call)
+            if parent.__class__ is ast.Subscript or parent.__class__ is ast.Attribute:
+                return True  # globals()[name], vars(module).get(name); not vars(args).items()
+    for attribute in ctx.nodes(ast.Attribute):
+        attr = attribute.attr
+        if attr in _ENUMERATING_ATTRIBUTES or attr == "__dict__" and _may_be_module(attribute.value, modules) \
+                or attr == "modules" and attribute.value.__class__ is ast.Name and attribute.value.id == "sys":
+            return True  # Base.__subclasses__(), inspect.getmembers(module), module.__dict__, sys.modules
+    return False
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
+
+
+def _computed(arg: ast.AST) -> bool:
+    return not (arg.__class__ is ast.Constant and isinstance(arg.value, str))
+
+
+def _may_be_module(node: ast.AST, modules: set[str]) -> bool:
+    """Can ``node`` be a module or a class (a name the file imports or imported by a computed name,
+    a call's result, `sys.modules[...]`) rather than an object of the program (`self`, `args`)?"""
+    if node.__class__ is ast.Call or node.__class__ is ast.Subscript:
+        return True  # getattr(importlib.import_module(path), name), sys.modules[__name__]
+    root = node
+    while root.__class__ is ast.Attribute:
+        root = root.value
+    return root.__class__ is ast.Name and root.id in modules
+
+
+def _id_of(node: ast.Name) -> str:
+    return node.id
+
+
+def _attr_of(node: ast.Attribute) -> str:
+    return node.attr
+
+
+def _value_of(node: ast.Constant):
+    return node.value
+
+
