@@ -63,6 +63,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import (
+    accumulation_started_in_call,
     behind_non_default_option,
     cleared_in_forward,
     old_value_use,
@@ -256,7 +257,11 @@ def _kind(model, fn, name: str, value, node) -> str:
         return "lazy"
     if behind_non_default_option(model, fn, node):
         return "option"
-    use = "accumulates" if isinstance(node, ast.AugAssign) else old_value_use(model, fn, name, value)
+    if isinstance(node, ast.AugAssign):
+        # (an accumulation onto a value this call started afresh reads nothing of the last call's)
+        use = None if accumulation_started_in_call(model, fn, name, node) else "accumulates"
+    else:
+        use = old_value_use(model, fn, name, value)
     if use == "converted":
         return "converted"
     if use == "memo":

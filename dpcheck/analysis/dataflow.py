@@ -788,6 +788,34 @@ def _only_sets_after(fn: FunctionInfo, guard: ast.If) -> bool:
                    and not n.func.attr.startswith("_") for s in after for n in ast.walk(s))
 
 
+def accumulation_started_in_call(model: ModelClass, fn: FunctionInfo, name: str, node: ast.AST) -> bool:
+    """Does a write of this call start `self.<name>` afresh before the accumulation ``node``
+    (`self.loss_tot += w * kl`) on every path: earlier in ``fn`` (``written_earlier``), or, in a
+    method forward reaches, before every call of it (PHiSeg's `elbo` sets `self.loss_tot = 0`, then
+    calls the helpers that add to it)? Then it adds to this call's value, not the previous call's."""
+    return written_earlier(fn, name, node) or _written_before_every_call(model, fn, name, frozenset())
+
+
+def _written_before_every_call(model: ModelClass, fn: FunctionInfo, name: str, trail: frozenset) -> bool:
+    """Is there a call of method ``fn`` in forward-reachable code, and is each one preceded on every
+    path by a write of `self.<name>` in its caller, or made from a method itself only called so?
+    (forward has no such caller: DataParallel calls it.)"""
+    if fn.name == "forward" or fn.node in trail:
+        return False
+    trail = trail | {fn.node}
+    called = False
+    for caller in model.in_forward:
+        if caller.node is fn.node:
+            continue
+        for call in caller.nodes(ast.Call):
+            if caller.self_attr(call.func) != fn.name:
+                continue
+            called = True
+            if not (written_earlier(caller, name, call) or _written_before_every_call(model, caller, name, trail)):
+                return False
+    return called
+
+
 def reads_before_write(model: ModelClass, fn: FunctionInfo, name: str, node: ast.AST) -> bool:
     """Is the old value of ``self.<name>`` used (not just its device/shape/None-ness) in forward
     before this write: earlier in the same function, or in a caller before it calls ``fn``?
