@@ -4,7 +4,11 @@ Flags a 0-dim tensor returned from a model's `forward`, alone or inside a tuple,
 or dict: a loss from `F.cross_entropy(...)` or an `nn.*Loss` module, or a full
 reduction such as `x.mean()` or `x.sum()` with no dim, also when a function or method of the
 file returns it (`penalty = self.calc_gradient_penalty(...)`) or an option read off the
-model's configuration weighs it (`torch.mean(d) * self.config["alpha"]`). Also what a module of
+model's configuration weighs it (`torch.mean(d) * self.config["alpha"]`), or it is read back from
+an attribute of self every store of which, in any method of the class, is 0-dim or a number
+(`self.loss_ce = F.cross_entropy(...)` then `return logits, self.loss_ce`; PHiSeg's `self.loss_tot
+= 0` then `self.loss_tot += w * self.loss_dict[key]` in the helpers, the dict's items being 0-dim
+means). Also what a module of
 a project class returns, of this file or another, where every return of that class's forward
 that can run with the options the call passes is 0-dim (`loss = self.crf(emissions, tags)`,
 pytorch-crf's mean log-likelihood, unless the call asks for `reduction="none"`); an option given

@@ -818,3 +818,25 @@ def test_a_class_no_file_names_is_advice_only_where_the_run_wraps_a_model():
                                                                      ("models.py", 28): "info"}
     # The model file checked alone shows no wrap: its classes may be what its users wrap.
     assert severities(folder / "models.py") == {("models.py", 17): "error", ("models.py", 28): "error"}
+
+
+def test_a_private_class_built_in_a_module_is_a_layer_of_it():
+    # faster-rcnn's `self.RCNN_rpn = _RPN(...)`: its 0-dim losses reach the gather through the
+    # owner's forward, so the index must not take `_RPN` for a model of its own.
+    from conftest import file_context
+
+    from dpcheck.analysis.wrapping import layer_owners
+
+    ctx = file_context("""
+        import torch.nn as nn
+        from model.rpn.rpn import _RPN
+
+        class _fasterRCNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.RCNN_rpn = _RPN(512)
+                self.helper = _make_helper()
+    """, module="model.faster_rcnn")
+    owners = layer_owners(ctx)
+    assert owners["model.rpn.rpn._RPN"] == frozenset({"_fasterRCNN"})
+    assert not any(part.endswith("_make_helper") for part in owners)

@@ -122,3 +122,27 @@ def test_a_module_of_the_file_whose_forward_returns_0_dim_is_read_with_the_optio
     # What other files' calls read: the head's forward is 0-dim unless reduction is 'none'.
     assert result.scalar_forwards["m.Head"] == ["reduction@2=*|'mean'|'sum'"]
     assert ("m.Net" in result.scalar_forwards) == found  # (and a class that returns its value)
+
+
+@pytest.mark.parametrize("body, found", [
+    # A running total on self, augmented in a helper forward calls after a reset to 0.
+    ("def total(self, out, y):\n    self.tot = 0\n    self.tot += 0.5 * self.crit(out, y)\n    return self.tot\n"
+     "def forward(self, x, y):\n    out = self.net(x)\n    return out, self.total(out, y)\n", True),
+    # Stored in forward and returned as the attribute.
+    ("def forward(self, x, y):\n    out = self.net(x)\n    self.loss = self.crit(out, y)\n    return out, self.loss\n",
+     True),
+    # An item of a dict on self that only item stores of 0-dim values fill.
+    ("def forward(self, x, y):\n    out = self.net(x)\n    self.terms = {}\n    self.terms['l1'] = self.crit(out, y)\n"
+     "    return out, self.terms['l1']\n", True),
+    # A total that starts as a one-element tensor is (1,), not 0-dim.
+    ("def forward(self, x, y):\n    out = self.net(x)\n    self.tot = torch.zeros(1)\n    self.tot += self.crit(out, y)\n"
+     "    return out, self.tot\n", False),
+    # Another store puts a per-sample tensor there: the attribute's shape is not known.
+    ("def forward(self, x, y):\n    out = self.net(x)\n    self.loss = self.crit(out, y)\n    if self.opt.per_sample:\n"
+     "        self.loss = (out - y).abs().mean(dim=1)\n    return out, self.loss\n", False),
+    # A dict the class also fills with update(): its items are not known.
+    ("def forward(self, x, y):\n    out = self.net(x)\n    self.terms = {}\n    self.terms['l1'] = self.crit(out, y)\n"
+     "    self.terms.update(self.opt.extra)\n    return out, self.terms['l1']\n", False),
+])
+def test_a_loss_stored_on_self_is_0_dim_when_every_store_is(body, found):
+    assert bool(dp401_rows(body)) is found

@@ -55,6 +55,20 @@ class AttrFacts:
 
 
 
+# The key of ``ModelClass.self_stores`` for the items of ``self.<name>`` (`self.losses[key] = v`).
+ITEM = "[]"
+
+
+@record
+class SelfStore:
+    """One store in ``self.<name>``: the value, the method that stores it, and for `self.x += v`
+    the operator (the attribute then holds its old value combined with ``value``)."""
+
+    value: ast.AST
+    fn: FunctionInfo
+    op: ast.operator | None
+
+
 def file_models(ctx: FileContext) -> list[ModelClass]:
     """The file's module classes (certain, or modules on a condition on the index), built once
     for the rules and the per-file summaries that read them."""
@@ -260,6 +274,49 @@ class ModelClass:
                 if callee in _RECORDED_CALLS:
                     self._record_call(call, fn, facts)
         return facts
+
+    @cached_property
+    def self_stores(self) -> dict[str, list[SelfStore] | None]:
+        """``self.<name>`` -> every value the class's methods (forward's code included) store in it,
+        or None where one store is not a plain one (a tuple unpacked into it, `setattr`, a `del`):
+        what a read of the attribute can hold, asked of the few attributes a rule follows."""
+        stores: dict[str, list[SelfStore] | None] = {}
+        inits = [self.function(cls.methods["__init__"], cls) for cls in self.mro if "__init__" in cls.methods]
+        seen_nodes = {id(f.node) for f in self.all_methods}
+        for fn in self.all_methods + [f for f in inits if id(f.node) not in seen_nodes]:
+            for node in fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        continue
+                    attr = fn.self_attr(target)
+                    if attr is not None:
+                        if isinstance(node, ast.Delete) or node.value is None or stores.get(attr, []) is None:
+                            stores[attr] = None
+                        else:
+                            stores.setdefault(attr, []).append(
+                                SelfStore(node.value, fn, node.op if isinstance(node, ast.AugAssign) else None))
+                    elif isinstance(target, ast.Subscript) and (attr := fn.self_attr(target.value)) is not None:
+                        # `self.losses[key] = v`: an item of the attribute (``<name>[]``).
+                        item = attr + ITEM
+                        if isinstance(node, ast.Delete) or node.value is None or stores.get(item, []) is None:
+                            stores[item] = None
+                        else:
+                            stores.setdefault(item, []).append(
+                                SelfStore(node.value, fn, node.op if isinstance(node, ast.AugAssign) else None))
+                    elif isinstance(target, (ast.Tuple, ast.List)):
+                        for elt in ast.walk(target):
+                            if (attr := fn.self_attr(elt)) is not None:
+                                stores[attr] = None
+            for call in fn.nodes(ast.Call):
+                func = call.func
+                if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and call.args \
+                        and fn.is_self(call.args[0]) and len(call.args) > 1 and isinstance(call.args[1], ast.Constant):
+                    stores[str(call.args[1].value)] = None
+                elif isinstance(func, ast.Attribute) and func.attr in _FILLS \
+                        and (attr := fn.self_attr(func.value)) is not None:
+                    stores[attr + ITEM] = None  # `self.losses.update(...)`: items the stores do not show
+        return stores
 
     def _record_call(self, call: ast.Call, fn: FunctionInfo, facts: dict[str, AttrFacts]) -> None:
         func = call.func

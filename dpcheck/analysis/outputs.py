@@ -19,7 +19,7 @@ from typing import Iterator
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
-from dpcheck.analysis.model_class import ModelClass
+from dpcheck.analysis.model_class import ITEM, ModelClass
 from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
@@ -491,6 +491,11 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
             if reason:
                 return reason
         return None
+    if isinstance(node, ast.Attribute) or isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice) \
+            and isinstance(node.value, ast.Attribute):
+        stored = _stored_scalar(node, fn, model, depth, resolving)
+        if stored is not None or isinstance(node, ast.Attribute):
+            return stored
     if isinstance(node, ast.BinOp):
         sides = [node.left, node.right]
         reasons = [scalar_reason(s, fn, model, depth + 1, resolving) for s in sides]
@@ -559,6 +564,15 @@ def _callee(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo
     module-level function (`weighted_l1_loss(...)`) that no local name of the caller shadows."""
     if isinstance(call.func, ast.Attribute):
         return _helper_method(call, fn, model)
+    if isinstance(call.func, ast.Name) and call.func.id in fn.local_values:
+        # `criterion = self.multinoulli_loss` then `criterion(recon, target)`: that method, where
+        # every value of the name is the same method of self.
+        values = fn.local_values[call.func.id]
+        attrs = {fn.self_attr(v) for v in values}
+        if len(attrs) == 1 and None not in attrs:
+            helper = model.find_method(attrs.pop())
+            return helper if helper is not None and helper.name != "forward" else None
+        return None
     if isinstance(call.func, ast.Name) and call.func.id not in fn.local_values:
         node = model.ctx.module_functions.get(call.func.id)
         if node is not None:
@@ -619,6 +633,13 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
             return not any(_sequence_value(v) for v in fn.local_values.get(node.id, ()))
         values = fn.local_values.get(node.id)
         return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
+    if isinstance(node, ast.Attribute) and (attr := fn.self_attr(node)) is not None:
+        return _stored_number(attr, model, resolving, depth)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and not isinstance(node.slice, ast.Slice) \
+            and node.value.id not in resolving:
+        # `level_weights[i]` of `level_weights = [w ** i for i in range(n)]` or `[1] * n`.
+        values = fn.local_values.get(node.value.id)
+        return bool(values) and all(_numbers(v, fn, model, resolving, depth + 1) for v in values)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) or isinstance(
             node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
         # `self.opt.lambda_feat`, `self.config["l1_alpha"]`: an option read off a configuration object.
@@ -629,6 +650,95 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
         return all(_python_number(s, fn, model, resolving, depth + 1) for s in (node.left, node.right))
     if isinstance(node, ast.UnaryOp):
         return _python_number(node.operand, fn, model, resolving, depth + 1)
+    return False
+
+
+# The operators of `self.total += v` that keep a 0-dim total 0-dim when ``v`` is 0-dim or a number.
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _self_key(name: str) -> str:
+    """How ``resolving`` holds an attribute of self being followed (no local name has a dot)."""
+    return "self." + name
+
+
+def _stored_scalar(node: ast.Attribute | ast.Subscript, fn: FunctionInfo, model: ModelClass, depth: int,
+                   resolving: frozenset[str]) -> str | None:
+    """Why ``self.<name>`` (or an item ``self.<name>[key]``) read in ``fn`` is 0-dim: every value the
+    class stores in it is 0-dim or a Python number, one at least 0-dim (PHiSeg's `self.loss_tot = 0`,
+    then `self.loss_tot += w * torch.mean(...)` in the helpers forward calls, returned by the
+    method forward calls for its loss); or None. Weights and submodules are not followed, nor an
+    item of a dict the class fills other than item by item."""
+    if isinstance(node, ast.Subscript):
+        attr = fn.self_attr(node.value)
+        if attr is None:
+            return None
+        whole = model.self_stores.get(attr)
+        # `self.losses = {}` and item stores only: an item holds what the item stores put there.
+        if not whole or not all(s.op is None and isinstance(s.value, ast.Dict) and not s.value.keys for s in whole):
+            return None
+        key = attr + ITEM
+    else:
+        attr = key = fn.self_attr(node)
+        if attr is None:
+            return None
+    if _self_key(key) in resolving:
+        return None
+    facts = model.attrs.get(attr)
+    if facts is not None and facts.kinds & (_WEIGHTED_KINDS | {"tensor", "container"}) and key == attr:
+        return None
+    stores = model.self_stores.get(key)
+    if not stores:
+        return None
+    following = frozenset(r for r in resolving if r.startswith("self.")) | {_self_key(key)}
+    reasons = []
+    for store in stores:
+        if store.op is not None and not isinstance(store.op, _ARITHMETIC):
+            return None
+        reason = scalar_reason(store.value, store.fn, model, depth + 1, following)
+        if reason is None and not _python_number(store.value, store.fn, model, following):
+            return None
+        if reason:
+            reasons.append(reason)
+    if not reasons:
+        return None
+    held = f"self.{attr}[...]" if key != attr else f"self.{attr}"
+    return _reason(f"{reasons[0]}, stored in `{held}`", *reasons)
+
+
+def _stored_number(attr: str, model: ModelClass, resolving: frozenset[str], depth: int) -> bool:
+    """Is ``self.<attr>`` a Python number: the running total being followed, or an attribute every
+    store of which is a number (`self.kl_weight = 1.0`, a weight set once)?"""
+    if _self_key(attr) in resolving:
+        return True
+    facts = model.attrs.get(attr)
+    if facts is not None and facts.kinds & (_WEIGHTED_KINDS | {"tensor", "container"}):
+        return False
+    stores = model.self_stores.get(attr)
+    following = frozenset(r for r in resolving if r.startswith("self.")) | {_self_key(attr)}
+    return bool(stores) and all(
+        (s.op is None or isinstance(s.op, _ARITHMETIC)) and _python_number(s.value, s.fn, model, following, depth + 1)
+        for s in stores)
+
+
+def _numbers(value: ast.AST, fn: FunctionInfo, model: ModelClass, resolving: frozenset[str], depth: int) -> bool:
+    """Is ``value`` a list of Python numbers: `[1] * n`, `[1.0, 0.5]`, or `[w ** i for i in range(n)]`
+    (a comprehension over `range` whose element is a number given its integer variables)?"""
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return bool(value.elts) and all(_python_number(e, fn, model, resolving, depth) for e in value.elts)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        # A list times anything is that list repeated (or a TypeError): its elements whatever `n` is.
+        return _numbers(value.left, fn, model, resolving, depth)
+    if isinstance(value, ast.ListComp) and len(value.generators) == 1:
+        loop = value.generators[0]
+        source = loop.iter
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "list" \
+                and len(source.args) == 1:
+            source = source.args[0]
+        if isinstance(loop.target, ast.Name) and isinstance(source, ast.Call) \
+                and isinstance(source.func, ast.Name) and source.func.id == "range":
+            # The loop variable is an int: followed as a number, as the running total is.
+            return _python_number(value.elt, fn, model, resolving | {loop.target.id}, depth)
     return False
 
 

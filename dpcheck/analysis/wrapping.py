@@ -695,7 +695,8 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
         for call in ctx.tree_index.nodes_within(info.node, ast.Call):
             func = call.func
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-            if not last[:1].isupper() or last == name:
+            # A class name, private ones too (faster-rcnn's `_RPN`), is capitalised after its underscores.
+            if not last.lstrip("_")[:1].isupper() or last == name:
                 continue
             resolved = ctx.resolve(func)
             if resolved and not resolved.startswith("torch."):
