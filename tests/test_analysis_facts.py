@@ -819,6 +819,29 @@ def test_a_class_no_file_names_is_advice_only_where_the_run_wraps_a_model():
     # The model file checked alone shows no wrap: its classes may be what its users wrap.
     assert severities(folder / "models.py") == {("models.py", 17): "error", ("models.py", 28): "error"}
 
+def test_wrapped_attributes_are_attributes_of_other_objects_that_hold_a_wrapper():
+    from conftest import file_context
+
+    from dpcheck.analysis.scripts import wrapped_attributes
+
+    ctx = file_context("""
+        import torch
+        import torch.nn as nn
+        from solvers import get_trainer
+
+        trainer = get_trainer()
+        if torch.cuda.device_count() > 1:
+            trainer.generator = torch.nn.DataParallel(trainer.generator)
+        trainer.critic = nn.DataParallel(trainer.critic).cuda()
+        trainer.name = "gan"
+        trainer.encoder = trainer.encoder.cuda()
+
+        class Runner:
+            def setup(self):
+                self.model = nn.DataParallel(self.model)
+    """, module="train")
+    assert wrapped_attributes(ctx) == ["critic", "generator"]
+
 
 def test_a_private_class_built_in_a_module_is_a_layer_of_it():
     # faster-rcnn's `self.RCNN_rpn = _RPN(...)`: its 0-dim losses reach the gather through the

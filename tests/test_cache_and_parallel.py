@@ -238,6 +238,7 @@ def test_file_result_round_trips_through_the_cache_format():
     result.unnamed = ["models.Leftover"]
     result.mentions = ["Known", "VGGLoss"]
     result.builds_by_name = True
+    result.wrapped_attributes = ["discriminator", "generator"]
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
@@ -248,6 +249,8 @@ def test_file_result_round_trips_through_the_cache_format():
     assert back.wrappers == {"models.Seg": ["par.UserScatteredDataParallel", "torch.nn.DataParallel"]}
     assert back.parameter_properties == {"base.ModelBase": ["device", "device_id"]}
     assert back.forward_flags == {"nets.SpecNet": ["forward_mode", "use_aux"]}
+    assert back.wrapped_attributes == ["discriminator", "generator"]
+    assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).wrapped_attributes == []
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []

@@ -27,7 +27,7 @@ from dpcheck.analysis.model_class import file_models, summarize_forward_flags, s
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
-from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, dataparallel_attributes
+from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, dataparallel_attributes, wrapped_attributes
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
@@ -122,6 +122,8 @@ class FileResult:
     unnamed: list[str] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
     builds_by_name: bool = False
+    # Attributes of objects other than self it stores a DataParallel wrapper in (scripts.wrapped_attributes).
+    wrapped_attributes: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -164,7 +166,8 @@ class FileResult:
                    if self.forward_flags else {}),
                 **({"unnamed": " ".join(self.unnamed)} if self.unnamed else {}),
                 **({"mentions": " ".join(self.mentions)} if self.mentions else {}),
-                **({"builds_by_name": True} if self.builds_by_name else {})}
+                **({"builds_by_name": True} if self.builds_by_name else {}),
+                **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -195,7 +198,8 @@ class FileResult:
                    checkpoint_loads=str(data.get("checkpoint_loads", "")),
                    forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()},
                    unnamed=str(data.get("unnamed", "")).split(), mentions=str(data.get("mentions", "")).split(),
-                   builds_by_name=bool(data.get("builds_by_name", False)))
+                   builds_by_name=bool(data.get("builds_by_name", False)),
+                   wrapped_attributes=str(data.get("wrapped_attributes", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -400,6 +404,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_scalar_forwards(ctx, result)
     summarize_parameter_properties(ctx, result)
     summarize_forward_flags(ctx, result)
+    result.wrapped_attributes = wrapped_attributes(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

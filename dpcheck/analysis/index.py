@@ -50,6 +50,7 @@ from dpcheck.analysis.scripts import (
     RETURNED_ELEMENT,
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
+    WRAPPED_ATTRIBUTE_CONDITION,
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
@@ -114,6 +115,8 @@ class ClassIndex:
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
         self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
+        # Attributes of other objects that scripts store wrappers in -> the packages of those scripts.
+        self._wrapped_attributes: dict[str, set[str]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -202,6 +205,8 @@ class ClassIndex:
                     or result.partial_batches == KEEPS_LAST
         self._parameter_properties.update(result.parameter_properties)
         self._forward_flags.update(result.forward_flags)
+        for attr in result.wrapped_attributes:
+            self._wrapped_attributes.setdefault(attr, set()).add(result.module.rpartition(".")[0])
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -708,6 +713,14 @@ class ClassIndex:
             work.extend(self.bases[target])
         return False
 
+    def wrapped_attribute(self, text: str) -> bool:
+        """``<attr>@<module>``: does a scanned script store a DataParallel wrapper in `<obj>.<attr>` of
+        an object other than self (scripts.wrapped_attributes), from a package that holds the module
+        (a top-level script, or one in the module's package or above it)?"""
+        attr, _, module = text.partition("@")
+        return any(not package or module.startswith(package + ".")
+                   for package in self._wrapped_attributes.get(attr, ()))
+
     def forward_flag(self, text: str) -> bool:
         """``<class>:<attr>``: does the class's own forward test `self.<attr>` (see
         model_class.forward_flags)? Its bases are not asked: a class that defines no forward, or
@@ -767,6 +780,8 @@ class ClassIndex:
             return self.parameter_property(name)
         if f"{kind}:" == FORWARD_FLAG_CONDITION and name:
             return self.forward_flag(name)
+        if f"{kind}:" == WRAPPED_ATTRIBUTE_CONDITION and name:
+            return self.wrapped_attribute(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

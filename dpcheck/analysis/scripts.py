@@ -48,8 +48,8 @@ from dpcheck.record import record
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # Methods that return the module itself: `DataParallel(net).cuda()` is still the wrapper.
-_SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
-                             "requires_grad_", "type"})
+SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
+                            "requires_grad_", "type"})
 # Text in a file that can make any script rule fire (else they do not look at it).
 # ("DataParallel" is one of the words "Parallel" finds.)
 SCRIPT_TOKENS = ("Parallel", "data_parallel")
@@ -208,7 +208,7 @@ class ScriptFacts:
             if source is not None:
                 return source
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in _SELF_RETURNING:
+            if isinstance(func, ast.Attribute) and func.attr in SELF_RETURNING:
                 node = func.value
                 continue
             return self._builder_call(node)
@@ -228,7 +228,7 @@ class ScriptFacts:
             if not isinstance(node, ast.Call) or self.dp_class(node) is not None:
                 return None
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in _SELF_RETURNING:
+            if isinstance(func, ast.Attribute) and func.attr in SELF_RETURNING:
                 node = func.value
                 continue
             return node
@@ -379,7 +379,7 @@ class ScriptFacts:
         `model`) holds it from, through earlier rebindings; empty for any other value, or where one
         of them is a parameter's wrapper (its call sites decide)."""
         while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-                and value.func.attr in _SELF_RETURNING:
+                and value.func.attr in SELF_RETURNING:
             value = value.func.value
         text = target_text(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
         if text is None or not hasattr(value, "lineno"):
@@ -1025,6 +1025,35 @@ def target_text(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return f"self.{node.attr}"
     return None
+
+
+# The condition of a finding about a call of `self.<attr>` in a class of a file that wraps nothing there:
+# ``wrapped_attribute:<attr>@<module>`` holds where a scanned script of the module's package or above it
+# (or a top-level one) stores a DataParallel wrapper in `<obj>.<attr>` of an object other than self
+# (``wrapped_attributes``): the object a factory built, whose class the wrapping script does not name
+# (`trainer.generator = nn.DataParallel(trainer.generator)`).
+WRAPPED_ATTRIBUTE_CONDITION = "wrapped_attribute:"
+
+
+def wrapped_attributes(ctx: FileContext) -> list[str]:
+    """The attributes this file stores a DataParallel wrapper in on an object other than self
+    (`trainer.generator = nn.DataParallel(trainer.generator)`, also `.cuda()` / `.to()` after it)."""
+    if not mentions_dataparallel(ctx):
+        return []
+    calls = {id(call) for call in script_facts(ctx).dp_calls}
+    if not calls:
+        return []
+    found = set()
+    for node in ctx.nodes(ast.Assign):
+        value = node.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in SELF_RETURNING:
+            value = value.func.value
+        if id(value) not in calls:
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id != "self":
+                found.add(target.attr)
+    return sorted(found)
 
 
 def script_facts(ctx: FileContext) -> ScriptFacts:
