@@ -783,6 +783,9 @@ def test_mentions_are_names_attributes_and_identifier_strings():
     ("net = eval(args.arch)()", True),
     ("import torch.nn as nn\nchoices = {c.__name__: c for c in nn.Module.__subclasses__()}", True),
     ("import sys\nnet = getattr(sys.modules[__name__], name)()", True),
+    ("from hydra.utils import instantiate\nnet = instantiate(cfg.model)", True),
+    ("import hydra\nnet = hydra.utils.instantiate(cfg.model)", True),
+    ("import pydoc\nnet = pydoc.locate(cfg.arch)()", True),
     # Constant names, objects of the program, a module imported by a computed name whose class
     # is named, and a model's own eval(): no class looked up by a computed name.
     ("import models\nnet = getattr(models, 'Net')()", False),
@@ -803,6 +806,9 @@ def test_a_file_no_rule_walks_is_read_as_text():
     assert registry.builds_by_name
     table = analyze_source("CHOICES = {'vgg': 'VGGLoss'}\n", "table.py", [], "table")
     assert "VGGLoss" in table.mentions and not table.builds_by_name
+    hydra_entry = analyze_source("from hydra.utils import instantiate\n\ndef main(cfg):\n    return instantiate(cfg.model)\n",
+                                 "run.py", [], "run")
+    assert hydra_entry.builds_by_name
 
 
 def test_a_class_no_file_names_is_advice_only_where_the_run_wraps_a_model():

@@ -36,10 +36,17 @@ _NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
 _ENUMERATING_ATTRIBUTES = frozenset({"__subclasses__", "getmembers"})
 # Calls that import a module by a computed name (`importlib.import_module("models." + name)`).
 _IMPORT_CALLS = frozenset({"import_module", "__import__"})
+# Library calls that build or return a class from a dotted path held in a config file, so the
+# class's name appears in no Python file: Hydra's and detectron2's `instantiate(cfg.model)` (a
+# `_target_` key in YAML), Hydra's `get_class`/`get_method`, `pydoc.locate`, `import_string`
+# (Django, Werkzeug), Lightning's `LightningCLI` (a `class_path` in YAML).
+_PATH_RESOLVING_CALLS = frozenset({"instantiate", "get_class", "get_method", "locate", "import_string",
+                                   "LightningCLI"})
 # In a file no rule analyses (it names no torch token, see file.RELEVANT_TOKENS), its text alone
 # tells: any of these words may look a class up by name, and any capitalised word may name one.
 _BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subclasses__|getmembers|__dict__"
-                            r"|import_module|__import__|sys\.modules)\b")
+                            r"|import_module|__import__|sys\.modules|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
+                            + r")\b")
 _CAPITALISED_WORD = re.compile(r"\b[A-Z]\w*")
 
 
@@ -79,6 +86,8 @@ def _builds_by_name(ctx: FileContext) -> bool:
                 modules.update(t.id for t in parent.targets if t.__class__ is ast.Name)
     for call in calls:
         name = _called(call)
+        if name in _PATH_RESOLVING_CALLS:
+            return True  # instantiate(cfg.model), hydra.utils.instantiate(...), pydoc.locate(path)
         if call.func.__class__ is not ast.Name:
             continue
         if name == "getattr":
