@@ -146,3 +146,37 @@ def test_a_module_of_the_file_whose_forward_returns_0_dim_is_read_with_the_optio
 ])
 def test_a_loss_stored_on_self_is_0_dim_when_every_store_is(body, found):
     assert bool(dp401_rows(body)) is found
+CRF_TAGGER = """
+import torch
+import torch.nn as nn
+{import_line}
+
+class Tagger(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(8, n)
+        self.crf = {layer}
+
+    def forward(self, x, mask):
+        logits = self.fc(x)
+        return {{"logits": logits, "tags": self.crf.{method}(logits, mask=mask)}}
+"""
+
+
+def dp402_rows(text: str) -> list[int]:
+    rule = rules_by_code()["DP402"]
+    rule = rule() if isinstance(rule, type) else rule
+    result = analyze_source(textwrap.dedent(text), "m.py", [rule], "m")
+    return [f.row for f in result.findings if f.code == "DP402"]
+
+
+@pytest.mark.parametrize(("import_line", "layer", "method", "reported"), [
+    ("from torchcrf import CRF", "CRF(n, batch_first=True)", "decode", True),  # lists of tag indices
+    ("import torchcrf", "torchcrf.CRF(n)", "decode", True),
+    ("from TorchCRF import CRF", "CRF(n)", "viterbi_decode", True),
+    ("from torchcrf import CRF", "CRF(n, batch_first=True)", "forward", False),  # the log-likelihood, a tensor
+    ("from mylayers import CRF", "CRF(n)", "decode", False),  # a project layer: what it returns is unknown
+])
+def test_a_crf_layers_decoded_tag_lists_are_python_values(import_line, layer, method, reported):
+    text = CRF_TAGGER.format(import_line=import_line, layer=layer, method=method)
+    assert bool(dp402_rows(text)) is reported

@@ -1124,6 +1124,9 @@ def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
 
 
 _PY_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round", "repr", "format"})
+# Third-party layers whose decoding method returns Python lists (one list of tag indices per
+# sample), not a tensor: (the layer's class, the method). pytorch-crf (`torchcrf`) and TorchCRF.
+LIST_DECODING_LAYERS = frozenset({("torchcrf.CRF", "decode"), ("TorchCRF.CRF", "viterbi_decode")})
 
 
 def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | None:
@@ -1146,6 +1149,27 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
     if isinstance(func, ast.Name) and func.id in model.ctx.classes \
             and _plain_dataclass(model.ctx, model.ctx.classes[func.id], 0):
         return f"a `{func.id}` dataclass instance"
+    layer = _list_decoding_layer(func, model)
+    if layer is not None:
+        return f"`self.{func.value.attr}.{func.attr}(...)` of {layer} (Python lists of tag indices)"
+    return None
+
+
+def _list_decoding_layer(func: ast.AST, model: ModelClass) -> str | None:
+    """`self.crf.decode(...)` where every construction stored in `self.crf` outside forward is a
+    layer of LIST_DECODING_LAYERS whose decoding method this is: that class's dotted name."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+            and isinstance(func.value.value, ast.Name) and func.value.value.id == "self"):
+        return None
+    facts = model.attrs.get(func.value.attr)
+    if facts is None or not facts.assignments:
+        return None
+    classes = {model.ctx.resolve(value.func) if isinstance(value, ast.Call) else None
+               for _, value, _ in facts.assignments}
+    if len(classes) == 1:
+        (name,) = classes
+        if (name, func.attr) in LIST_DECODING_LAYERS:
+            return f"`{name}`"
     return None
 
 
