@@ -230,3 +230,32 @@ def test_function_index_matches_the_file_context():
             x = 2
             read(x)
     """) == 6
+
+
+def test_a_name_another_function_rebinds_through_a_declaration_is_not_known():
+    # `global x` in another function: calling it rebinds the module's x, wherever it was called.
+    rebinding = "x = 1\ndef reset():\n    global x\n    x = 2\n"
+    assert _line(rebinding + "def f():\n    read(x)\n", module_fallback=True) is None
+    assert _line(rebinding + "reset()\nread(x)\n") is None
+    # `nonlocal x` in a nested function rebinds the outer function's x when it is called.
+    assert _line("""
+    def outer():
+        x = 1
+        def bump():
+            nonlocal x
+            x = 2
+        bump()
+        read(x)
+    """) is None
+    # A declaration of another name, or of a function's own local elsewhere, changes nothing.
+    assert _line("x = 1\ndef g():\n    global y\n    y = 2\ndef f():\n    read(x)\n", module_fallback=True) == 1
+    assert _line("""
+    def outer():
+        x = 1
+        read(x)
+    def other():
+        x = 0
+        def bump():
+            nonlocal x
+            x = 2
+    """) == 3

@@ -70,7 +70,8 @@ def reaching_binding(index: Any, name: str, at: ast.AST | None, *,
             return None
     own = [(binder, chain) for binder in binders or () for found, chain in [_scope_of(index, binder)]
            if found is scope]
-    if any(isinstance(binder, (ast.Global, ast.Nonlocal)) for binder, _ in own):
+    if any(isinstance(binder, (ast.Global, ast.Nonlocal)) for binder, _ in own) \
+            or _declared_in_other_function(index, binders or (), scope):
         return None  # assigned by other functions too
     if own and not isinstance(scope, ast.Lambda):
         found = _reaching_in_scope(index, name, stmt, scope, own)
@@ -187,9 +188,28 @@ def _is_parameter(scope: ast.AST, name: str) -> bool:
                                         *filter(None, (args.vararg, args.kwarg))))
 
 
+def _declared_in_other_function(index, binders, scope: ast.AST) -> bool:
+    """May a call of another function rebind ``scope``'s variable: a `global` declaration of the
+    name (for the module's), or a `nonlocal` one in a function nested in ``scope``? Its binding
+    reaches wherever that function was called, which the statements of ``scope`` do not show."""
+    for binder in binders:
+        if isinstance(binder, ast.Global) and isinstance(scope, ast.Module):
+            return True
+        if isinstance(binder, ast.Nonlocal) and isinstance(scope, _FUNCTION_SCOPES):
+            cur = index.parent(binder)
+            while cur is not None and cur is not scope:
+                cur = index.parent(cur)
+            if cur is scope:
+                return True
+    return False
+
+
 def _module_binding(index, name: str, scope: ast.AST, binders) -> ast.stmt | None:
-    """The module's one binding of ``name``, when it is a plain assignment and no function around
-    ``scope`` binds the name (then the read is of that function's variable)."""
+    """The module's one binding of ``name``, when it is a plain assignment, no function around
+    ``scope`` binds the name (then the read is of that function's variable) and no function
+    declares it `global` (a call of that one rebinds it)."""
+    if any(isinstance(binder, ast.Global) for binder in binders):
+        return None
     around = []
     cur = scope
     while cur is not None:
