@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.bindings import reaching_assignment, reaching_binding
+from dpcheck.analysis.bindings import reaching_assignment, reaching_binding, statement_list
 from dpcheck.analysis.context import code_names
 from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
@@ -224,8 +224,7 @@ def _loop_reaching(ctx, name: str, at, steps):
         return _loop_reaching(ctx, name, binding, steps - 1) if _keeps_object(binding, name) else None
     statement = at if isinstance(at, ast.stmt) else ctx.enclosing(at, ast.stmt)
     holder = ctx.parent(statement) if statement is not None else None
-    block = next((b for b in (getattr(holder, f, None) for f in ("body", "orelse", "finalbody"))
-                  if isinstance(b, list) and any(s is statement for s in b)), None)
+    block = statement_list(holder, statement) if holder is not None else None
     if block is None:
         return None
     branch = next((s for s in reversed(block[:block.index(statement)]) if _binds(s, name)), None)

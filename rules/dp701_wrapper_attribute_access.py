@@ -172,7 +172,7 @@ class WrapperAttributeAccess(Rule):
                 continue
             local = [info for c in classes if (info := ctx.classes.get(ctx.local_name(c) or "")) is not None]
             if len(local) == len(classes):  # every candidate class is this file's: settled here
-                tested = [info.name for info in local if node.attr in forward_flags(ctx).get(info.qualname, ())]
+                tested = [info.name for info in local if node.attr in ctx.fact(forward_flags).get(info.qualname, ())]
                 if len(tested) < len(classes):
                     continue
                 requires: tuple[frozenset[str], ...] = ()

@@ -65,7 +65,7 @@ def reaching_binding(index: Any, name: str, at: ast.AST | None, *,
             break
         stmt = parent
     if scope is None:
-        scope = _enclosing_scope(index, stmt)
+        scope = index.enclosing(stmt, _SCOPES)
         if scope is None:
             return None
     own = [(binder, chain) for binder in binders or () for found, chain in [_scope_of(index, binder)]
@@ -106,17 +106,17 @@ def _reaching_in_scope(index, name: str, stmt: ast.stmt, scope: ast.AST, own: li
         holder = index.parent(stmt)
         if holder is None:
             return None
-        block = _block_of(holder, stmt)
+        block = statement_list(holder, stmt)
         if block is None:
             return None
-        found = _last_in(block, block.index(stmt) if stmt in block else -1, name, holding)
+        found = _last_in(block, block.index(stmt), name, holding)
         if found is not _UNBOUND:
             return found
         if holder is scope:
             return _UNBOUND
         if id(holder) in in_header:
             loop_target = isinstance(holder, (ast.For, ast.AsyncFor)) and block is holder.body \
-                and _target_binds(holder.target, name)
+                and target_binds(holder.target, name)
             return holder if loop_target else None
         if isinstance(holder, _LOOPS) and id(holder) in holding:
             return None  # bound in the loop: a later statement's binding reaches on the next iteration
@@ -156,28 +156,24 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
         and stmt.target.id == name
 
 
-def _target_binds(target: ast.AST, name: str) -> bool:
-    """Does assigning to ``target`` bind ``name`` (the name itself, or inside a tuple or list)?"""
+def target_binds(target: ast.AST, name: str) -> bool:
+    """Does assigning to ``target`` bind ``name``: the name itself, or inside a tuple, list or
+    starred target? A store into an attribute or item of it (`model.loss_type = 'bce'`) changes the
+    object the name holds, not what the name holds."""
     if isinstance(target, ast.Name):
         return target.id == name
     if isinstance(target, ast.Starred):
-        return _target_binds(target.value, name)
-    return isinstance(target, (ast.Tuple, ast.List)) and any(_target_binds(e, name) for e in target.elts)
+        return target_binds(target.value, name)
+    return isinstance(target, (ast.Tuple, ast.List)) and any(target_binds(e, name) for e in target.elts)
 
 
-def _block_of(holder: ast.AST, stmt: ast.stmt) -> list | None:
+def statement_list(holder: ast.AST, stmt: ast.stmt) -> list | None:
+    """The statement list of ``holder`` (its body, `else` or `finally`) that holds ``stmt``, or None."""
     for field in _BLOCK_FIELDS:
         block = getattr(holder, field, None)
         if isinstance(block, list) and any(s is stmt for s in block):
             return block
     return None
-
-
-def _enclosing_scope(index, node: ast.AST) -> ast.AST | None:
-    cur = index.parent(node)
-    while cur is not None and not isinstance(cur, _SCOPES):
-        cur = index.parent(cur)
-    return cur
 
 
 def _is_parameter(scope: ast.AST, name: str) -> bool:

@@ -546,12 +546,12 @@ def forward_flags(ctx: FileContext) -> dict[str, list[str]]:
     index would carry them for every class of a large tree (transformers `models/`: about 2,000
     classes, against about 110 with string modes)."""
     found: dict[str, list[str]] = {}
+    ctx.nodes(ast.If)  # (the file's walk, which ``tree_index`` answers from)
+    index = ctx.tree_index
     for info in ctx.classes.values():
         forward = info.methods.get("forward")
         if forward is None:
             continue
-        ctx.nodes(ast.If)  # (the file's walk, which ``tree_index`` answers from)
-        index = ctx.tree_index
         attrs = {operand.attr for kind in _TESTS for node in index.nodes_within(forward, kind)
                  for compare in index.nodes_within(node.test, ast.Compare)
                  if any(_strings(operand) for operand in (compare.left, *compare.comparators))
@@ -572,4 +572,4 @@ def _strings(node: ast.AST) -> bool:
 
 def summarize_forward_flags(ctx: FileContext, result) -> None:
     """Fill ``result.forward_flags`` for the class index (see ``forward_flags``)."""
-    result.forward_flags = forward_flags(ctx)
+    result.forward_flags = ctx.fact(forward_flags)

@@ -29,6 +29,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, NamedTuple
 
+from dpcheck.analysis.bindings import target_binds
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
@@ -504,7 +505,7 @@ def _name_leaves(name: str, scope: ast.AST | None, ctx: FileContext, follow, unb
                         continue  # (`model, optimizer = amp.initialize(model, optimizer)`: the same instance)
                     leaves = _registry_leaves(stmt.value, position, ctx) if isinstance(stmt.value, ast.Subscript) \
                         else None
-                elif _rebinds(target, name):
+                elif target_binds(target, name):
                     leaves = None
                 else:
                     continue
@@ -610,18 +611,7 @@ def _binds_otherwise(stmt: ast.stmt, name: str) -> bool:
         targets = [stmt.target]
     elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
         return name in stmt.names
-    return any(_rebinds(t, name) for t in targets)
-
-
-def _rebinds(target: ast.AST, name: str) -> bool:
-    """Does assigning to ``target`` rebind ``name``: the name itself, or inside a tuple, list or
-    starred target? A store into an attribute or item of it (`model.loss_type = 'bce'`,
-    `model.dropout.p = 0.3`) changes the object the name holds, not what the name holds."""
-    if isinstance(target, ast.Name):
-        return target.id == name
-    if isinstance(target, ast.Starred):
-        return _rebinds(target.value, name)
-    return isinstance(target, (ast.Tuple, ast.List)) and any(_rebinds(e, name) for e in target.elts)
+    return any(target_binds(t, name) for t in targets)
 
 
 def _registry_leaves(subscript: ast.Subscript, position: int | None, ctx: FileContext) -> list[str] | None:
