@@ -1519,3 +1519,23 @@ def test_parameter_wrap_is_not_held_where_every_passing_call_makes_the_branch_de
     unknown = text.rstrip() + "\n            evaluate(args, model, flag)\n"
     assert held(unknown, 6)
     assert held(unknown, 10)
+
+
+def test_a_re_export_is_matched_by_its_package_once_however_many_files_share_its_module():
+    """`from metapkg.modules import DataParallel` with `metapkg/` outside the scan: the scanned
+    `modules/__init__.py` is the module `modules` and re-exports the class. Two scanned files that
+    both take the module name `modules` (script folders without `__init__.py`) name one module, not
+    two candidates."""
+    from dpcheck.analysis.index import ClassIndex
+
+    package = analyze_source("from modules.parallel import DataParallel\n", "modules/__init__.py", [], "modules")
+    parallel = analyze_source(textwrap.dedent("""
+        import torch.nn as nn
+
+        class DataParallel(nn.DataParallel):
+            pass
+    """), "modules/parallel.py", [], "modules.parallel")
+    other = analyze_source("WIDTH = 4\n", "tools/modules.py", [], "modules")
+    assert ClassIndex([package, parallel]).lookup("metapkg.modules.DataParallel") == "modules.parallel.DataParallel"
+    assert ClassIndex([package, parallel, other]).lookup("metapkg.modules.DataParallel") \
+        == "modules.parallel.DataParallel"

@@ -29,7 +29,7 @@ subclass has no attribute <name> of its own; see dpcheck.analysis.scripts).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
@@ -74,8 +74,9 @@ class ClassIndex:
         self.aliases: dict[str, str] = {}  # "pkg.models.Block" -> "pkg.models.block.Block"
         by_tail: dict[str, list[str]] = {}
         self._by_tail = by_tail
-        # Indexed modules by their last dotted part, for re-exports scanned from another root.
-        self._modules_by_leaf: dict[str, list[str]] = {}
+        # Indexed modules by their last dotted part, for re-exports scanned from another root (a set:
+        # two scanned files may take one module name, and name one module).
+        self._modules_by_leaf: dict[str, set[str]] = {}
         self._memo: dict[str, bool] = {}
         self.builders: dict[str, list[str]] = {}
         self._wrapped_names: set[str] = set()
@@ -148,7 +149,7 @@ class ClassIndex:
 
     def _add(self, result: FileResult) -> None:
         self._loaded.add(result.module)
-        self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], []).append(result.module)
+        self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], set()).add(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
             self._by_tail.setdefault(_tail(cls.qualname), []).append(cls.qualname)
