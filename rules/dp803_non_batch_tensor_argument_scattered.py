@@ -18,6 +18,8 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.rules._argument_split import DIFFERENCES_A_BAD_SPLIT_EXPLAINS
+
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -28,8 +30,7 @@ class NonBatchTensorArgumentScattered(Rule):
     name = "non-batch-tensor-argument-scattered"
     severity = Severity.ERROR
     reports = frozenset({K.ARGUMENT_NOT_BATCH_SPLIT, K.ARGUMENT_ZERO_DIM})
-    # A badly scattered argument explains the outputs, state and gradients that differ after it.
-    supersedes = frozenset({"DP801", "DP802"})
+    supersedes = DIFFERENCES_A_BAD_SPLIT_EXPLAINS
     kind = "dynamic"
     summary = "A tensor argument whose dim 0 is not the batch is split across replicas anyway"
     fix_hint = "Register constant tensors as buffers, or expand them to the batch size"

@@ -17,6 +17,8 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.rules._argument_split import DIFFERENCES_A_BAD_SPLIT_EXPLAINS
+
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -27,8 +29,7 @@ class NonTensorArgumentNotSplit(Rule):
     name = "non-tensor-argument-not-split"
     severity = Severity.ERROR
     reports = frozenset({K.ARGUMENT_NOT_SPLIT})
-    # A badly scattered argument explains the outputs, state and gradients that differ after it.
-    supersedes = frozenset({"DP801", "DP802"})
+    supersedes = DIFFERENCES_A_BAD_SPLIT_EXPLAINS
     kind = "dynamic"
     summary = "A non-tensor batch argument (list, array, object) reaches every replica whole"
     fix_hint = "Pass batch data as tensors with a batch dimension"

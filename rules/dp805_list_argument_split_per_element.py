@@ -15,6 +15,8 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.rules._argument_split import DIFFERENCES_A_BAD_SPLIT_EXPLAINS
+
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -25,8 +27,7 @@ class ListArgumentSplitPerElement(Rule):
     name = "list-argument-split-per-element"
     severity = Severity.ERROR
     reports = frozenset({K.ARGUMENT_LIST_SPLIT_PER_ELEMENT, K.ARGUMENT_PACKED_SEQUENCE_SPLIT})
-    # A badly scattered argument explains the outputs, state and gradients that differ after it.
-    supersedes = frozenset({"DP801", "DP802"})
+    supersedes = DIFFERENCES_A_BAD_SPLIT_EXPLAINS
     kind = "dynamic"
     summary = "A list of tensors is split element by element, not as a list"
     fix_hint = "Pad to one tensor plus lengths, or override DataParallel.scatter"

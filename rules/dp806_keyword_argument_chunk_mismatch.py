@@ -17,6 +17,8 @@ This is a dynamic rule: it has no static check and is reported only by
 
 from __future__ import annotations
 
+from dpcheck.rules._argument_split import DIFFERENCES_A_BAD_SPLIT_EXPLAINS
+
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -27,8 +29,7 @@ class KeywordArgumentChunkMismatch(Rule):
     name = "keyword-argument-chunk-mismatch"
     severity = Severity.ERROR
     reports = frozenset({K.KEYWORD_CHUNK_MISMATCH})
-    # A badly scattered argument explains the outputs, state and gradients that differ after it.
-    supersedes = frozenset({"DP801", "DP802"})
+    supersedes = DIFFERENCES_A_BAD_SPLIT_EXPLAINS
     kind = "dynamic"
     summary = "Keyword arguments scatter into fewer chunks than positional ones"
     fix_hint = "Give every tensor argument the same batch dimension (and drop_last=True)"
