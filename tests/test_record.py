@@ -136,3 +136,44 @@ def test_records_pickle_and_copy():
 def test_field_refuses_both_a_default_and_a_factory():
     with pytest.raises(ValueError):
         field(default=1, default_factory=list)
+
+
+def _size_of_rest(self) -> None:
+    self.size = len(self.rest)
+
+
+# A slotted record of more fields (45) than CPython's instance dicts share one table of names for.
+Wide = record(slots=True)(type("Wide", (), {
+    "__module__": __name__,
+    "__annotations__": {"first": int, "rest": list, "label": str, "size": int, "hidden": dict,
+                        **{f"f{i}": int for i in range(40)}},
+    "rest": field(default_factory=list), "label": "w", "size": field(init=False, default=0),
+    "hidden": field(default_factory=dict, repr=False, compare=False), "__post_init__": _size_of_rest,
+    **{f"f{i}": i for i in range(40)}}))
+
+
+def test_a_slotted_record_keeps_its_fields_in_slots_and_behaves_as_any_record():
+    wide = Wide(1, [1, 2], f3=30)
+    assert not hasattr(wide, "__dict__")  # no instance dict, whatever the number of fields
+    assert (wide.first, wide.rest, wide.label, wide.size, wide.f3, wide.f39) == (1, [1, 2], "w", 2, 30, 39)
+    assert Wide(1).rest is not Wide(1).rest and Wide(1) == Wide(1, hidden={"x": 1}) and Wide(1) != Wide(2)
+    assert repr(Wide(1)).startswith("Wide(first=1, rest=[], label='w', size=0, f0=0,")
+    changed = replace(wide, rest=[1])
+    assert (changed.size, changed.f3, wide.size) == (1, 30, 2)
+    for clone in (pickle.loads(pickle.dumps(wide)), copy.copy(wide), copy.deepcopy(wide)):
+        assert clone == wide and clone is not wide and clone.hidden == {}
+    with pytest.raises(TypeError, match="missing 1 required argument: 'first'"):
+        Wide()
+    with pytest.raises(TypeError, match="with no base"):
+        @record(slots=True)
+        class _Sub(Bag):
+            extra: int = 0
+
+
+def test_file_results_hold_their_fields_in_slots():
+    from dpcheck.analysis.file import FileResult
+
+    # Over 29 fields an instance dict has a table of names of its own (about 1.3 KB per file).
+    assert len(fields(FileResult)) > 29 and not hasattr(FileResult("m.py", "m"), "__dict__")
+    result = FileResult("m.py", "m", wrapped=["m.Net"])
+    assert pickle.loads(pickle.dumps(result)) == result

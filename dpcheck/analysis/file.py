@@ -50,7 +50,9 @@ class ClassSummary:
     bases: tuple[str, ...]
 
 
-@record
+# In slots: with more than about 29 fields each result's instance dict would carry its own table of
+# names (see dpcheck.record), about 3 MiB in each process on transformers `models/`.
+@record(slots=True)
 class FileResult:
     """What the analysis of one file tells the run: its findings and its cross-file summary."""
 
