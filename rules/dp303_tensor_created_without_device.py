@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.devices import without_cuda_only
 from dpcheck.analysis.torch_api import VARIABLE_CTORS
 from dpcheck.findings import ObservationKind as K
@@ -210,22 +211,22 @@ def _moved_in_place(name, created, fn, resolve):
 
 def _python_number(node, fn) -> bool:
     """A number literal (`2.0`, `-1`) or a parameter that defaults to one."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        node = node.operand
-    if isinstance(node, ast.Constant):
-        return type(node.value) in (int, float)
-    return isinstance(node, ast.Name) and node.id not in fn.local_values and _number_default(fn, node.id)
+    if isinstance(node, ast.Name) and node.id not in fn.local_values:
+        return _number_default(fn, node.id)
+    return _number_literal(node)
 
 
 def _number_default(fn, name) -> bool:
     """A parameter that defaults to a number (`ratio=0`, `scale=-1.0`) is taken for a Python number,
     not an input tensor: the product of a number and a CPU tensor is still on the CPU."""
-    from dpcheck.analysis.dataflow import parameter_defaults
+    return _number_literal(parameter_defaults(fn.node.args).get(name))
 
-    default = parameter_defaults(fn.node.args).get(name)
-    if isinstance(default, ast.UnaryOp) and isinstance(default.op, (ast.USub, ast.UAdd)):
-        default = default.operand
-    return isinstance(default, ast.Constant) and type(default.value) in (int, float)
+
+def _number_literal(node) -> bool:
+    """`2.0`, `-1`, `+3`: an int or float constant, signed or not (a bool is not one)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def _climb(node, fn):

@@ -166,7 +166,10 @@ def _self_module(attr: str, at, ctx):
     if cls is None:
         return None
     built = None
-    for node in (n for c in _with_file_bases(cls, ctx) for n in ast.walk(c)):
+    info = ctx.classes.get(cls.name)
+    # The class and its bases of this file (GLEAN's trainer calls what its base's `__init__` built).
+    classes = [c.node for c in ctx.in_file_mro(info)] if info is not None and info.node is cls else [cls]
+    for node in (n for c in classes for n in ast.walk(c)):
         if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Attribute) \
                 and node.target.attr == attr:
             return None
@@ -191,23 +194,6 @@ def _self_module(attr: str, at, ctx):
                 return None
             built = (value, requires)
     return built
-
-
-def _with_file_bases(cls: ast.ClassDef, ctx) -> list[ast.ClassDef]:
-    """``cls`` and its bases defined in the same file (GLEAN's trainer calls what its base's
-    `__init__` built), nearest first."""
-    found, work = [], [cls]
-    while work:
-        node = work.pop(0)
-        if any(node is seen for seen in found):
-            continue
-        found.append(node)
-        info = ctx.classes.get(node.name)
-        for base in info.bases if info is not None and info.node is node else ():
-            local = ctx.classes.get(ctx.local_name(base) or "")
-            if local is not None:
-                work.append(local.node)
-    return found
 
 
 def _short(node) -> str:

@@ -120,6 +120,22 @@ class FileContext(_Indexed):
             return dotted[len(self.module) + 1:]
         return None
 
+    def in_file_mro(self, info: ClassInfo) -> list[ClassInfo]:
+        """``info`` and the bases of it defined in this file, nearest first (what a method of the
+        class may find on ``self``, as far as this file shows)."""
+        order: list[ClassInfo] = []
+        stack = [info]
+        while stack:
+            cur = stack.pop(0)
+            if cur in order:
+                continue
+            order.append(cur)
+            for base in cur.bases:
+                local = self.local_name(base)
+                if local and local in self.classes:
+                    stack.append(self.classes[local])
+        return order
+
     def callee_module_status(self, call: ast.AST) -> tuple[bool, frozenset[str]]:
         """Is ``call`` a construction of an nn.Module? (sure, or conditions on the index)."""
         if not isinstance(call, ast.Call):

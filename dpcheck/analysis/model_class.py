@@ -91,7 +91,7 @@ class ModelClass:
         # Cross-file conditions a rule's check relied on (e.g. ``gathered:<class>``): the
         # analysis attaches them to that rule's findings for this class, then clears them.
         self.conditions: set[str] = set()
-        self.mro = self._linearize(info)
+        self.mro = self.ctx.in_file_mro(info)
 
     @property
     def name(self) -> str:
@@ -103,20 +103,6 @@ class ModelClass:
         from dpcheck.analysis.wrapping import wrap_evidence
 
         return wrap_evidence(self)
-
-    def _linearize(self, info: ClassInfo) -> list[ClassInfo]:
-        order: list[ClassInfo] = []
-        stack = [info]
-        while stack:
-            cur = stack.pop(0)
-            if cur in order:
-                continue
-            order.append(cur)
-            for base in cur.bases:
-                local = self.ctx.local_name(base)
-                if local and local in self.ctx.classes:
-                    stack.append(self.ctx.classes[local])
-        return order
 
     def function(self, node: FunctionNode, owner: ClassInfo | None) -> FunctionInfo:
         return self.ctx.function(node, owner)
