@@ -341,6 +341,52 @@ def test_randomness_that_is_not_dropout_is_found_once_and_stops_the_value_compar
     assert not {K.VALUES_DIFFER, K.GRADS_DIFFER} & kinds(report), report.observations
 
 
+def test_each_emulated_device_draws_from_its_own_generator_seeded_as_every_gpus_is():
+    from dpcheck.harness import emulation as em
+    from dpcheck.harness.runner import make_backend
+
+    backend = make_backend("emulated", 2)
+    with em.emulated_cuda(2):
+        backend.seed(3)
+        cpu_before = torch.random.get_rng_state()
+        on_0 = torch.randn(5, device="cuda:0")
+        on_1 = torch.randn(5, device="cuda:1")
+        noise_1 = torch.randn_like(on_1)
+        # Identically seeded GPUs: each device's first draw is the same; the CPU's did not move.
+        assert on_0.tolist() == on_1.tolist() and on_1.device == torch.device("cuda", 1)
+        assert torch.equal(torch.random.get_rng_state(), cpu_before)
+        assert noise_1.tolist() != on_1.tolist()  # device 1's generator moved on
+        assert torch.randn(5, device="cuda:0").tolist() == noise_1.tolist()  # device 0's by one draw only
+        cpu = torch.randn(5)
+    torch.manual_seed(3)
+    assert torch.equal(cpu, torch.randn(5))
+
+
+class DrawReachesOnlyTheGradient(torch.nn.Module):
+    """Draws a vector each call (a power iteration's first one) that changes no output value, only
+    the gradient of `scale` (as a spectral norm's draw, under BatchNorm, changes the gradients
+    more than the outputs): the randomness probe, which compares outputs, finds nothing random."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 1)
+        self.scale = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        u = torch.randn(4, device=x.device)
+        pull = (self.scale * u).sum()
+        return self.fc(x) + (pull - pull.detach())
+
+
+def test_a_draw_in_forward_is_the_same_draw_in_both_runs_on_every_device():
+    # Both runs draw with the generators seeded alike, replica 1 from device 1's own: the
+    # gradients match. (They used to draw from wherever the one generator stood: "the gradient of
+    # `scale` differs", as the cuda backend confirmed on fixtures/dp101/flagged_private_torch_base.)
+    report = run(DrawReachesOnlyTheGradient, lambda b: (torch.randn(b, 4),))
+    assert not report.stochastic
+    assert not {K.VALUES_DIFFER, K.GRADS_DIFFER} & kinds(report), [o.evidence for o in report.observations]
+
+
 class ResidualBlock(torch.nn.Module):
     def __init__(self, inplanes, planes, stride=1):
         super().__init__()
@@ -534,6 +580,32 @@ def test_state_that_forward_sets_up_before_reading_on_every_call_is_not_lost_sta
     assert _scratch_each_call(model, ["conv_state", "calls", "last"], (torch.randn(2, 8),), {},
                               make_backend("emulated", 2)) == {"conv_state"}
     assert type(model) is SetUpPerCall
+
+
+class ResetOnlyWhenTraining(torch.nn.Module):
+    """Resets its total in the training branch only; the eval branch adds to what the last call
+    left, which under DataParallel stayed on a replica. It returns the total it keeps."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.total = 0
+
+    def forward(self, x):
+        if self.training:
+            self.total = 0
+        self.total += self.fc(x).pow(2).mean(1)
+        return self.total
+
+
+def test_state_written_first_only_in_training_mode_is_lost_state_in_eval_mode():
+    report = run(ResetOnlyWhenTraining, lambda b: (torch.randn(b, 4),))
+    # Scratch in training mode (written, then read back); carried between calls in eval mode.
+    lost = [o for o in report.observations if o.kind == K.STATE_LOST_ON_REPLICA]
+    assert [(o.attr, o.mode) for o in lost] == [("total", "eval")], [o.evidence for o in report.observations]
+    # The scratch probe's extra call adds in place to the tensor the step returned: the outputs
+    # are compared as the step returned them, and they match (both runs start from 0).
+    assert K.VALUES_DIFFER not in kinds(report), [o.evidence for o in report.observations]
 
 
 class _Body(torch.nn.Module):

@@ -19,6 +19,9 @@ Two things have to be faithful for the verdicts to match real GPUs:
   a `parallel_apply` that runs replicas in threads (one after another, so shared state
   written by one replica is always seen by the next), propagating grad mode, and re-raises
   with torch's own `ExceptionWrapper`.
+* **Random numbers.** Each emulated device draws from a generator of its own, as each GPU has
+  its own (`torch.manual_seed` seeds them all alike: replica k's first draw equals replica 0's
+  first draw); draws on the CPU share the CPU's one.
 * **DataParallel in the model's own code.** `nn.DataParallel` and `nn.parallel.data_parallel`
   called inside the model run torch's own code (its device checks included) over these
   emulated steps.
@@ -51,6 +54,66 @@ _MIXING_ALLOWED = {torch.Tensor.copy_, torch.Tensor.__setitem__, torch.Tensor.__
 # Ops that take a CPU lengths / batch_sizes tensor next to GPU data (packed sequences).
 _MIXING_ALLOWED_NAMES = frozenset({"_pack_padded_sequence", "_pad_packed_sequence", "pack_padded_sequence",
                                    "pad_packed_sequence", "lstm", "gru", "rnn_tanh", "rnn_relu"})
+
+
+# Ops that draw from the default generator (named as the tagging mode meets them: torch functions,
+# Tensor methods, the functional dropouts and init functions). On an emulated device they draw
+# from that device's generator instead of the CPU's.
+RANDOM_OPS = frozenset({
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "poisson",
+    "bernoulli", "multinomial", "binomial", "_standard_gamma", "_sample_dirichlet", "normal_", "uniform_",
+    "random_", "exponential_", "geometric_", "cauchy_", "log_normal_", "bernoulli_", "dropout", "dropout1d",
+    "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "feature_dropout", "native_dropout",
+    "rrelu", "rrelu_", "gumbel_softmax", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
+    "xavier_uniform_", "xavier_normal_", "orthogonal_", "sparse_"})
+# c10's default_rng_seed_val: every CUDA generator's seed until one is set.
+_UNSEEDED = 67280421310721
+
+
+class _DeviceGenerators:
+    """Each emulated device's generator, made on its first draw from the seed the devices were
+    last given (one for all, as `torch.cuda.manual_seed_all` gives)."""
+
+    def __init__(self):
+        self.seed = _UNSEEDED
+        self.made: dict[int, torch.Generator] = {}
+
+    def reseed(self, value: int) -> None:
+        self.seed = value
+        self.made.clear()
+
+    def of(self, device: int) -> torch.Generator:
+        generator = self.made.get(device)
+        if generator is None:
+            generator = self.made[device] = torch.Generator().manual_seed(self.seed)
+        return generator
+
+
+_generators = _DeviceGenerators()
+
+
+def seed_devices(value: int) -> None:
+    """`torch.cuda.manual_seed_all(value)` on the emulated devices (as `torch.manual_seed` does)."""
+    _generators.reseed(value)
+
+
+def device_generator_states() -> list:
+    """The state of every emulated device's generator that has drawn since it was seeded."""
+    return [(index, _generators.made[index].get_state()) for index in sorted(_generators.made)]
+
+
+@contextlib.contextmanager
+def _drawing_on(device: int):
+    """The CPU generator holds ``device``'s generator's state while active (the draw is a CPU op)."""
+    generator = _generators.of(device)
+    cpu = torch.default_generator
+    saved = cpu.get_state()
+    cpu.set_state(generator.get_state())
+    try:
+        yield
+    finally:
+        generator.set_state(cpu.get_state())
+        cpu.set_state(saved)
 
 
 def current_device() -> int:
@@ -144,8 +207,12 @@ class VirtualDevices(TorchFunctionMode):
             source = next(iter(devices)) if devices else _any_tag(args, kwargs)
         else:
             source = _any_tag(args[:1], {})
-        result = func(*args, **kwargs)
         tag = target if target is not None else source
+        if tag >= 0 and kwargs.get("generator") is None and getattr(func, "__name__", "") in RANDOM_OPS:
+            with _drawing_on(tag):
+                result = func(*args, **kwargs)
+        else:
+            result = func(*args, **kwargs)
         if getattr(func, "__name__", "") == "_pack_padded_sequence" and isinstance(result, tuple):
             set_tag(result[0], tag)
             set_tag(result[1], -1)  # batch_sizes is always a CPU tensor

@@ -40,6 +40,13 @@ from dpcheck.record import field, record, replace
 # Attributes every nn.Module has: not model state.
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys()) | {"_former_parameters", "_is_replica"}
 _ATOL, _RTOL = 1e-4, 1e-3
+# Every generator is seeded with this before the single-device step and again before the
+# DataParallel step: a forward that draws (a power iteration's first vector, noise) draws the same
+# numbers in both, on each device, as identically seeded GPUs give each replica. Without it the
+# two runs drew from wherever the generators stood (on real GPUs, the eval pass's runs from where
+# the training runs left cuda:0 and cuda:1), and a draw the randomness probe did not see change
+# the outputs (it reaches only the gradients, or only eval mode) was reported as a difference.
+_STEP_SEED = 1
 # Half precision: each replica's kernels block a smaller batch and DataParallel sums the
 # replicas' gradients, which rounds differently from one device at ~3 significant digits.
 _LOW_PRECISION = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (5e-2, 5e-2)}
@@ -462,13 +469,17 @@ class EmulatedBackend(Backend):
             return _deepcopy(obj, delegated)
 
     def seed(self, value: int) -> None:
-        # The CPU generator only: every emulated tensor lives on the CPU. torch.manual_seed also
-        # seeds CUDA, XPU and MTIA, which under the emulation's "available" CUDA queues a lazy call
-        # with a formatted stack each time (1-2 ms a seed, several seeds a model).
+        # The CPU generator and the emulated devices' own (seeded alike, as torch.manual_seed
+        # seeds every GPU's), not torch.manual_seed: that also seeds CUDA, XPU and MTIA, which
+        # under the emulation's "available" CUDA queues a lazy call with a formatted stack each
+        # time (1-2 ms a seed, several seeds a model).
+        from dpcheck.harness import emulation
         torch.default_generator.manual_seed(value)
+        emulation.seed_devices(value)
 
     def generator_states(self) -> list:
-        return [torch.default_generator.get_state(), *_host_generator_states()]  # every tensor is on the CPU
+        from dpcheck.harness import emulation
+        return [torch.default_generator.get_state(), *emulation.device_generator_states(), *_host_generator_states()]
 
     def placing_copies(self, *arguments) -> bool:
         # emulation.place clones every tensor and rebuilds every list, tuple and dict; anything else
@@ -755,7 +766,7 @@ def _eval_pass(build, backend, model_file, report: RunReport, unrun: tuple | Non
     batch = _eval_batch(backend)
     extra = RunReport(backend.name, backend.n, classes=report.classes, parameters=report.parameters,
                       scattered_to=report.scattered_to, mode="eval", owner_classes=report.owner_classes,
-                      stochastic=report.stochastic, scratch=report.scratch)
+                      stochastic=report.stochastic, scratch=_scratch_for_eval(report.scratch))
     extra.batches.append(batch)
     try:
         outcome = _run_batch_inner(build, backend, batch, model_file, extra, {}, eval_pass=True, built=unrun)
@@ -770,6 +781,15 @@ def _eval_pass(build, backend, model_file, report: RunReport, unrun: tuple | Non
     report.observations.extend(
         replace(o, mode="eval", evidence=f"{o.evidence} (in eval mode)") for o in extra.observations
         if (o.kind, o.line, o.attr, o.output_path) not in seen)
+
+
+def _scratch_for_eval(training: dict) -> dict:
+    """The training run's scratch verdicts (attribute path -> per-call scratch) the eval pass can
+    keep. An attribute forward reads before writing is carried between calls whatever the mode.
+    One it wrote first in training mode is probed again: `if self.training:` may be the branch that
+    resets it, and eval mode's branch add to what the last call left (the training verdict would
+    hide that state lost with the replica)."""
+    return {key: False for key, scratch in training.items() if not scratch}
 
 
 def _run_batch(build, backend, batch, model_file, report, arguments, unrun) -> bool | None:
@@ -827,6 +847,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
             backend.place_module(m, 0)
         batchnorm = _per_chunk_batchnorm(ref_model, chunks)
         probe_randomness = batch == report.batches[0] and not eval_pass
+        backend.seed(_STEP_SEED)
         with backend.untagged():
             before = snapshot(ref_model)
             generators_before = backend.generator_states() if probe_randomness else None
@@ -885,6 +906,7 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         if measure_memory:
             backend.reset_memory()
         scalars = _scalar_positions(ref_out)
+        backend.seed(_STEP_SEED)
         try:
             _UNDER_DATAPARALLEL.set()
             with tracing():
@@ -914,6 +936,9 @@ def _run_batch_inner(build, backend, batch, model_file, report, arguments, eval_
         # probed once per attribute (one more forward), at the first batch that lost it.
         unprobed = [key for key in lost if key not in report.scratch]
         if unprobed:
+            # The probe's forward may add in place to a tensor the step returned (`self.total +=
+            # ...; return self.total`): the outputs are compared as the step returned them.
+            ref_out = _leaves_copied(ref_out)
             with tracing():
                 found = _scratch_each_call(ref_model, unprobed, args, kwargs, backend)
             report.scratch.update({key: key in found for key in unprobed})
@@ -1366,6 +1391,18 @@ def _leaves(obj, path="output"):
             yield from _leaves(v, f"{path}[{i}]")
     else:
         yield path, obj
+
+
+def _leaves_copied(obj):
+    """``obj`` with each tensor ``_leaves`` reaches detached and cloned (lists, tuples and dicts
+    rebuilt plain: ``_leaves`` names their items the same way), other leaves as they are."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _leaves_copied(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_leaves_copied(v) for v in obj] if isinstance(obj, list) else tuple(_leaves_copied(v) for v in obj)
+    return obj
 
 
 def _compare_outputs(ref, dp, batch, backend, report, gather_warned, compare_values=True):
