@@ -3,14 +3,18 @@
 In training scripts, flags attribute access on a name that holds an `nn.DataParallel`
 wrapper when the attribute is the model's own (`model.generate(...)`,
 `model.encoder`, `model.num_classes`). The wrapper is followed across functions: returned
-by a builder (in this file or another scanned one), passed as an argument
+by a builder (in this file or another scanned one, imported by name or called through its
+module: `utils.initialize_model(model, device)`), passed as an argument
 (`train(model)`), kept in `self.model` (also by a base class of this file, for the methods of
 a subclass that inherits the wrapping method), or narrowed by `isinstance(model, nn.DataParallel)`.
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
 ... `else: model.classifier`) is not the wrapper, also where the wrap sits under a second test
 and a `.cuda()` rebinds the name after it; a read under `if hasattr(model,
 "set_scale"):` cannot raise, nor one under `if hasattr(model, "fc2"):` (a name the wrapper
-lacks, so the test fails for it) whose else arm uses `model.module`. A function that returns `<wrapper>.module` on its wrapped path
+lacks, so the test fails for it) whose else arm uses `model.module`. A builder whose every wrapping return runs under a branch on its own parameter (`def
+create_model(opt, data_parallel=False): if data_parallel: model = DataParallel(model)`, or an
+early `if not parallel: return model`) gives the bare model to a call whose constants, or the
+defaults it leaves, turn that branch off (`create_model(opt)`). A function that returns `<wrapper>.module` on its wrapped path
 (`return self.model.module if n_gpu > 1 else self.model`) gives the bare model. An attribute the
 script sets on the wrapper itself (`model.optimize = False` after wrapping) is the wrapper's: it
 is read back without error, also by a function the wrapper is passed to. Where the wrap, the

@@ -50,7 +50,7 @@ from dpcheck.analysis.checkpoints import (
     prefix_strips,
     strips_prefix,
 )
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, unless_wrapped
+from dpcheck.analysis.scripts import ARGUMENTS_MARK, mentions_dataparallel, script_facts, unless_wrapped
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -120,7 +120,7 @@ class WrappedStateDict(Rule):
                     requires = wrap.requires
                 elif maybe_bare:
                     load, unless = maybe_bare[0]
-                    builder = next(iter(unless[0])).rsplit(".", 1)[-1]
+                    builder = next(iter(unless[0])).partition(ARGUMENTS_MARK)[0].rsplit(".", 1)[-1]
                     why = (f"and this file loads checkpoints (line {load.lineno}) into what `{builder}(...)` returns, "
                            "the bare model unless that function wraps it: Missing/Unexpected key(s)")
                     requires = (*wrap.requires, *dict.fromkeys(c for _, unless in maybe_bare for c in unless))

@@ -9,7 +9,7 @@ from conftest import file_context, run_cli, run_json
 
 from dpcheck.analysis.file import analyze_source
 from dpcheck.analysis.model_class import ModelClass
-from dpcheck.analysis.scripts import script_facts
+from dpcheck.analysis.scripts import guard_fails, script_facts
 from dpcheck.analysis.wrapping import harness_condition, parallelises_own_submodule, wrap_evidence, wrapped_batch_dim
 from dpcheck.registry import rules_by_code
 
@@ -265,6 +265,105 @@ def test_file_result_summarises_builders_wrapped_and_submodules():
     assert type(result).from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
+def test_builder_reached_through_an_imported_module():
+    """`import utils` ... `model = utils.initialize_model(model, device)` is a builder call like
+    `from utils import initialize_model`: the name holds a wrapper on condition `builder:` of the same
+    dotted name (also through a package module and an `import a.b as c` alias). A call of a
+    standard-library or torch module function is not one."""
+    ctx = file_context("""
+        import os
+        import torch
+        import utils
+        import tools.setup as setup_tools
+        from models import factory
+
+        def train(model, device, other):
+            model = utils.initialize_model(model, device)
+            model.step()
+            other = setup_tools.build_model(other)
+            other.step()
+            net = factory.create_net()
+            net.step()
+            path = os.path.join("a", "b")
+            opt = torch.optim.Adam(model.parameters())
+            loss = backward(opt)
+    """)
+    facts = script_facts(ctx)
+    assert {w.name: w.requires for w in facts.wraps} == {
+        "model": (frozenset({"builder:utils.initialize_model?[[0,null],[1,null]]"}),),
+        "other": (frozenset({"builder:tools.setup.build_model?[[0,null]]"}),),
+        "net": (frozenset({"builder:models.factory.create_net?[]"}),),
+    }
+
+
+def test_builder_that_wraps_only_under_its_own_flag():
+    """A builder whose every wrapping return runs under a branch on one of its parameters (an `if`
+    around the wrap, or an early `return` before it) gives the bare model to a call whose constant
+    arguments, or the defaults it leaves, turn that branch off; in this file the call holds no
+    wrapper, and another file's call carries its arguments in the ``builder:`` condition, which the
+    builder's ``guard:`` entry decides. A flag passed as a variable, or a wrap under no parameter
+    test, stays a wrapper."""
+    ctx = file_context("""
+        import torch.nn as nn
+
+        def create_model(net, device, data_parallel=False):
+            if data_parallel:
+                net = nn.DataParallel(net)
+            return net.to(device)
+
+        def build_pair(net, parallel=True):
+            if not parallel:
+                return net.cuda(), nn.MSELoss()
+            return nn.DataParallel(net).cuda(), nn.MSELoss()
+
+        def always(net, flag):
+            net = nn.DataParallel(net)
+            if flag:
+                net.tag = 1
+            return net
+
+        def train(net, flag):
+            a = create_model(net, "cuda")
+            b = create_model(net, "cuda", True)
+            c = create_model(net, "cuda", data_parallel=flag)
+            d, loss = build_pair(net, False)
+            e, loss = build_pair(net)
+            f = always(net, False)
+            loss.backward()
+    """)
+    facts = script_facts(ctx)
+    assert sorted(w.name for w in facts.wraps if ctx.enclosing(w.origin, ast.FunctionDef).name == "train") == \
+        ["b", "c", "e", "f"]
+    assert set(facts.guards) == {"create_model", "build_pair#0"}
+    create, pair = facts.guards["create_model"].text(), facts.guards["build_pair#0"].text()
+    assert guard_fails(create, '?[[0,null],[1,"\'cuda\'"]]')  # the default, off
+    assert not guard_fails(create, '?[[0,null],[1,"\'cuda\'"],[2,"True"]]')
+    assert not guard_fails(create, '?[[0,null],[1,"\'cuda\'"],["data_parallel",null]]')  # not a constant
+    assert guard_fails(create, '?[[0,null],[1,"\'cuda\'"],["data_parallel","0"]]')
+    assert not guard_fails(create, "")  # `*args`: what it passes is not known
+    assert guard_fails(pair, '?[[0,null],[1,"False"]]') and not guard_fails(pair, '?[[0,null]]')
+
+
+def test_builder_condition_carries_the_call_arguments():
+    """A builder of another file called with constants: the condition names the function, then what
+    the call passes (position or keyword, the constant's text or null), none for `*args`."""
+    ctx = file_context("""
+        import torch
+        from helpers import create_model
+
+        def train(net, opts, flag):
+            a = create_model(net, "cuda", data_parallel=False)
+            b = create_model(net, flag)
+            c = create_model(*opts)
+            torch.save(a.state_dict(), "a.pt")
+    """)
+    assert {w.name: w.requires for w in script_facts(ctx).wraps} == {
+        "a": (frozenset({'builder:helpers.create_model?[[0,null],[1,"\'cuda\'"],["data_parallel","False"]]'}),),
+        "b": (frozenset({"builder:helpers.create_model?[[0,null],[1,null]]"}),),
+        "c": (frozenset({"builder:helpers.create_model"}),),
+    }
+
+
 def test_attribute_read_in_another_method_prefers_the_unconditional_wrap():
     """`self.model` is a builder's value (a wrapper only if the builder wraps) and then, at the end of
     `__init__`, surely a wrapper: read in another method, it is the unconditional wrap."""
@@ -284,7 +383,7 @@ def test_attribute_read_in_another_method_prefers_the_unconditional_wrap():
     """)
     facts = script_facts(ctx)
     assert [w.requires for w in facts.wraps if w.name == "self.model"] == [
-        (frozenset({"builder:models.get_model"}),), ()]  # a wrapper only if get_model wraps; then surely one
+        (frozenset({"builder:models.get_model?[]"}),), ()]  # a wrapper only if get_model wraps; then surely one
     read = next(n for n in ctx.nodes(ast.Attribute) if n.attr == "state_dict").value
     wrap = facts.wrap_for(read)
     assert wrap is not None and not wrap.requires and wrap.start == 10

@@ -40,9 +40,11 @@ from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPE
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
+    ARGUMENTS_MARK,
     BARE_BUILDER_CONDITION,
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
+    GUARD_CONDITION,
     KEEPS_LAST,
     LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
@@ -51,6 +53,7 @@ from dpcheck.analysis.scripts import (
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
     WRAPPED_ATTRIBUTE_CONDITION,
+    guard_fails,
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
@@ -351,7 +354,10 @@ class ClassIndex:
 
     def returns_wrapper(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """Does the function ``name`` (followed through re-exports) return a DataParallel wrapper? (With
-        `#<i>`, as the i-th element of the tuple it returns: see scripts.RETURNED_ELEMENT.)"""
+        `#<i>`, as the i-th element of the tuple it returns: see scripts.RETURNED_ELEMENT; with `?[...]`,
+        to a call that passes those arguments: see scripts.guard_fails.)"""
+        name, _, arguments = name.partition(ARGUMENTS_MARK)
+        arguments = arguments and ARGUMENTS_MARK + arguments
         name, mark, element = name.partition(RETURNED_ELEMENT)
         for _ in range(8):
             if name + mark + element in self.builders or name not in self.aliases:
@@ -360,7 +366,8 @@ class ClassIndex:
         name += mark + element
         if name not in self.builders or name in trail:
             return False
-        return all(self.condition(c, trail | {name}) for c in self.builders[name])
+        return all(not guard_fails(c, arguments) if c.startswith(GUARD_CONDITION) else self.condition(c, trail | {name})
+                   for c in self.builders[name])
 
     def wrapped(self, name: str) -> bool:
         """Does some scanned file wrap an instance of this class in DataParallel?"""

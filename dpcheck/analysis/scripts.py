@@ -32,7 +32,11 @@ settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) a
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+import json
+import re
+import sys
+from ast import literal_eval
+from collections.abc import Iterator
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import argument, is_true, keyword
@@ -69,6 +73,34 @@ class Source:
     requires: frozenset[str] = frozenset()  # cross-file conditions, all of which must hold
     dim: ast.AST | None = None  # `dim=k` of the construction
     note: str = ""  # e.g. "`MyDP` overrides gather"
+
+
+@record(frozen=True)
+class BuilderGuard:
+    """The branches on a builder's own parameters that each of its wrapping returns runs under
+    (`def create_model(opt, data_parallel=False): ... if data_parallel: model = DataParallel(model)`):
+    a call whose constant arguments, or the defaults it leaves, fail every alternative gets the bare
+    model (`create_model(opt)`)."""
+
+    fn: ast.AST
+    skip: int  # leading parameters a call binds itself (`self` of a method)
+    # One alternative per wrapping return (and per wrap reaching it): (test, the truth its arm needs).
+    alternatives: tuple[tuple[tuple[ast.AST, bool], ...], ...]
+
+    def fails(self, call: ast.Call, rebound: set[str]) -> bool:
+        """Does ``call`` (of this file) leave every wrapping return unreachable?"""
+        return _alternatives_fail(self.alternatives, _constant_arguments(self.fn, call, self.skip, rebound))
+
+    def text(self) -> str:
+        """The ``guard:`` entry of the builder's conditions for other files (see guard_fails)."""
+        positional = [a.arg for a in self.fn.args.posonlyargs + self.fn.args.args][self.skip:]
+        defaults = _constant_defaults(self.fn)
+        names = sorted({n.id for alternative in self.alternatives for test, _ in alternative
+                        for n in ast.walk(test) if isinstance(n, ast.Name)})
+        params = {name: [positional.index(name) if name in positional else -1,
+                         repr(defaults[name]) if name in defaults else None] for name in names}
+        alternatives = [[[ast.unparse(test), truth] for test, truth in alternative] for alternative in self.alternatives]
+        return GUARD_CONDITION + json.dumps([params, alternatives], separators=(",", ":"))
 
 
 @record
@@ -117,6 +149,7 @@ class ScriptFacts:
         self._done = self._computing = False
         self._last_key: tuple = ()
         self._builders: dict[str, Source] = {}
+        self._guards: dict[str, BuilderGuard] = {}
         self._wraps_by_name: dict[str, list[Wrap]] = {}
 
     # --- DataParallel forms ------------------------------------------------------------
@@ -241,22 +274,35 @@ class ScriptFacts:
 
     def _builder_call(self, call: ast.Call, element: int | None = None) -> Source | None:
         """The wrapper a call of a builder returns, or with ``element``, the one it returns as that
-        element of a tuple (`model, optimizer = setup(config)`)."""
+        element of a tuple (`model, optimizer = setup(config)`). Not where the call's constant
+        arguments turn off every branch that wraps (see BuilderGuard); for a builder of another file,
+        the ``builder:`` condition carries them for the index to decide."""
         func = call.func
         suffix = "" if element is None else f"{RETURNED_ELEMENT}{element}"
+        key: str | None = None
+        resolved = ""
         if isinstance(func, ast.Name):
             if func.id + suffix in self._builders:
-                return self._builders[func.id + suffix]
-            if func.id in self.ctx.imports.aliases and func.id not in self._local_functions:
+                key = func.id + suffix
+            elif func.id in self.ctx.imports.aliases and func.id not in self._local_functions \
+                    and self._script_like and _builder_like(func.id, self.ctx.resolve(func) or ""):
                 resolved = self.ctx.resolve(func) or ""
-                if self._script_like and _builder_like(func.id, resolved):
-                    return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}{suffix}"}))
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             cls = self.ctx.enclosing(call, ast.ClassDef)
             key = f"{cls.name}.{func.attr}{suffix}" if cls is not None else None
-            if key in self._builders:
-                return self._builders[key]
-        return None
+        elif isinstance(func, ast.Attribute) and _root_name(func) in self.ctx.imports.aliases \
+                and self._script_like and _builder_like(func.attr, self.ctx.resolve(func) or ""):
+            # A function reached through an imported module (`import utils` ... `utils.initialize_model(m)`)
+            # is the same builder as when imported by name.
+            resolved = self.ctx.resolve(func) or ""
+        if resolved:
+            return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}{suffix}{_arguments_text(call)}"}))
+        if key not in self._builders:
+            return None
+        guard = self._guards.get(key)
+        if guard is not None and guard.fails(call, self._rebound_in(guard.fn)):
+            return None
+        return self._builders[key]
 
     def _unpacked_builder_call(self, node: ast.AST, text: str) -> Source | None:
         """The wrapper `a, b = build(...)` unpacks into ``text``: the element at its position of the
@@ -406,6 +452,7 @@ class ScriptFacts:
 
     def _compute_builders(self) -> dict[str, Source]:
         found: dict[str, Source] = {}
+        wrapping: dict[str, list[tuple[ast.Return, ast.AST]]] = {}  # key -> (return, wrapper value)
         for key, fn in self._local_functions.items():
             returns = list(self._own_returns(fn))
             if any(_unwraps(ret.value) for ret in returns):
@@ -413,8 +460,8 @@ class ScriptFacts:
             for ret in returns:
                 source = self.wrapper_value(ret.value, ret)
                 if source is not None:
-                    found[key] = source
-                    break
+                    found.setdefault(key, source)
+                    wrapping.setdefault(key, []).append((ret, ret.value))
             # `return model, optimizer`: each element that is a wrapper, as `<function>#<i>`.
             tuples = [ret.value.elts for ret in returns if isinstance(ret.value, ast.Tuple)]
             for ret in returns:
@@ -422,13 +469,65 @@ class ScriptFacts:
                     continue
                 for i, elt in enumerate(ret.value.elts):
                     element = f"{key}{RETURNED_ELEMENT}{i}"
-                    if element in found or isinstance(elt, ast.Starred) \
-                            or any(i < len(elts) and _unwraps(elts[i]) for elts in tuples):
+                    if isinstance(elt, ast.Starred) or any(i < len(elts) and _unwraps(elts[i]) for elts in tuples):
                         continue
                     source = self.wrapper_value(elt, ret)
                     if source is not None:
-                        found[element] = source
+                        found.setdefault(element, source)
+                        wrapping.setdefault(element, []).append((ret, elt))
+        self._guards = {key: guard for key, pairs in wrapping.items()
+                        for guard in [self._guard(self._local_functions[key.partition(RETURNED_ELEMENT)[0]],
+                                                  key, pairs)] if guard is not None}
         return found
+
+    def _guard(self, fn: ast.AST, key: str, pairs: list[tuple[ast.Return, ast.AST]]) -> BuilderGuard | None:
+        """The branches on ``fn``'s own parameters that each wrapping return (and each wrap of the
+        name it returns) runs under; None where one runs under none (it may wrap for any call)."""
+        params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs} - self._rebound_in(fn)
+        alternatives: list[tuple[tuple[ast.AST, bool], ...]] = []
+        for ret, value in pairs:
+            for origin in self._wrap_origins(value, fn):
+                atoms = {id(test): (test, truth) for node in (ret, origin) if node is not None
+                         for test, truth in self._branch_tests(node) if _over_names(test, params)}
+                if not atoms:
+                    return None
+                alternatives.append(tuple(atoms.values()))
+        return BuilderGuard(fn, 1 if "." in key.partition(RETURNED_ELEMENT)[0] else 0, tuple(alternatives))
+
+    def _branch_tests(self, node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
+        """The tests ``node`` runs under in its function, with the truth it needs of each: the `if`s
+        around it, and an earlier `if` of an enclosing block that returns or raises in one arm only
+        (`if not parallel: return model` before the wrap)."""
+        for _, arm, test in self._arms(node):
+            if test is not None:
+                yield test, arm == "body"
+        child, cur = node, self.parents.get(node)
+        while cur is not None:
+            for block in ("body", "orelse", "finalbody"):
+                stmts = getattr(cur, block, None)
+                if isinstance(stmts, list) and child in stmts:
+                    for prev in stmts[:stmts.index(child)]:
+                        if isinstance(prev, ast.If) and _exits(prev.body) != _exits(prev.orelse):
+                            yield prev.test, _exits(prev.orelse)
+            if isinstance(cur, _SCOPES):
+                break
+            child, cur = cur, self.parents.get(cur)
+
+    def _wrap_origins(self, value: ast.AST, fn: ast.AST) -> list[ast.AST | None]:
+        """The assignments in ``fn`` that wrapped the name ``value`` returns (`model` after `if
+        data_parallel: model = DataParallel(model)`); None for a wrapper made where it is returned,
+        or one whose wrap is not an assignment of ``fn`` (a parameter's, another method's)."""
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in SELF_RETURNING:
+            value = value.func.value
+        text = target_text(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        if text is None:
+            return [None]
+        origins: list[ast.AST | None] = []
+        for wrap in self._reaching_wraps(value, text):
+            roots = wrap.roots or (wrap.origin,)
+            origins += [root if root is not None and not wrap.parameter
+                        and self.ctx.enclosing(root, _FUNCTIONS) is fn else None for root in roots]
+        return origins or [None]
 
     def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
         for node in self.ctx.tree_index.nodes_within(fn, ast.Return):
@@ -516,6 +615,13 @@ class ScriptFacts:
         the tuples they return that are wrappers (`name#<i>`, see ``RETURNED_ELEMENT``)."""
         self._ensure()
         return self._builders
+
+    @property
+    def guards(self) -> dict[str, BuilderGuard]:
+        """The builders (keys of ``builders``) whose every wrapping return runs under a branch on
+        one of their own parameters."""
+        self._ensure()
+        return self._guards
 
     def wrap_for(self, node: ast.AST) -> Wrap | None:
         """The wrapper an expression (`model`, `self.model`) refers to at its position, if any."""
@@ -917,6 +1023,11 @@ _BUILDER_WORDS = ("model", "build", "create", "make", "net", "setup", "prepare",
 # The condition of a wrap through a function of another file, ``builder:<function>``: the function
 # returns a DataParallel wrapper (ClassIndex.returns_wrapper settles it).
 BUILDER_CONDITION = "builder:"
+# What a call of it passes follows the function's name (`builder:utils.create_model?[[1,"False"]]`,
+# see _arguments_text): the index decides by the function's ``guard:`` entry (BuilderGuard) whether
+# those arguments reach a branch that wraps.
+ARGUMENTS_MARK = "?"
+GUARD_CONDITION = "guard:"
 # Its negation, ``bare_builder:<function>``: the function returns no wrapper. A finding about what the
 # value of such a call holds when it is not wrapped (a checkpoint loaded into it) carries it.
 BARE_BUILDER_CONDITION = "bare_builder:"
@@ -930,6 +1041,13 @@ def unless_wrapped(requires: tuple[frozenset[str], ...]) -> tuple[frozenset[str]
     if len(requires) != 1 or not all(leaf.startswith(BUILDER_CONDITION) for leaf in requires[0]):
         return None
     return tuple(frozenset({BARE_BUILDER_CONDITION + leaf[len(BUILDER_CONDITION):]}) for leaf in sorted(requires[0]))
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """The name a dotted chain starts from (`utils` for `utils.models.build`), None for other roots."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _builder_like(name: str, resolved: str) -> bool:
@@ -953,19 +1071,20 @@ def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
     return [(ast.dump(test), positive)]
 
 
+def _constant_defaults(fn: ast.AST) -> dict[str, object]:
+    """The parameters of ``fn`` whose default is a constant, with it."""
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += list(zip(args.kwonlyargs, args.kw_defaults))
+    return {param.arg: default.value for param, default in pairs if isinstance(default, ast.Constant)}
+
+
 def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str]) -> dict[str, object]:
     """The parameters of ``fn`` that ``call`` binds to a constant (passed, or left at a constant
     default), less those the function rebinds."""
-    args = fn.args
-    positional = args.posonlyargs + args.args
-    env: dict[str, object] = {}
-    for param, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
-        if isinstance(default, ast.Constant):
-            env[param.arg] = default.value
-    for param, default in zip(args.kwonlyargs, args.kw_defaults):
-        if isinstance(default, ast.Constant):
-            env[param.arg] = default.value
-    names = [a.arg for a in positional][skip:]
+    env = _constant_defaults(fn)
+    names = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return {}  # `*args` / `**kwargs`: what each parameter gets is not known
     bound = list(zip(names, call.args)) + [(k.arg, k.value) for k in call.keywords]
@@ -975,6 +1094,77 @@ def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str
         else:
             env.pop(name, None)
     return {k: v for k, v in env.items() if k not in rebound}
+
+
+def _exits(stmts: list[ast.stmt]) -> bool:
+    """Does a block end by leaving the function (`return`, `raise`)?"""
+    return bool(stmts) and isinstance(stmts[-1], (ast.Return, ast.Raise))
+
+
+def _alternatives_fail(alternatives, env: dict[str, object]) -> bool:
+    """Does some test of every alternative come out against the arm it needs, under ``env``?"""
+    return bool(env) and all(any(_truth(test, env) is (not truth) for test, truth in alternative)
+                             for alternative in alternatives)
+
+
+def _over_names(test: ast.AST, names: set[str]) -> bool:
+    """Is ``test`` built from ``names``, constants, `not`/`and`/`or` and comparisons alone (what
+    _truth may decide from constant arguments)?"""
+    found = False
+    for node in ast.walk(test):
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                return False
+            found = True
+        elif not isinstance(node, (ast.Constant, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.expr_context,
+                                   ast.boolop, ast.unaryop, ast.cmpop)):
+            return False
+    return found
+
+
+def _literal_text(node: ast.AST) -> str | None:
+    """The text a constant argument is carried in across files (read back with literal_eval)."""
+    if isinstance(node, ast.Constant) and type(node.value) in (bool, int, str, type(None)):
+        return repr(node.value)
+    return None
+
+
+def _arguments_text(call: ast.Call) -> str:
+    """What a call of a builder of another file passes, for its ``guard:``: `?` and a JSON list of
+    [position or keyword, constant's text or null]; empty where `*args`/`**kwargs` hide it."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return ""
+    passed = [[i, _literal_text(a)] for i, a in enumerate(call.args)]
+    passed += [[k.arg, _literal_text(k.value)] for k in call.keywords]
+    return ARGUMENTS_MARK + json.dumps(passed, separators=(",", ":"))
+
+
+def guard_fails(entry: str, arguments: str) -> bool:
+    """For the index: does a call that passed ``arguments`` (its `?[...]` text, see _arguments_text)
+    leave every wrapping return of a builder unreachable, by the builder's ``guard:`` ``entry``
+    (BuilderGuard.text)?"""
+    if not arguments:
+        return False
+    params, alternatives = json.loads(entry[len(GUARD_CONDITION):])
+    env = {name: literal_eval(default) for name, (_, default) in params.items() if default is not None}
+    at = {position: name for name, (position, _) in params.items() if position >= 0}
+    for key, value in json.loads(arguments[len(ARGUMENTS_MARK):]):
+        name = at.get(key) if isinstance(key, int) else key if key in params else None
+        if name is None:
+            continue
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = literal_eval(value)
+    tests = [[(ast.parse(test, mode="eval").body, truth) for test, truth in alternative] for alternative in alternatives]
+    return _alternatives_fail(tests, env)
+
+
+def builder_conditions(facts: ScriptFacts, key: str) -> list[str]:
+    """What other files are told of a builder of this file (FileResult.builders): the cross-file
+    conditions of one of its wrapping returns, and its ``guard:`` entry where it has one."""
+    guard = facts.guards.get(key)
+    return sorted(facts.builders[key].requires) + ([guard.text()] if guard is not None else [])
 
 
 def _truth(test: ast.AST, env: dict[str, object]) -> bool | None:
@@ -1152,5 +1342,19 @@ def _mentions_script_token(ctx: FileContext) -> bool:
 
 
 def _imports_project_function(ctx: FileContext) -> bool:
-    """Does the file import a lower-case name from outside the libraries (a possible builder)?"""
-    return any(_builder_like(name, target) for name, target in ctx.imports.aliases.items())
+    """Does the file import a lower-case name from outside the libraries (a possible builder), or
+    call one through an imported project module (`import utils` ... `utils.initialize_model(m)`)?"""
+    aliases = ctx.imports.aliases
+    if any(_builder_like(name, target) for name, target in aliases.items()):
+        return True
+    modules = [name for name, target in aliases.items() if _project_module(target)]
+    return any(_builder_like(attr, f"{aliases[name]}.{attr}")
+               for name in modules if f"{name}." in ctx.source.text
+               for attr in re.findall(rf"\b{re.escape(name)}\.(?:\w+\.)*(\w+)\s*\(", ctx.source.text))
+
+
+def _project_module(target: str) -> bool:
+    """Can ``target`` (an import's dotted name) be a module of the project: not a library's, nor the
+    standard library's? Only its attribute calls are then read from the text."""
+    root = target.partition(".")[0]
+    return bool(root) and not f"{target}.".startswith(_LIBRARY_ROOTS) and root not in sys.stdlib_module_names

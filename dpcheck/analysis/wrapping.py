@@ -34,6 +34,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
 from dpcheck.analysis.scripts import (
+    builder_conditions,
     dataparallel_attributes,
     mentions_dataparallel,
     mentions_script_token,
@@ -944,8 +945,8 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
         qualify = {name: f"{ctx.module}.{name}" for name in script_facts(ctx).builders if "." not in name}
-        result.builders = {qualify[name]: sorted(source.requires)
-                           for name, source in script_facts(ctx).builders.items() if name in qualify}
+        result.builders = {qualify[name]: builder_conditions(script_facts(ctx), name)
+                           for name in script_facts(ctx).builders if name in qualify}
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
