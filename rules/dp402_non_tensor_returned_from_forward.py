@@ -1,18 +1,21 @@
 """
 ## What it does
 Flags Python values returned from a model's `forward`, alone or inside a tuple, list
-or dict: `.item()`, `.tolist()`, numbers, strings, `len(...)`, `float(...)`, and
-instances of dataclasses.
+or dict: `.item()`, `.tolist()`, numbers, strings, `len(...)`, `float(...)`,
+instances of dataclasses, and `torch.distributions` objects (a policy head's
+`Normal(mean, std)`, also through a module-level alias or a subclass defined in the file).
 
 ## Why is this bad?
 DataParallel's gather only understands tensors, `None`, and tuples, lists, dicts and
 namedtuples of them. A float raises `TypeError: 'float' object is not iterable`; a
 string is *silently* replaced by `'<map object at 0x...>'`; a dataclass raises
-`TypeError: 'Output' object is not iterable`.
+`TypeError: 'Output' object is not iterable`, and so does a Distribution (`'Normal' object is
+not iterable`).
 
 ## How to fix
 Return tensors (keep a batch dimension) or containers of tensors; compute Python
-numbers after the forward pass.
+numbers after the forward pass. Return a distribution's parameters (or a sample and its
+log-probability) and build the distribution from the gathered tensors.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class NonTensorReturnedFromForward(Rule):
     wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.OUTPUT_VALUE_DIFFERS, K.GATHER_FAILED})
-    summary = "Python numbers, strings or dataclasses returned from forward break DataParallel's gather"
+    summary = "Python numbers, strings, dataclasses or distributions returned from forward break DataParallel's gather"
     fix_hint = "Return tensors (or tuples/dicts of tensors); convert to Python values after forward"
     bad_example = """
         class Scorer(nn.Module):

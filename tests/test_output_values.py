@@ -180,3 +180,37 @@ def dp402_rows(text: str) -> list[int]:
 def test_a_crf_layers_decoded_tag_lists_are_python_values(import_line, layer, method, reported):
     text = CRF_TAGGER.format(import_line=import_line, layer=layer, method=method)
     assert bool(dp402_rows(text)) is reported
+
+
+DISTRIBUTION_HEAD = """
+import torch
+import torch.nn as nn
+{prelude}
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        {body}
+"""
+
+
+@pytest.mark.parametrize(("prelude", "body", "reported"), [
+    ("", "return torch.distributions.Normal(self.fc(x), 1.0)", True),
+    ("from torch.distributions import Categorical", "return Categorical(logits=self.fc(x))", True),
+    ("import torch.distributions as D", "return self.fc(x), D.Independent(D.Normal(self.fc(x), 1.0), 1)", True),
+    ("from torch.distributions.normal import Normal", "dist = Normal(self.fc(x), 1.0)\n        return dist", True),
+    ("FixedNormal = torch.distributions.Normal", "return FixedNormal(self.fc(x), 1.0)", True),  # an alias
+    ("class FixedCategorical(torch.distributions.Categorical):\n    pass",
+     "return FixedCategorical(logits=self.fc(x))", True),  # a subclass of this file
+    ("", "return torch.distributions.Normal(self.fc(x), 1.0).rsample()", False),  # a tensor drawn from it
+    ("from torch.distributions import kl_divergence, Normal",
+     "return kl_divergence(Normal(self.fc(x), 1.0), Normal(0.0, 1.0))", False),  # a function's tensor
+    ("from mydists import Normal", "return Normal(self.fc(x))", False),  # a project class: unknown
+    ("from torch.distributions import Normal", "Normal = self.fc\n        return Normal(x)", False),  # rebound
+])
+def test_a_torch_distributions_object_returned_from_forward_is_not_gatherable(prelude, body, reported):
+    text = DISTRIBUTION_HEAD.format(prelude=prelude, body=body)
+    assert bool(dp402_rows(text)) is reported

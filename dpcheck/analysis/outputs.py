@@ -20,6 +20,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.model_class import ITEM, ModelClass
+from dpcheck.analysis.names import dotted
 from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
@@ -1127,6 +1128,11 @@ _PY_VALUE_CALLS = frozenset({"float", "int", "str", "bool", "len", "round", "rep
 # Third-party layers whose decoding method returns Python lists (one list of tag indices per
 # sample), not a tensor: (the layer's class, the method). pytorch-crf (`torchcrf`) and TorchCRF.
 LIST_DECODING_LAYERS = frozenset({("torchcrf.CRF", "decode"), ("TorchCRF.CRF", "viterbi_decode")})
+# The package whose classes build probability distributions (and their transforms and
+# constraints): objects gather cannot take apart, since it iterates whatever is not a tensor, a
+# mapping or a sequence. Its classes are the capitalised names; its functions (`kl_divergence`)
+# return tensors.
+DISTRIBUTIONS_PACKAGE = "torch.distributions"
 
 
 def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | None:
@@ -1152,6 +1158,38 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
     layer = _list_decoding_layer(func, model)
     if layer is not None:
         return f"`self.{func.value.attr}.{func.attr}(...)` of {layer} (Python lists of tag indices)"
+    if not (isinstance(func, ast.Name) and func.id in fn.local_values):
+        distribution = _distribution_class(model.ctx.resolve(func), model.ctx, 0)
+        if distribution is not None:
+            written = dotted(func) or distribution
+            if written.rpartition(".")[2] == distribution.rpartition(".")[2]:
+                return f"a `{distribution}` object"
+            return f"a `{written}` object (a `{distribution}`)"
+    return None
+
+
+def _distribution_class(name: str | None, ctx: FileContext, depth: int) -> str | None:
+    """The torch.distributions class that calling ``name`` constructs: the class itself
+    (`Normal`, `torch.distributions.Normal`), a module-level alias of this file
+    (`FixedNormal = torch.distributions.Normal`) or a class of this file derived from one
+    (`class FixedCategorical(torch.distributions.Categorical)`); else None."""
+    if not name or depth > 8:
+        return None
+    package, _, leaf = name.rpartition(".")
+    if (package == DISTRIBUTIONS_PACKAGE or package.startswith(DISTRIBUTIONS_PACKAGE + ".")) and leaf[:1].isupper():
+        return name
+    local = ctx.local_name(name)
+    if local is None:
+        return None
+    values = ctx.module_level_values.get(local, ())
+    if len(values) == 1 and isinstance(values[0], (ast.Name, ast.Attribute)):
+        return _distribution_class(ctx.resolve(values[0]), ctx, depth + 1)
+    info = ctx.classes.get(local)
+    if info is not None:
+        for base in info.bases:
+            found = _distribution_class(base, ctx, depth + 1)
+            if found is not None:
+                return found
     return None
 
 
