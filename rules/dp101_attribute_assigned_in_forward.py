@@ -28,7 +28,9 @@ value combining the old one) or a value forward reads before writing it. Lighter
   info (advice);
 - a value written before every use within the call (`self.idx = 0` at the start of forward,
   a setter that skips an unchanged value, a literal default filled in under
-  `if self.x is None:`), a conversion of a value this call rebuilt first through a helper
+  `if self.x is None:`, step state that a helper starts afresh in the caller before every call
+  of the method that reads and updates it: an attention decoder's `self.init_states(memory)`
+  at the top of forward, then `self.step(x)` in its loop), a conversion of a value this call rebuilt first through a helper
   handed `self` (`create_grids(self, size)`, unless an attribute that helper sets guards the
   call: a lazy memo), or a per-call chunk cache that another module's
   forward resets on its layers at the start of each call (a causal video VAE's
@@ -257,16 +259,22 @@ def _kind(model, fn, name: str, value, node) -> str:
         return "lazy"
     if behind_non_default_option(model, fn, node):
         return "option"
+    # A value this call started afresh before the write (earlier in the method, or in its caller
+    # before every call of it: an attention decoder's `self.init_states(memory)` at the top of
+    # forward, then `self.decode(x)` steps that read and update the states): an update of it, or a
+    # read before the write, uses this call's value, nothing of the last call's.
+    started = accumulation_started_in_call(model, fn, name, node)
     if isinstance(node, ast.AugAssign):
-        # (an accumulation onto a value this call started afresh reads nothing of the last call's)
-        use = None if accumulation_started_in_call(model, fn, name, node) else "accumulates"
+        use = None if started else "accumulates"
     else:
         use = old_value_use(model, fn, name, value)
+        if use == "accumulates" and started:
+            use = None
     if use == "converted":
         return "converted"
     if use == "memo":
         return "lazy"
-    if use == "accumulates" or reads_before_write(model, fn, name, node):
+    if use == "accumulates" or (not started and reads_before_write(model, fn, name, node)):
         if rebuilt_on_key_change(fn, node, name):
             return "lazy"  # a table kept with its key and rebuilt when the key differs (pytorch_ssim's window)
         if _restarted_by_argument(model, name):
