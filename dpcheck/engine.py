@@ -67,7 +67,7 @@ class RunResult:
             class_name = finding.subject.class_name
             if class_name and finding.severity != "info" and self.index is not None \
                     and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)
-                         or self.index.unnamed(class_name)
+                         or self.index.unnamed(class_name) or self.index.called_bare(class_name)
                          or next(filter(None, map(self.index.advice, finding.advice_if)), None)):
                 # "Real if this class were the one wrapped" is advice when the project shows
                 # what it wraps and this class is not part of it, or nothing uses the class; a

@@ -869,3 +869,111 @@ def test_a_private_class_built_in_a_module_is_a_layer_of_it():
     owners = layer_owners(ctx)
     assert owners["model.rpn.rpn._RPN"] == frozenset({"_fasterRCNN"})
     assert not any(part.endswith("_make_helper") for part in owners)
+
+
+def _bare(source, module="pkg.train"):
+    from conftest import file_context
+
+    from dpcheck.analysis.bare_calls import summarize_bare_calls
+    from dpcheck.analysis.file import FileResult
+
+    ctx = file_context(source, module=module)
+    result = FileResult("train.py", module)
+    summarize_bare_calls(ctx, result)
+    return result
+
+
+def test_bare_built_classes_are_called_moved_or_read_through_and_nothing_else():
+    result = _bare("""
+        import torch.nn as nn
+        import objective
+        from losses import RingLoss, PassedLoss, ReturnedLoss, StoredLoss, LayerLoss, GlobalLoss
+        from losses import Tested
+
+        class Trainer:
+            def __init__(self, args):
+                self.criterion = objective.AttrLoss(args.t).cuda()
+                self.criterion = self.criterion.to(args.device)
+
+            def step(self, x):
+                if self.criterion is None or isinstance(self.criterion, Tested):
+                    return None
+                self.criterion.t = 0.5
+                return self.criterion(x)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.loss = LayerLoss()
+
+        def main(model, x):
+            crit = RingLoss()
+            crit.cuda()
+            crit = crit.to(x.device)
+            passed = PassedLoss()
+            run(model, passed)
+            returned = ReturnedLoss()
+            stored = StoredLoss()
+            model.loss = stored
+            out = crit(model(x)) + passed(x)
+            return returned
+
+        def other():
+            global shared
+            shared = GlobalLoss()
+    """)
+    # The local only called and moved (in place or into itself), the trainer's attribute (which
+    # other files' reads decide): built bare. A layer of a module is layer_owners' (neither list).
+    assert result.bare_built == ["AttrLoss:criterion:pkg.train.Trainer", "RingLoss"]
+    # Handed to a call, returned, stored into the model, a global another function may read.
+    assert {"PassedLoss", "ReturnedLoss", "StoredLoss", "GlobalLoss"} <= set(result.escaping)
+    assert "RingLoss" not in result.escaping and "LayerLoss" not in result.escaping
+    assert "Tested" not in result.escaping  # a type test builds nothing
+
+
+def test_a_bare_attribute_is_not_kept_by_a_class_that_hands_on_self():
+    result = _bare("""
+        import torch.nn as nn
+        from losses import Loss
+
+        class Trainer:
+            def __init__(self):
+                self.criterion = Loss()
+                self.model = nn.DataParallel(Wrapper(self))
+    """)
+    assert result.bare_built == [] and result.escaping == ["Loss"]
+
+
+def test_passed_attributes_are_reads_other_than_calls_moves_and_reads_through():
+    result = _bare("""
+        import torch
+
+        def fit(trainer, x):
+            trainer.criterion(x)
+            trainer.criterion.t = 1
+            trainer.scale = trainer.scale.cuda()
+            train(trainer.handed)
+            kept = trainer.copied
+            return torch.float32
+    """)
+    assert result.passed_attributes == ["copied", "handed"]
+
+
+def test_a_bare_loss_is_advice_only_unless_the_project_hands_it_on():
+    from conftest import FIXTURES, run_json
+
+    def severities(folder):
+        findings, _ = run_json(folder, "--select", "DP101,DP103")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"], f["code"]): f["severity"] for f in findings}
+
+    # What the project wraps is not traced (a ModuleList wrapped item by item), but the trainer's
+    # criterion and the script's loss are only called on what the wrapped model returns: advice,
+    # also for the memory bank only that loss builds.
+    assert severities(FIXTURES / "bare_called_loss") == {("losses.py", 16, "DP101"): "info",
+                                                         ("losses.py", 26, "DP103"): "info"}
+    # The same losses handed into the wrapped model and to a function: their hazards stand.
+    assert severities(FIXTURES / "bare_called_loss_handed_on") == {("losses.py", 15, "DP101"): "error",
+                                                                   ("losses.py", 25, "DP103"): "warning"}
+    # The loss file checked alone shows no wrap and no construction: its findings stand.
+    alone = severities(FIXTURES / "bare_called_loss" / "losses.py")
+    assert alone == {("losses.py", 16, "DP101"): "error", ("losses.py", 26, "DP103"): "warning"}

@@ -238,11 +238,17 @@ def test_file_result_round_trips_through_the_cache_format():
     result.unnamed = ["models.Leftover"]
     result.mentions = ["Known", "VGGLoss"]
     result.builds_by_name = True
+    result.bare_built = ["RingLoss", "GDL:loss_gdl:env.Base"]
+    result.escaping = ["Net"]
+    result.passed_attributes = ["model"]
     result.wrapped_attributes = ["discriminator", "generator"]
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
     assert (empty.unnamed, empty.mentions, empty.builds_by_name) == ([], [], False)
+    assert (back.bare_built, back.escaping, back.passed_attributes) == (
+        ["RingLoss", "GDL:loss_gdl:env.Base"], ["Net"], ["model"])
+    assert (empty.bare_built, empty.escaping, empty.passed_attributes) == ([], [], [])
     assert back.checkpoint_loads == "bare wrapped"
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).checkpoint_loads == ""
     assert back.dataparallel_attributes == {"par.UserScatteredDataParallel": ["scatter", "gather"]}

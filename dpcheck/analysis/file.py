@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from dpcheck.analysis.bare_calls import summarize_bare_calls
 from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
@@ -126,6 +127,11 @@ class FileResult:
     builds_by_name: bool = False
     # Attributes of objects other than self it stores a DataParallel wrapper in (scripts.wrapped_attributes).
     wrapped_attributes: list[str] = field(default_factory=list)
+    # Classes it builds and only calls outside any module, one entry per binding; the classes it
+    # names in any other way; the attributes it reads in any other way (bare_calls).
+    bare_built: list[str] = field(default_factory=list)
+    escaping: list[str] = field(default_factory=list)
+    passed_attributes: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -169,7 +175,10 @@ class FileResult:
                 **({"unnamed": " ".join(self.unnamed)} if self.unnamed else {}),
                 **({"mentions": " ".join(self.mentions)} if self.mentions else {}),
                 **({"builds_by_name": True} if self.builds_by_name else {}),
-                **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {})}
+                **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {}),
+                **({"bare_built": " ".join(self.bare_built)} if self.bare_built else {}),
+                **({"escaping": " ".join(self.escaping)} if self.escaping else {}),
+                **({"passed_attributes": " ".join(self.passed_attributes)} if self.passed_attributes else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -201,7 +210,9 @@ class FileResult:
                    forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()},
                    unnamed=str(data.get("unnamed", "")).split(), mentions=str(data.get("mentions", "")).split(),
                    builds_by_name=bool(data.get("builds_by_name", False)),
-                   wrapped_attributes=str(data.get("wrapped_attributes", "")).split())
+                   wrapped_attributes=str(data.get("wrapped_attributes", "")).split(),
+                   bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),
+                   passed_attributes=str(data.get("passed_attributes", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -407,6 +418,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_parameter_properties(ctx, result)
     summarize_forward_flags(ctx, result)
     result.wrapped_attributes = wrapped_attributes(ctx)
+    summarize_bare_calls(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from dpcheck.analysis.bare_calls import EVERY_MENTION
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
@@ -138,6 +139,13 @@ class ClassIndex:
         # never asks it).
         self._import_targets: set[str] = set()
         self._used: frozenset[str] | None = None
+        # Classes built and only called outside any module: simple name -> each binding ("" for a
+        # local, `<attr>:<holder class>` for an attribute); the names files use otherwise; the
+        # attributes files read otherwise (bare_calls).
+        self._bare_built: dict[str, list[str]] = {}
+        self._escaping: set[str] = set()
+        self._passed_attributes: set[str] = set()
+        self._bare: dict[str, str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
         for result in results:
             self._add(result)
@@ -211,6 +219,12 @@ class ClassIndex:
         self._forward_flags.update(result.forward_flags)
         for attr in result.wrapped_attributes:
             self._wrapped_attributes.setdefault(attr, set()).add(result.module.rpartition(".")[0])
+        for entry in result.bare_built:
+            name, _, binding = entry.partition(":")
+            self._bare_built.setdefault(name, []).append(binding)
+        self._escaping.update(result.mentions if EVERY_MENTION in result.escaping else result.escaping)
+        self._passed_attributes.update(result.passed_attributes)
+        self._bare = None
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -424,6 +438,69 @@ class ClassIndex:
         if class_name not in self._never_named:
             return None
         return f"no scanned file names `{class_name}`: nothing builds, wraps or imports it"
+
+    def called_bare(self, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None: the scanned files wrap a model, none
+        looks classes up by a computed name, and every instance of the class the project builds is
+        built outside any module and only called there (on what the wrapped model returned),
+        never handed to a wrapper, a module or anything else; or the class is a layer only of
+        such classes (or of classes no file names). No replica runs its forward (see
+        dpcheck.analysis.bare_calls)."""
+        if self._bare is None:
+            self._bare = self._bare_classes()
+        return self._bare.get(class_name)
+
+    def _bare_classes(self) -> dict[str, str]:
+        if not self._bare_built or self._builds_by_name or not (
+                self._wrapped_names or self._unresolved_wraps or self._wrap_candidates):
+            return {}
+        # Not bare: a base of any class (a subclass may be wrapped), a class wrapped or a wrap
+        # candidate, a class named in any other way.
+        excluded = set(self._escaping)
+        excluded.update(base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases)
+        excluded.update(name.rsplit(".", 1)[-1] for name in self._wrapped_names)
+        excluded.update(leaf.rsplit(".", 1)[-1] for leaves in self._wrap_candidates for leaf in leaves)
+        owners_of: dict[str, set[str]] = {}
+        for owner, parts in self._layers_of.items():
+            for part in parts:
+                owners_of.setdefault(part.rsplit(".", 1)[-1], set()).add(owner)
+        bare: dict[str, str] = {}
+        for name, bindings in self._bare_built.items():
+            if name not in excluded and name not in owners_of and all(map(self._binding_confined, bindings)):
+                bare[name] = (f"`{name}` is built outside any module and only called there (on what the "
+                              "wrapped model returns), never handed to a wrapper or a module: no replica runs it")
+        changed = bool(bare)
+        while changed:  # the layers only such classes (or classes no file names) build
+            changed = False
+            for part, owners in owners_of.items():
+                if part in bare or part in excluded or not all(map(self._binding_confined, self._bare_built.get(
+                        part, ()))) or not all(owner in bare or self.unnamed(owner) for owner in owners):
+                    continue
+                shown = ", ".join(f"`{owner}`" for owner in sorted(owners))
+                bare[part] = f"`{part}` is built only as a layer of {shown}, which no replica runs"
+                changed = True
+        return bare
+
+    def _binding_confined(self, binding: str) -> bool:
+        """A local ("") is; `<attr>:<holder>` where no file reads `.<attr>` other than confined and
+        no class that may be a module inherits the holder (its forward could call `self.<attr>`)."""
+        if not binding:
+            return True
+        attr, _, holder = binding.partition(":")
+        if attr in self._passed_attributes:
+            return False
+        return not any(self._inherits(qualname, holder) and self.is_module(qualname) for qualname in list(self.bases))
+
+    def _inherits(self, qualname: str, holder: str, trail: frozenset[str] = frozenset()) -> bool:
+        if qualname == holder:
+            return True
+        if qualname in trail:
+            return False
+        for base in self.bases.get(qualname, ()):
+            target = self.lookup(base)
+            if target is not None and self._inherits(target, holder, trail | {qualname}):
+                return True
+        return False
 
     def _never_named_classes(self) -> frozenset[str]:
         if not self._unnamed or self._builds_by_name or not (

@@ -24,6 +24,8 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.bare_calls import EVERY_MENTION
+
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
 
@@ -71,6 +73,7 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
 def summarize_text_mentions(text: str, result) -> None:
     """The same facts from the text of a file no rule walks (conservatively: comments count)."""
     result.mentions = sorted(set(_CAPITALISED_WORD.findall(text)))
+    result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
     result.builds_by_name = _BY_NAME_WORDS.search(text) is not None
 
 

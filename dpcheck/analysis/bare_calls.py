@@ -1,0 +1,287 @@
+"""Which classes the project only builds and calls outside any module: no replica runs them.
+
+A loss the training script builds (`self.criterion = objective.RingLoss(...)` in a trainer,
+`crit = GDL(3)` in a function) and calls on the gathered output of the wrapped model runs once,
+on the main thread: whatever its forward does with the batch, DataParallel never replicates it.
+That holds for an instance that never reaches a wrapper or a module: its binding is only called
+(`crit(out, y)`), moved (`crit = crit.cuda()`, `crit.to(device)` as a statement) or read through
+(`crit.t = 0.1`, `crit.parameters()`), never passed to a call, stored elsewhere, returned or
+handed to a module's constructor. A module method that calls it (`self.trainer.criterion(x)`)
+counts as passing it on: that forward may run on replicas.
+
+Each file records (``FileResult``): ``bare_built``, the classes it builds so, one entry per
+binding (`Loss` for a local, `Loss.criterion` for an attribute of a non-module object, which
+other files may read); ``escaping``, the classes it names in any other way (an import does
+not count; a construction inside a module class is a layer, which ``layer_owners`` records);
+and ``passed_attributes``, the attributes it reads in any other way outside `self` of a module
+(`train(trainer.criterion)`, `self.trainer.criterion(x)` in a module). A file no rule walks
+records ``escaping = ["*"]``: every capitalised word it holds (its ``mentions``). The project
+index settles it (``ClassIndex.called_bare``), also for the layers only such classes build.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from itertools import compress
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from dpcheck.analysis.scripts import SELF_RETURNING
+
+if TYPE_CHECKING:
+    from dpcheck.analysis.context import FileContext
+
+# `escaping` of a file whose text alone was read: every name it mentions may escape.
+EVERY_MENTION = "*"
+# Calls whose class argument builds nothing: a type test, and `super(Class, self)`.
+_CLASS_ONLY_CALLS = frozenset({"isinstance", "issubclass", "super"})
+# Methods that return the instance itself (besides scripts.SELF_RETURNING's moves and modes).
+_RETURNS_SELF = SELF_RETURNING | {"apply", "share_memory"}
+# Builtins that only look at the object they are handed.
+_INSPECTING_CALLS = frozenset({"isinstance", "issubclass", "type", "id", "hasattr"})
+_BUILTINS = frozenset(dir(builtins))
+
+
+def summarize_bare_calls(ctx: FileContext, result) -> None:
+    """Fill ``result.bare_built``, ``.escaping`` and ``.passed_attributes``."""
+    parents = ctx.tree_index.parents
+    module_classes = {id(info.node) for name, info in ctx.classes.items() if any(ctx.class_is_module(name))}
+    known_classes = {id(info.node) for info in ctx.classes.values()}
+    own = {stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef}
+    aliases = ctx.imports.aliases
+    imported = {name for name, target in aliases.items() if name[:1].isupper() and not _torch(target)}
+    modules = {name for name, target in aliases.items() if not name[:1].isupper() and not _torch(target)}
+    star = any(stmt.__class__ is ast.ImportFrom and any(a.name == "*" for a in stmt.names)
+               for stmt in ctx.tree.body)
+
+    def place(node):
+        """(innermost function or module scope, whether a class around it is a module of this file,
+        whether one is a class the file's summary does not know (nested in a function: it may be a
+        module, and layer_owners does not read it), the names of the classes around it)."""
+        scope, in_module, unknown, around = None, False, False, []
+        cur = parents.get(node)
+        while cur is not None:
+            kind = cur.__class__
+            if scope is None and (kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.Lambda):
+                scope = cur
+            elif kind is ast.ClassDef:
+                around.append(cur.name)
+                in_module = in_module or id(cur) in module_classes
+                unknown = unknown or id(cur) not in known_classes
+            cur = parents.get(cur)
+        return scope or ctx.tree, in_module, unknown, around
+
+    position, size = ctx.tree_index.position, ctx.tree_index.size
+    # A construction inside a module class of this file is a layer (layer_owners records it): most
+    # mentions in a model file, settled by position alone, unless the class itself or a class the
+    # summary does not know (nested in a function) is around it, which place() tells.
+    module_spans = [(position[info.node], position[info.node] + size[position[info.node]], name)
+                    for name, info in ctx.classes.items() if id(info.node) in module_classes]
+    unknown_spans = [(position[node], position[node] + size[position[node]]) for node in ctx.nodes(ast.ClassDef)
+                     if id(node) not in known_classes]
+    bare: set[str] = set()
+    escaping: set[str] = set()
+    for node, name in _mentions(ctx, own | imported, modules, star):
+        parent = parents.get(node)
+        at = position[node]
+        if parent.__class__ is ast.Call and parent.func is node \
+                and any(start <= at < end for start, end, _ in module_spans) \
+                and not any(start <= at < end and owner == name for start, end, owner in module_spans) \
+                and not any(start <= at < end for start, end in unknown_spans):
+            continue
+        scope, in_module, unknown, around = place(node)
+        if name in around:
+            continue  # the class's own body (`super(Loss, self)`, a classmethod building one)
+        if parent.__class__ is ast.Call and parent.func is not node and _called(parent) in _CLASS_ONLY_CALLS:
+            continue
+        if parent.__class__ is ast.Tuple and _called(parents.get(parent)) in _CLASS_ONLY_CALLS:
+            continue  # isinstance(m, (Loss, Other))
+        if parent.__class__ is ast.Call and parent.func is node and not unknown:
+            if in_module:
+                continue  # a layer of that class: layer_owners records it
+            binding = _confined_binding(ctx, parent, scope, module_classes, parents)
+            if binding is not None:
+                bare.add(name if binding == "" else f"{name}:{binding}")
+                continue
+        escaping.add(name)
+    # A class a decorator may register, and a class named in a string (a registry's key, a config
+    # table), may be built by name.
+    escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and stmt.decorator_list)
+    escaping.update(value for value in set(map(_value_of, ctx.nodes(ast.Constant)))
+                    if value.__class__ is str and value[:1].isupper() and value.isidentifier())
+    result.bare_built = sorted(bare)
+    result.escaping = sorted(escaping)
+    result.passed_attributes = sorted(_passed_attributes(ctx, module_classes, known_classes, set(aliases), parents))
+
+
+def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):
+    """(node, class name) for each load of a class name the file defines or imports by name (any
+    capitalised free name under a star import), and each `module.Class` of an imported module.
+    (compress() and map() keep the scan of every name in C: few are class names.)"""
+    nodes = ctx.nodes(ast.Name)
+    if star:
+        names = {n.id for n in nodes if n.id[:1].isupper() and n.id not in _BUILTINS} | names
+    for node in compress(nodes, map(names.__contains__, map(_id_of, nodes))):
+        if node.ctx.__class__ is ast.Load:
+            yield node, node.id
+    attributes = ctx.nodes(ast.Attribute)
+    for node in compress(attributes, map(str.isupper, map(_first_of, map(_attr_of, attributes)))):
+        value = node.value
+        if value.__class__ is ast.Name and value.id in modules:
+            yield node, node.attr
+
+
+_id_of = attrgetter("id")
+_attr_of = attrgetter("attr")
+
+
+def _first_of(text: str) -> str:
+    return text[:1]
+
+
+def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> str | None:
+    """For a construction in code outside any module class: "" when it is bound to a local (or
+    module-level) name every read of which is confined; `<attr>:<class>` when it is bound to
+    `self.<attr>` in a method of a class that is not a module and never hands `self` on (the reads
+    in every file decide: ``passed_attributes``; and no module may inherit the class: the index
+    asks); else None."""
+    value = call
+    while True:  # Loss(...).cuda().to(device)
+        up = parents.get(value)
+        if up.__class__ is ast.Attribute and up.attr in _RETURNS_SELF:
+            outer = parents.get(up)
+            if outer.__class__ is ast.Call and outer.func is up:
+                value = outer
+                continue
+        break
+    statement = parents.get(value)
+    if statement.__class__ is not ast.Assign or statement.value is not value or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0]
+    holder = parents.get(statement)
+    while holder.__class__ not in (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        holder = parents.get(holder)
+    if holder.__class__ is ast.ClassDef:
+        return None  # a class attribute: every instance and subclass reads it
+    if target.__class__ is ast.Name:
+        name = target.id
+        if any(name in node.names for node in ctx.nodes(ast.Global, ast.Nonlocal)):
+            return None  # another function may read or rebind it
+        at_module_level = scope is ctx.tree
+        region = ctx.nodes(ast.Name) if at_module_level else ctx.tree_index.nodes_within(scope, ast.Name)
+        for load in region:
+            if load.id == name and load.ctx.__class__ is ast.Load:
+                if at_module_level and _enclosing_module_class(load, module_classes, parents):
+                    return None  # a module's code reads the module-level instance
+                if not _confined_use(load, target, parents):
+                    return None
+        return ""
+    if target.__class__ is not ast.Attribute or target.value.__class__ is not ast.Name \
+            or scope.__class__ is ast.Lambda or scope is ctx.tree or not scope.args.args \
+            or target.value.id != scope.args.args[0].arg:
+        return None
+    owner = parents.get(scope)
+    if owner.__class__ is not ast.ClassDef or not _keeps_self(ctx, owner, parents):
+        return None
+    return f"{target.attr}:{ctx.module}.{owner.name}"
+
+
+def _keeps_self(ctx, owner: ast.ClassDef, parents) -> bool:
+    """Does no method of the class hand its `self` on (`Net(self)`, `hooks.append(self)`)? Then
+    what it holds is reached only through its own methods and through reads of its attributes."""
+    for method in owner.body:
+        if method.__class__ is not ast.FunctionDef and method.__class__ is not ast.AsyncFunctionDef \
+                or not method.args.args:
+            continue
+        me = method.args.args[0].arg
+        for load in ctx.tree_index.nodes_within(method, ast.Name):
+            if load.id == me and load.ctx.__class__ is ast.Load and not _confined_use(load, load, parents):
+                return False
+    return True
+
+
+def _enclosing_module_class(node, module_classes, parents, known_classes=None) -> bool:
+    """Is ``node`` inside a class that may be a module (with ``known_classes``: or that the file's
+    summary does not know, a class nested in a function)?"""
+    cur = parents.get(node)
+    while cur is not None:
+        if cur.__class__ is ast.ClassDef and (id(cur) in module_classes
+                                               or known_classes is not None and id(cur) not in known_classes):
+            return True
+        cur = parents.get(cur)
+    return False
+
+
+def _confined_use(load: ast.AST, binding: ast.AST, parents) -> bool:
+    """Is this read of the instance a call of it, a read through it, or a move that keeps it in
+    the same binding (`crit = crit.cuda()`, `crit.to(device)` as a statement)?"""
+    parent = parents.get(load)
+    if parent.__class__ is ast.Call:
+        # crit(out, y), isinstance(crit, RingLoss); not train(crit)
+        return parent.func is load or parent.func.__class__ is ast.Name and parent.func.id in _INSPECTING_CALLS
+    if parent.__class__ is ast.Compare:
+        return all(op.__class__ is ast.Is or op.__class__ is ast.IsNot for op in parent.ops)  # crit is None
+    if parent.__class__ is not ast.Attribute:
+        return False
+    outer = parents.get(parent)
+    if outer.__class__ is not ast.Call or outer.func is not parent or parent.attr not in _RETURNS_SELF:
+        return True  # crit.t = 0.1, crit.memory, crit.parameters(), crit.forward(x)
+    statement = parents.get(outer)
+    if statement.__class__ is ast.Expr:
+        return True
+    return statement.__class__ is ast.Assign and len(statement.targets) == 1 \
+        and _same_place(statement.targets[0], binding)
+
+
+def _same_place(target: ast.AST, read: ast.AST) -> bool:
+    """Do a store target and a read name the same binding (`crit`, `self.crit`)?"""
+    while target.__class__ is ast.Attribute and read.__class__ is ast.Attribute and target.attr == read.attr:
+        target, read = target.value, read.value
+    return target.__class__ is ast.Name and read.__class__ is ast.Name and target.id == read.id
+
+
+def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules, parents) -> set[str]:
+    """Attributes this file reads other than confined (see ``_confined_use``) outside module
+    classes; not those of an imported module (`torch.float32`). (A module's code reaches a non-module
+    object's attribute only through an object handed to it, which ``_keeps_self`` and the checks
+    of locals rule out.)"""
+    index = ctx.tree_index
+    position, size = index.position, index.size
+    # Only the code outside the classes that may be modules (and those the summary does not know)
+    # is read: the gaps between their spans, in preorder (a model file's code is nearly all inside).
+    spans = sorted((position[node], position[node] + size[position[node]]) for node in ctx.nodes(ast.ClassDef)
+                   if id(node) in module_classes or id(node) not in known_classes)
+    gaps, start = [], 0
+    for begin, end in spans:
+        if begin > start:
+            gaps.append((start, begin))
+        start = max(start, end)
+    gaps.append((start, len(position)))
+    passed: set[str] = set()
+    for begin, end in gaps:
+        for node in index.nodes_between(ast.Attribute, begin, end):
+            attr = node.attr
+            if attr in passed or node.ctx.__class__ is not ast.Load or _confined_use(node, node, parents):
+                continue
+            root = node.value
+            while root.__class__ is ast.Attribute:
+                root = root.value
+            if not (root.__class__ is ast.Name and root.id in modules):
+                passed.add(attr)
+    return passed
+
+
+def _value_of(node: ast.Constant):
+    return node.value
+
+
+def _called(node) -> str:
+    if node.__class__ is not ast.Call:
+        return ""
+    func = node.func
+    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
+
+
+def _torch(target: str) -> bool:
+    return target == "torch" or target.startswith("torch.")
