@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from dpcheck.analysis.file import FileResult, analyze_path, analyze_source
+from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNPASSED_CONDITION
 from dpcheck.analysis.index import ClassIndex, Pending
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
@@ -628,6 +629,8 @@ class ModuleSummaries:
                             self._ask(index.parameter_property, rest, requests)
                         elif f"{kind}:" == FORWARD_FLAG_CONDITION:
                             self._ask(index.forward_flag, rest, requests)
+                        elif f"{kind}:" == PARALLEL_HELPER_CONDITION:
+                            self._ask(index.parallel_helper, rest, requests)
                 if not self._asks_callers and any(c.startswith(UNPASSED_CONDITION) for c in finding.advice_if):
                     self._asks_callers = True
                     for seen in self._results:  # (this result's own callees are asked below)

@@ -7,6 +7,13 @@ default `batch_first=False`, when the layer's input comes from forward's argumen
 without a transpose on the way. Not flagged when the class is wrapped with
 `DataParallel(..., dim=k)`, k not 0, in any scanned file (or the file wraps a model with `dim=1`).
 
+Also flags the functional form inside a module's forward code: `nn.parallel.data_parallel(self.rnn,
+x.permute(2, 0, 1), ...)`, or a helper function of the project that passes its arguments on to it
+(crnn.pytorch's `utils.data_parallel(self.rnn, conv, self.ngpu)`), where the module holds such a
+sequence-first layer (itself, or inside a module of the same file, alone or in an `nn.Sequential`)
+and the input is a reorder that puts another dim first: the input is time-major, and the scatter
+splits it along time wherever that call runs, whether or not anything wraps the class.
+
 ## Why is this bad?
 DataParallel splits inputs along dim 0. For a `(T, B, F)` input that is *time*: every
 replica processes the whole batch over a slice of the time steps, and the outputs are
@@ -25,6 +32,8 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import UNASSIGNED, is_true, keyword, parameters_of, straight_line_value
+from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
+from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
@@ -69,6 +78,14 @@ class SequenceFirstLayout(Rule):
                 return attended.transpose(0, 1)
     """
 
+    def check_file(self, ctx):
+        # A file rule: the functional call runs where it is written, whether or not anything wraps the
+        # class that makes it (a class that parallelises its own submodule is no wrapped model itself).
+        calls = functional_calls_by_class(ctx)
+        for model in file_models(ctx) if calls else ():
+            if model.name in calls:
+                yield from self._functional_scatter(model, calls[model.name])
+
     def check_class(self, model):
         if _dim1_wrapping(model.ctx) or not gathered_class(model) or not batch_dim_is_zero(model):
             return  # only the wrapped model's own inputs are scattered, and only along dim 0
@@ -84,6 +101,64 @@ class SequenceFirstLayout(Rule):
                     yield self.violation(call, f"`self.{attr}` is a {layers[attr]} with batch_first=False "
                                          "applied to forward's input: DataParallel splits dim 0, which "
                                          "is time for this layer")
+
+    def _functional_scatter(self, model, calls):
+        """`data_parallel(self.rnn, x.permute(2, 0, 1), ...)` in forward's code (torch's functional form,
+        or a project helper that passes them on): a time-major input scattered along dim 0 to a module
+        that holds a sequence-first layer."""
+        reported: dict[int, tuple] = {}
+        for found in calls:
+            kind = _held_seq_first(model, found.attr)
+            reorder = _time_first_reorder(found.inputs, found.fn) if kind else None
+            if reorder is None:
+                continue
+            _, _, _, conditions = reported.setdefault(id(found.call), (found, kind, reorder, set()))
+            conditions.add(found.requires)
+        for found, kind, reorder, conditions in reported.values():
+            # Torch's own call holds on no condition; a helper's on any reading of its parameters.
+            requires = () if () in conditions else (frozenset(c for r in conditions for c in r[0]),)
+            requires = ((model.requires,) if model.requires else ()) + requires
+            yield self.violation(found.call, f"`{ast.unparse(found.module)}` holds a {kind} with batch_first=False "
+                                 f"and runs under the functional data_parallel on `{ast.unparse(reorder)}`, whose "
+                                 "dim 0 is time: the scatter splits the sequence, and each replica runs over a "
+                                 "slice of it", requires=requires)
+
+
+def _held_seq_first(model, attr: str | None, depth: int = 0) -> str | None:
+    """The sequence-first layer `self.<attr>` is or holds: a torch layer (``_seq_first_kind``), or one
+    of a module of this file built there, alone or in an `nn.Sequential`/`nn.ModuleList`."""
+    facts = model.attrs.get(attr) if attr is not None else None
+    if facts is None or depth > 2:
+        return None
+    kind = _seq_first_kind(model, facts)
+    if kind:
+        return kind
+    classes = {m.name: m for m in file_models(model.ctx)}
+    for built in stored_constructions(model, attr):
+        part = classes.get(built.func.id) if isinstance(built.func, ast.Name) else None
+        if part is not None and part is not model:
+            kind = next((k for name in part.attrs if (k := _held_seq_first(part, name, depth + 1))), None)
+            if kind:
+                return f"{kind} (in `{part.name}`)"
+    return None
+
+
+def _time_first_reorder(node, fn) -> ast.Call | None:
+    """The reorder that puts another dim first (`x.permute(2, 0, 1)`, `x.transpose(0, 1)`), that
+    ``node`` is or that straight-line code binds the name ``node`` to; else None."""
+    if isinstance(node, ast.Name):
+        node = straight_line_value(fn, node)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    args, attr = node.args, node.func.attr
+    if attr == "permute" and args and isinstance(args[0], ast.Constant) and type(args[0].value) is int \
+            and args[0].value > 0:
+        return node
+    if attr in ("transpose", "swapaxes", "swapdims") and len(args) == 2 and all(
+            isinstance(a, ast.Constant) and type(a.value) is int and a.value >= 0 for a in args) \
+            and 0 in (args[0].value, args[1].value) and args[0].value != args[1].value:
+        return node
+    return None
 
 
 def _seq_first_kind(model, facts) -> str | None:

@@ -26,11 +26,17 @@ returns (`model = get_model(); model.load_state_dict(torch.load(path))`, wrapped
 is a load into the wrapper only where that function returns one: where the scanned files show it
 does not (or do not hold it), the save is reported against that load.
 
+The same disagreement with whole pickled models: a file that saves the bare model behind a
+wrapper (`torch.save(model.module, "{0}/net_{1}.pth".format(...))`) and reads `.module` off what
+`torch.load` returns for a path of the same template (its string parts, `.format`, f-string or
+`os.path.join`) is reported there, unless the file also saves a wrapper whole to that template.
+
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. A checkpoint saved that way
 does not load into the bare model (`Missing key(s) in state_dict: "conv1.weight" ...
 Unexpected key(s) in state_dict: "module.conv1.weight"`), and a plain checkpoint does
-not load into the wrapper. It shows up later, at evaluation or deployment.
+not load into the wrapper. A pickled bare model has no `.module` (`AttributeError: 'Net'
+object has no attribute 'module'`). It shows up later, at evaluation, fine-tuning or deployment.
 
 ## How to fix
 Save and load the inner model: `torch.save(model.module.state_dict(), path)` and
@@ -50,6 +56,7 @@ from dpcheck.analysis.checkpoints import (
     prefix_strips,
     strips_prefix,
 )
+from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.scripts import ARGUMENTS_MARK, mentions_dataparallel, script_facts, unless_wrapped
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -145,6 +152,41 @@ class WrappedStateDict(Rule):
                                      f"`module.`-prefixed keys but gets {what}: load into `{wrap.name}.module`",
                                      requires=wrap.requires, fix=self.offer_fix(
                                          f"Load into `{wrap.name}.module`", _applicability(wrap, node, facts)))
+        yield from self._whole_module_read_as_wrapper(ctx, facts)
+
+    def _whole_module_read_as_wrapper(self, ctx, facts):
+        """`torch.save(model.module, path)` pickles the bare model; `torch.load(path).module` of a
+        path built from the same template reads a wrapper's attribute off it: AttributeError."""
+        text = ctx.source.text
+        if ".module," not in text or "torch.load" not in text:
+            return
+        bare_saves: dict[tuple[str, ...], ast.Call] = {}
+        wrapper_saved: set[tuple[str, ...]] = set()
+        for call in ctx.nodes(ast.Call):
+            if not (ctx.resolve(call.func) or "").endswith("torch.save"):
+                continue
+            saved, template = argument(call, 0, "obj"), _path_template(argument(call, 1, "f"), ctx)
+            if saved is None or template is None:
+                continue
+            if isinstance(saved, ast.Attribute) and saved.attr == "module" and facts.wrap_for(saved.value) is not None:
+                bare_saves.setdefault(template, call)
+            elif facts.wrap_for(saved) is not None:
+                wrapper_saved.add(template)  # (this template also holds wrappers: which one a load reads is open)
+        for template in wrapper_saved:
+            bare_saves.pop(template, None)
+        if not bare_saves:
+            return
+        for node in ctx.nodes(ast.Attribute):
+            if node.attr != "module" or not isinstance(node.ctx, ast.Load):
+                continue
+            if _tested_first(node, ctx):
+                continue
+            load = _loaded_from(node.value, ctx)
+            save = bare_saves.get(_path_template(argument(load, 0, "f"), ctx)) if load is not None else None
+            if save is not None:
+                yield self.violation(node, f"`.module` of a checkpoint this file saves as the bare model "
+                                     f"(`torch.save({ast.unparse(save.args[0])}, ...)`, line "
+                                     f"{save.lineno}): the loaded object is no DataParallel wrapper (AttributeError)")
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -156,6 +198,8 @@ class WrappedStateDict(Rule):
 
 
 _SAVERS = ("torch.save", "save_file")
+# Tests of what an object is, before reading `.module` off it.
+_TYPE_TESTS = frozenset({"hasattr", "isinstance", "getattr"})
 
 
 def _applicability(wrap, node, facts) -> Applicability:
@@ -273,6 +317,44 @@ def _unwrapped_model(value) -> ast.Name | None:
 def _bare_model(owner, facts) -> bool:
     """A name that holds a wrapper elsewhere in this file, but not here (before wrapping, other arm)."""
     return isinstance(owner, ast.Name) and any(w.name == owner.id for w in facts.wraps)
+
+
+def _tested_first(node, ctx) -> bool:
+    """Is ``node`` read only after a test of what the object is (an `if`/conditional expression on
+    `hasattr`/`isinstance`/`getattr`), or inside a `try` that handles the error?"""
+    child, cur = node, ctx.parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test and any(
+                isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id in _TYPE_TESTS
+                for sub in ast.walk(cur.test)):
+            return True
+        if isinstance(cur, ast.Try) and cur.handlers and any(child is stmt for stmt in cur.body):
+            return True
+        child, cur = cur, ctx.parent(cur)
+    return False
+
+
+def _loaded_from(node, ctx) -> ast.Call | None:
+    """The `torch.load(...)` call ``node`` is, directly or as the value a name holds where it is read."""
+    if isinstance(node, ast.Name):
+        binding = reaching_assignment(ctx, node.id, node)
+        node = binding.value if binding is not None else None
+    if isinstance(node, ast.Call) and (ctx.resolve(node.func) or "").endswith("torch.load"):
+        return node
+    return None
+
+
+def _path_template(node, ctx) -> tuple[str, ...] | None:
+    """The string constants a checkpoint path is built from (`'{0}/encoder{1}_{2}.pth'.format(...)`,
+    an f-string's text, `os.path.join(root, "best.pth")`), through the name it is bound to; None for
+    a path with none. Two paths of one template name the same checkpoint series."""
+    if isinstance(node, ast.Name):
+        binding = reaching_assignment(ctx, node.id, node)
+        node = binding.value if binding is not None else None
+    if node is None:
+        return None
+    parts = tuple(sub.value for sub in ast.walk(node) if isinstance(sub, ast.Constant) and isinstance(sub.value, str))
+    return parts or None
 
 
 def _pretrained(node, ctx) -> bool:

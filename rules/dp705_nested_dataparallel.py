@@ -8,6 +8,11 @@ submodule it calls (`DataParallel(Holder(nn.DataParallel(net)))`, the holder's `
 `self.net = net` and a method calling `self.net(...)`, in this file or another). One wrapper in each
 arm of an `if`/`else` is not nesting.
 
+Also flags the functional `nn.parallel.data_parallel(self.net, x, ...)` (or a helper function of the
+project that passes its arguments on to it) in the forward code of a module that another module
+of the same file runs, alone or in an `nn.Sequential`, under the functional data_parallel
+(crnn.pytorch's `BidirectionalLSTM` inside `CRNN`'s `data_parallel(self.rnn, ...)`).
+
 ## Why is this bad?
 On more than one GPU it crashes at the first call. The outer wrapper replicates the inner
 one onto every device; the inner wrapper's forward on replica 1 finds its module's buffers
@@ -30,6 +35,8 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
+from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.analysis.wrapping import KEPT_MODULE_CONDITION
 from dpcheck.findings import Severity
@@ -54,6 +61,9 @@ class NestedDataParallel(Rule):
     """
 
     def check_file(self, ctx):
+        if len(ctx.fact(_functional_by_class)) > 1:  # (nesting takes two classes that run one)
+            for model in file_models(ctx):
+                yield from self._functional_in_replicas(model)
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
@@ -73,6 +83,22 @@ class NestedDataParallel(Rule):
                                      fix=self.offer_fix("Remove the second DataParallel wrapper"))
                 continue
             yield from self._wrapper_kept_by_constructor(call, inner, facts)
+
+    def _functional_in_replicas(self, model):
+        """A module whose forward code runs the functional data_parallel (torch's, or a project helper
+        that passes it on) while another module of this file runs one that holds it (alone or in an
+        `nn.Sequential`) under the functional data_parallel: the inner call runs on the outer one's
+        replicas."""
+        own = model.ctx.fact(_functional_by_class).get(model.name)
+        outer = _run_in_replicas_by(model) if own else None
+        if outer is None:
+            return
+        other, outer_call, outer_requires = outer
+        for call, _, requires in own:
+            yield self.violation(call, f"The functional data_parallel runs inside the replicas of `{other}`'s "
+                                 f"data_parallel (line {outer_call.lineno}), which holds this module: on more than "
+                                 "one GPU the replica on cuda:k finds its module off device_ids[0] and the call fails",
+                                 requires=((model.requires,) if model.requires else ()) + requires + outer_requires)
 
     def _wrapper_kept_by_constructor(self, call, inner, facts):
         """`DataParallel(holder)` where `holder = Holder(wrapper, ...)`: the holder's class keeps that
@@ -112,3 +138,34 @@ class NestedDataParallel(Rule):
                 editor.replace(line, cst.RemovalSentinel.REMOVE)
                 return
         editor.replace(call, inner.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else inner)
+
+
+def _functional_by_class(ctx) -> dict[str, list[tuple[ast.Call, str, tuple[frozenset[str], ...]]]]:
+    """Each class of the file -> its forward-code calls that run a module of self under the functional
+    data_parallel: (call, the attribute of self, the conditions on which one does: any reading of a
+    helper's parameters)."""
+    found = {}
+    for name, calls in functional_calls_by_class(ctx).items():
+        grouped: dict[int, tuple[ast.Call, str, set]] = {}
+        for call in calls:
+            grouped.setdefault(id(call.call), (call.call, call.attr, set()))[2].add(call.requires)
+        found[name] = [(call, attr, () if () in conditions else (frozenset(c for r in conditions for c in r[0]),))
+                       for call, attr, conditions in grouped.values()]
+    return found
+
+
+def _run_in_replicas_by(model) -> tuple[str, ast.Call, tuple[frozenset[str], ...]] | None:
+    """Another module of this file whose forward code runs one that holds ``model`` under the functional
+    data_parallel: (its name, that call, the conditions on which the call is one); else None."""
+    calls = model.ctx.fact(_functional_by_class)
+    for other in file_models(model.ctx):
+        for call, attr, requires in calls.get(other.name, ()) if other is not model else ():
+            if _holds_instance(other, attr, model.name):
+                return other.name, call, requires
+    return None
+
+
+def _holds_instance(holder, attr, name) -> bool:
+    """Is `self.<attr>` of ``holder`` built as an instance of the class ``name`` of this file (alone
+    or in an `nn.Sequential`/`nn.ModuleList`)?"""
+    return any(isinstance(c.func, ast.Name) and c.func.id == name for c in stored_constructions(holder, attr))

@@ -849,6 +849,33 @@ def test_wrapped_attributes_are_attributes_of_other_objects_that_hold_a_wrapper(
     assert wrapped_attributes(ctx) == ["critic", "generator"]
 
 
+def test_parallel_helpers_pass_two_parameters_on_to_the_functional_data_parallel():
+    from conftest import file_context
+
+    from dpcheck.analysis.functional import parallel_helpers
+
+    ctx = file_context("""
+        import torch
+        import torch.nn as nn
+        from torch.nn.parallel import data_parallel
+
+        def data_parallel_helper(model, input, ngpu):
+            if isinstance(input.data, torch.cuda.FloatTensor) and ngpu > 1:
+                return nn.parallel.data_parallel(model, input, range(ngpu))
+            return model(input)
+
+        def run(ngpu, inputs, module):
+            return data_parallel(module=module, inputs=inputs, device_ids=list(range(ngpu)))
+
+        def run_fixed(model, input):
+            return data_parallel(model, input.cuda(), [0, 1])  # (not a parameter as it is)
+
+        def on_one_device(model, input, ngpu):
+            return model(input)
+    """, module="models.utils")
+    assert parallel_helpers(ctx) == {"data_parallel_helper": ["0", "1"], "run": ["2", "1"]}
+
+
 def test_a_private_class_built_in_a_module_is_a_layer_of_it():
     # faster-rcnn's `self.RCNN_rpn = _RPN(...)`: its 0-dim losses reach the gather through the
     # owner's forward, so the index must not take `_RPN` for a model of its own.

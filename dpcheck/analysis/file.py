@@ -22,6 +22,7 @@ from dpcheck.analysis.bare_calls import summarize_bare_calls
 from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.functional import summarize_parallel_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
@@ -132,6 +133,9 @@ class FileResult:
     bare_built: list[str] = field(default_factory=list)
     escaping: list[str] = field(default_factory=list)
     passed_attributes: list[str] = field(default_factory=list)
+    # Its module-level functions that pass two parameters on to the functional data_parallel -> the
+    # positions of the module and the inputs (functional.parallel_helpers).
+    parallel_helpers: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -178,7 +182,9 @@ class FileResult:
                 **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {}),
                 **({"bare_built": " ".join(self.bare_built)} if self.bare_built else {}),
                 **({"escaping": " ".join(self.escaping)} if self.escaping else {}),
-                **({"passed_attributes": " ".join(self.passed_attributes)} if self.passed_attributes else {})}
+                **({"passed_attributes": " ".join(self.passed_attributes)} if self.passed_attributes else {}),
+                **({"parallel_helpers": {k: " ".join(v) for k, v in self.parallel_helpers.items()}}
+                   if self.parallel_helpers else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -212,7 +218,9 @@ class FileResult:
                    builds_by_name=bool(data.get("builds_by_name", False)),
                    wrapped_attributes=str(data.get("wrapped_attributes", "")).split(),
                    bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),
-                   passed_attributes=str(data.get("passed_attributes", "")).split())
+                   passed_attributes=str(data.get("passed_attributes", "")).split(),
+                   parallel_helpers={str(k): str(v).split()
+                                     for k, v in dict(data.get("parallel_helpers", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -419,6 +427,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_forward_flags(ctx, result)
     result.wrapped_attributes = wrapped_attributes(ctx)
     summarize_bare_calls(ctx, result)
+    summarize_parallel_helpers(ctx, result)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

@@ -36,6 +36,7 @@ from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDI
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
+from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
@@ -122,6 +123,8 @@ class ClassIndex:
         self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
         # Attributes of other objects that scripts store wrappers in -> the packages of those scripts.
         self._wrapped_attributes: dict[str, set[str]] = {}
+        # Functions that pass two parameters on to the functional data_parallel -> (module, inputs) positions.
+        self._parallel_helpers: dict[str, tuple[str, ...]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -217,6 +220,8 @@ class ClassIndex:
                     or result.partial_batches == KEEPS_LAST
         self._parameter_properties.update(result.parameter_properties)
         self._forward_flags.update(result.forward_flags)
+        for name, positions in result.parallel_helpers.items():
+            self._parallel_helpers[f"{module}.{name}"] = tuple(positions)
         for attr in result.wrapped_attributes:
             self._wrapped_attributes.setdefault(attr, set()).add(result.module.rpartition(".")[0])
         for entry in result.bare_built:
@@ -814,6 +819,16 @@ class ClassIndex:
         target = self.lookup(name)
         return target is not None and attr in self._forward_flags.get(target, ())
 
+    def parallel_helper(self, text: str) -> bool:
+        """``<function>@<i>[@<j>]``: does the function pass its parameter i on as the module (and j as
+        the inputs) of a functional data_parallel call (functional.parallel_helpers)? The module
+        that defines it is summarised when it was not scanned."""
+        name, *positions = text.split("@")
+        found = self._parallel_helpers.get(name)
+        if found is None and self._load_for(name):
+            found = self._parallel_helpers.get(name)
+        return found is not None and tuple(positions) == found[:len(positions)]
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -867,6 +882,8 @@ class ClassIndex:
             return self.forward_flag(name)
         if f"{kind}:" == WRAPPED_ATTRIBUTE_CONDITION and name:
             return self.wrapped_attribute(name)
+        if f"{kind}:" == PARALLEL_HELPER_CONDITION and name:
+            return self.parallel_helper(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:
