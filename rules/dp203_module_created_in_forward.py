@@ -13,7 +13,10 @@ single-device run.
 
 A weightless layer (`nn.ZeroPad2d`, `nn.ReLU`) built lazily, or a frozen table
 (`nn.Parameter(..., requires_grad=False)`), loses nothing trained: it is only rebuilt on
-every call, a speed cost (a warning: cost-only).
+every call, a speed cost (a warning: cost-only). A weightless layer that every call builds
+afresh (no lazy guard) and reads only after building it, in the same method, is not
+reported: each call uses its own, as on one device (`self.up = nn.Upsample(size=...)`
+sized to this call's input, then `self.up(h)`).
 
 ## How to fix
 Build every submodule in `__init__` (use `nn.LazyLinear` and friends when a size is only
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.analysis.dataflow import under_lazy_guard, written_earlier
 from dpcheck.analysis.torch_api import parameter_free
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -90,6 +93,9 @@ class ModuleCreatedInForward(Rule):
             return
         what = "Parameter" if kind == "parameter" else "module"
         name = model.ctx.resolve(value.func) if isinstance(value, ast.Call) else None
+        if kind == "module" and name and parameter_free(name) and fn is not None and attr is not None \
+                and isinstance(node, ast.Attribute) and _built_for_each_call(model, fn, node, attr):
+            return
         if kind == "module" and name and parameter_free(name) and fn is not None and under_lazy_guard(fn, node):
             yield self.violation(node, f"A weightless {name.rsplit('.', 1)[-1]} built lazily in forward is kept on "
                                  f"`{where}`: under DataParallel it is lost with the replica and rebuilt on "
@@ -105,6 +111,22 @@ class ModuleCreatedInForward(Rule):
         yield self.violation(node, f"A {what} created in forward is kept on `{where}`: under "
                              "DataParallel it lands on a replica and is lost, so it is re-created "
                              "(untrained) on every call", requires=(frozenset(requires),) if requires else ())
+
+
+def _built_for_each_call(model, fn, target: ast.Attribute, attr: str) -> bool:
+    """Is the weightless module stored by ``target`` in ``fn`` this call's own: built on every call
+    (no lazy guard) and read only in ``fn`` after a store of it on every path? Then no call reads
+    another call's module, and nothing is kept that a replica could lose (rsis' decoder stores
+    `self.upsample = nn.UpsamplingBilinear2d(size=<this call's size>)` and applies it at once). A read
+    anywhere else (another method, before the store) may see an older one: still reported."""
+    if under_lazy_guard(fn, target):
+        return False
+    for method in model.all_methods:
+        for node in method.nodes(ast.Attribute):
+            if isinstance(node.ctx, ast.Load) and method.self_attr(node) == attr and not (
+                    method.node is fn.node and written_earlier(fn, attr, node)):
+                return False
+    return True
 
 
 def _frozen(fn, where: str, value) -> bool:

@@ -47,7 +47,7 @@ MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "Par
 
 PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",
-                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "PixelShuffle",
+                   "LeakyReLU", "Mish", "ELU", "Hardswish", "Hardsigmoid", "Upsample", "Upsampling", "PixelShuffle",
                    "LogSigmoid", "CosineSimilarity", "PairwiseDistance")
 
 
