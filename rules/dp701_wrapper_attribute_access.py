@@ -6,7 +6,9 @@ wrapper when the attribute is the model's own (`model.generate(...)`,
 by a builder (in this file or another scanned one, imported by name or called through its
 module: `utils.initialize_model(model, device)`), passed as an argument
 (`train(model)`), kept in `self.model` (also by a base class of this file, for the methods of
-a subclass that inherits the wrapping method), or narrowed by `isinstance(model, nn.DataParallel)`.
+a subclass that inherits the wrapping method, and by the `__init__` of a base class of another
+scanned file, for reads in the subclass's `__init__` after `super().__init__(...)`), or narrowed
+by `isinstance(model, nn.DataParallel)`.
 A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(model)`
 ... `else: model.classifier`) is not the wrapper, also where the wrap sits under a second test
 and a `.cuda()` rebinds the name after it; a read under `if hasattr(model,
@@ -59,8 +61,11 @@ import functools
 from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
+    _LIBRARY_ROOTS,
     FALLBACK_GETATTR,
+    INIT_WRAPPED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
+    TRAINING_TOKENS,
     mentions_dataparallel,
     own_attributes,
     script_facts,
@@ -106,6 +111,7 @@ class WrapperAttributeAccess(Rule):
     """
 
     def check_file(self, ctx):
+        yield from self._reads_of_inherited_wrappers(ctx)
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
@@ -158,6 +164,43 @@ class WrapperAttributeAccess(Rule):
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
                                      f"{node.attr}`)", requires=wrap.requires + lacks, fix=fix)
 
+    def _reads_of_inherited_wrappers(self, ctx):
+        """`self.model.encoder` in the `__init__` of a class whose base is a class of another file (a
+        training script's `Trainer(BaseTrainer)`), after `super().__init__(...)`, where that base's
+        `__init__` may store a DataParallel wrapper in `self.model` (``init_wrapped:``, settled by the
+        project index): the constructor surely runs. Reads in the class's other methods are not
+        followed (whether anything calls them is not known here). Not where the class, or a base of
+        it in this file, stores `self.model` itself (the stores of this file are followed by
+        ``script_facts``)."""
+        if not any(token in ctx.source.text for token in TRAINING_TOKENS):
+            return  # a trainer class: model libraries subclass other files' classes everywhere
+        for info in ctx.classes.values():
+            init = info.methods.get("__init__")
+            after = _base_init_line(init) if init is not None else None
+            if after is None:
+                continue
+            chain, outside = _in_file_chain(info, ctx)
+            if not outside:
+                continue
+            stored = {node.attr for c in chain for method in c.methods.values() for node in ast.walk(method)
+                      if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                      and _is_self(node.value, method)}
+            for node in ast.walk(init):
+                if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.lineno > after
+                        and isinstance(node.value, ast.Attribute) and _is_self(node.value.value, init)):
+                    continue
+                attr = node.value.attr
+                if attr in stored or node.attr in MODULE_API or node.attr.startswith("__"):
+                    continue
+                facts = script_facts(ctx)
+                if facts._isinstance_guard(node.value, f"self.{attr}") is False or _hasattr_guarded(node, facts):
+                    continue  # the bare model's arm of `isinstance(self.model, DataParallel)`
+                yield self.violation(
+                    node, f"`self.{attr}` holds the nn.DataParallel wrapper a base class's `__init__` stores "
+                    f"in it, which has no attribute `{node.attr}`: AttributeError (use "
+                    f"`self.{attr}.module.{node.attr}`)",
+                    requires=(frozenset(f"{INIT_WRAPPED_CONDITION}{attr}@{base}" for base in outside),))
+
     def _stores_missing_the_module(self, stores, ctx, facts):
         """`model.forward_mode = "gru"` on a wrapper whose wrapped class's forward tests
         `self.forward_mode`: the store makes an attribute of the wrapper, and the replicas, copies of
@@ -199,6 +242,40 @@ class WrapperAttributeAccess(Rule):
         elif isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+def _in_file_chain(info, ctx) -> tuple[list, list[str]]:
+    """The class and its bases of this file (first the class), and its other bases that may be a
+    project's classes (not a library's: `torch.nn.Module`, `object`)."""
+    chain, outside, work, seen = [], [], [info], set()
+    while work:
+        cls = work.pop(0)
+        if cls.qualname in seen:
+            continue
+        seen.add(cls.qualname)
+        chain.append(cls)
+        for base in cls.bases:
+            local = ctx.local_name(base)
+            if local is not None and local in ctx.classes:
+                work.append(ctx.classes[local])
+            elif "." in base and not base.startswith(_LIBRARY_ROOTS):
+                outside.append(base)
+    return chain, outside
+
+
+def _is_self(node, method) -> bool:
+    args = method.args.posonlyargs + method.args.args
+    return isinstance(node, ast.Name) and bool(args) and node.id == args[0].arg
+
+
+def _base_init_line(init) -> int | None:
+    """The line of `super().__init__(...)` (or `Base.__init__(self, ...)`) in ``init``, None if none."""
+    lines = [call.lineno for call in ast.walk(init) if isinstance(call, ast.Call)
+             and isinstance(call.func, ast.Attribute) and call.func.attr == "__init__"
+             and (isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name)
+                  and call.func.value.func.id == "super"
+                  or call.args and _is_self(call.args[0], init))]
+    return min(lines) if lines else None
 
 
 def _wrapper_lacks(source, attr: str, ctx, facts) -> tuple[frozenset[str], ...] | None:

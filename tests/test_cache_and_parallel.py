@@ -243,6 +243,7 @@ def test_file_result_round_trips_through_the_cache_format():
     result.passed_attributes = ["model"]
     result.wrapped_attributes = ["discriminator", "generator"]
     result.parallel_helpers = {"data_parallel": ["0", "1"]}
+    result.init_wrapped = {"base.BaseTrainer": ["model", "teacher"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
@@ -260,6 +261,8 @@ def test_file_result_round_trips_through_the_cache_format():
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).wrapped_attributes == []
     assert back.parallel_helpers == {"data_parallel": ["0", "1"]}
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).parallel_helpers == {}
+    assert back.init_wrapped == {"base.BaseTrainer": ["model", "teacher"]}
+    assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).init_wrapped == {}
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []

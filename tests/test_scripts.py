@@ -1638,3 +1638,35 @@ def test_a_re_export_is_matched_by_its_package_once_however_many_files_share_its
     assert ClassIndex([package, parallel]).lookup("metapkg.modules.DataParallel") == "modules.parallel.DataParallel"
     assert ClassIndex([package, parallel, other]).lookup("metapkg.modules.DataParallel") \
         == "modules.parallel.DataParallel"
+
+
+def test_wraps_a_base_class_constructor_stores_on_self():
+    """scripts.init_wrapped_attributes: the attributes a class's own `__init__` stores a stock
+    DataParallel wrapper in (on some path), not one another method stores, nor a subclass's; the
+    index answers `init_wrapped:<attr>@<class>` for the class and for its subclasses in other files."""
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import init_wrapped_attributes
+
+    base = textwrap.dedent("""
+        import torch
+
+        class BaseTrainer:
+            def __init__(self, model, teacher):
+                self.model = model
+                self.teacher = teacher
+                if torch.cuda.device_count() > 1:
+                    self.model = torch.nn.DataParallel(self.model)
+
+            def parallel_teacher(self):
+                self.teacher = torch.nn.DataParallel(self.teacher)
+    """)
+    assert init_wrapped_attributes(file_context(base)) == {"m.BaseTrainer": ["model"]}
+    assert init_wrapped_attributes(file_context("class Plain:\n    def __init__(self, m):\n        self.m = m\n")) == {}
+    base_result = analyze_source(base, "base.py", [], "pkg.base")
+    sub_result = analyze_source("from pkg.base import BaseTrainer\nclass Trainer(BaseTrainer):\n    pass\n",
+                                "sub.py", [], "pkg.sub")
+    index = ClassIndex([base_result, sub_result])
+    assert index.condition("init_wrapped:model@pkg.base.BaseTrainer")
+    assert index.condition("init_wrapped:model@pkg.sub.Trainer")  # inherited through the base
+    assert not index.condition("init_wrapped:teacher@pkg.base.BaseTrainer")  # wrapped by another method
+    assert not index.condition("init_wrapped:model@pkg.other.Missing")

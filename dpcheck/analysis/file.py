@@ -29,7 +29,12 @@ from dpcheck.analysis.model_class import file_models, summarize_forward_flags, s
 from dpcheck.analysis.names import ImportMap, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
-from dpcheck.analysis.scripts import OWN_METHOD_CONDITION, dataparallel_attributes, wrapped_attributes
+from dpcheck.analysis.scripts import (
+    OWN_METHOD_CONDITION,
+    dataparallel_attributes,
+    init_wrapped_attributes,
+    wrapped_attributes,
+)
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
@@ -136,6 +141,9 @@ class FileResult:
     # Its module-level functions that pass two parameters on to the functional data_parallel -> the
     # positions of the module and the inputs (functional.parallel_helpers).
     parallel_helpers: dict[str, list[str]] = field(default_factory=dict)
+    # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
+    # (scripts.init_wrapped_attributes).
+    init_wrapped: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
@@ -184,7 +192,9 @@ class FileResult:
                 **({"escaping": " ".join(self.escaping)} if self.escaping else {}),
                 **({"passed_attributes": " ".join(self.passed_attributes)} if self.passed_attributes else {}),
                 **({"parallel_helpers": {k: " ".join(v) for k, v in self.parallel_helpers.items()}}
-                   if self.parallel_helpers else {})}
+                   if self.parallel_helpers else {}),
+                **({"init_wrapped": {k: " ".join(v) for k, v in self.init_wrapped.items()}}
+                   if self.init_wrapped else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -220,7 +230,8 @@ class FileResult:
                    bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),
                    passed_attributes=str(data.get("passed_attributes", "")).split(),
                    parallel_helpers={str(k): str(v).split()
-                                     for k, v in dict(data.get("parallel_helpers", {})).items()})
+                                     for k, v in dict(data.get("parallel_helpers", {})).items()},
+                   init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -428,6 +439,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.wrapped_attributes = wrapped_attributes(ctx)
     summarize_bare_calls(ctx, result)
     summarize_parallel_helpers(ctx, result)
+    result.init_wrapped = init_wrapped_attributes(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

@@ -47,6 +47,7 @@ from dpcheck.analysis.scripts import (
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
     GUARD_CONDITION,
+    INIT_WRAPPED_CONDITION,
     KEEPS_LAST,
     LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
@@ -125,6 +126,7 @@ class ClassIndex:
         self._wrapped_attributes: dict[str, set[str]] = {}
         # Functions that pass two parameters on to the functional data_parallel -> (module, inputs) positions.
         self._parallel_helpers: dict[str, tuple[str, ...]] = {}
+        self._init_wrapped: dict[str, set[str]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -230,6 +232,8 @@ class ClassIndex:
         self._escaping.update(result.mentions if EVERY_MENTION in result.escaping else result.escaping)
         self._passed_attributes.update(result.passed_attributes)
         self._bare = None
+        for name, attrs in result.init_wrapped.items():
+            self._init_wrapped.setdefault(name, set()).update(attrs)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -811,6 +815,16 @@ class ClassIndex:
         return any(not package or module.startswith(package + ".")
                    for package in self._wrapped_attributes.get(attr, ()))
 
+    def init_wrapped(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
+        """``<attr>@<class>``: does the class's `__init__`, or one of its bases', store a DataParallel
+        wrapper in `self.<attr>` (scripts.init_wrapped_attributes)?"""
+        attr, _, name = text.partition("@")
+        target = self.lookup(name)
+        if target is None or target in trail:
+            return False
+        return attr in self._init_wrapped.get(target, ()) or any(
+            self.init_wrapped(f"{attr}@{base}", trail | {target}) for base in self.bases[target])
+
     def forward_flag(self, text: str) -> bool:
         """``<class>:<attr>``: does the class's own forward test `self.<attr>` (see
         model_class.forward_flags)? Its bases are not asked: a class that defines no forward, or
@@ -884,6 +898,8 @@ class ClassIndex:
             return self.wrapped_attribute(name)
         if f"{kind}:" == PARALLEL_HELPER_CONDITION and name:
             return self.parallel_helper(name)
+        if f"{kind}:" == INIT_WRAPPED_CONDITION and name:
+            return self.init_wrapped(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

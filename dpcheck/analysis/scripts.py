@@ -1246,6 +1246,33 @@ def wrapped_attributes(ctx: FileContext) -> list[str]:
     return sorted(found)
 
 
+# The condition of a read of `self.<attr>.<name>` in a class whose base is a class of another file
+# (``init_wrapped_attributes``): ``init_wrapped:<attr>@<base>``, the base or one of its bases stores a
+# stock DataParallel wrapper in `self.<attr>` in its `__init__` (ClassIndex.init_wrapped settles it).
+INIT_WRAPPED_CONDITION = "init_wrapped:"
+
+
+def init_wrapped_attributes(ctx: FileContext) -> dict[str, list[str]]:
+    """This file's classes -> the attributes of self their own `__init__` stores a stock DataParallel
+    wrapper in, on some path (`self.model = torch.nn.DataParallel(self.model)` in a BaseTrainer whose
+    subclasses, in other files, read `self.model.encoder` after `super().__init__(...)`)."""
+    if not mentions_dataparallel(ctx):
+        return {}
+    found: dict[str, set[str]] = {}
+    for wrap in script_facts(ctx).wraps:
+        attr = wrap.name.removeprefix("self.")
+        if wrap.parameter or wrap.source.requires or attr == wrap.name or "." in attr \
+                or not isinstance(wrap.scope, ast.ClassDef) or wrap.origin is None:
+            continue
+        init = ctx.enclosing(wrap.origin, _FUNCTIONS)
+        info = ctx.classes.get(wrap.scope.name)
+        if init is None or init.name != "__init__" or info is None or info.node is not wrap.scope \
+                or ctx.enclosing(init, ast.ClassDef) is not wrap.scope:
+            continue
+        found.setdefault(info.qualname, set()).add(attr)
+    return {name: sorted(attrs) for name, attrs in found.items()}
+
+
 def script_facts(ctx: FileContext) -> ScriptFacts:
     return ctx.fact(ScriptFacts)
 
