@@ -23,7 +23,7 @@ from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPE
 from dpcheck.analysis.names import module_name_for
 from dpcheck.analysis.tree import prepare_walk
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX
-from dpcheck.findings import Finding
+from dpcheck.findings import Finding, Severity
 from dpcheck.record import field, record, replace
 from dpcheck.registry import matches, rules_by_code
 from dpcheck.rule import Rule
@@ -76,7 +76,7 @@ class RunResult:
                 # subclasses that define their own.
                 settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
             (suppressed if finding.suppressed else kept).append(settled)
-        return kept, suppressed
+        return _one_per_position(kept), _one_per_position(suppressed)
 
     def _holds(self, finding: Finding, kept: list[Finding]) -> bool:
         """Whether a finding's cross-file condition holds; a failure to decide is a DP002 for its file."""
@@ -88,6 +88,23 @@ class RunResult:
                                 message=f"Internal error deciding whether {finding.code} applies: "
                                         f"{type(exc).__name__}: {exc}; please report it"))
             return False
+
+
+def _one_per_position(findings: list[Finding]) -> list[Finding]:
+    """One finding per code and position: of those a file reported for several classes (each with
+    its own conditions, see analysis.file._run_rules) and that settled, the most severe, the first
+    of equals, where the first of them stood."""
+    where: dict[tuple, int] = {}
+    out: list[Finding] = []
+    for finding in findings:
+        key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col)
+        at = where.get(key)
+        if at is None:
+            where[key] = len(out)
+            out.append(finding)
+        elif Severity(finding.severity).rank > Severity(out[at].severity).rank:
+            out[at] = finding
+    return out
 
 
 def _instantiate(codes: Sequence[str]) -> list[Rule]:

@@ -1670,3 +1670,47 @@ def test_wraps_a_base_class_constructor_stores_on_self():
     assert index.condition("init_wrapped:model@pkg.sub.Trainer")  # inherited through the base
     assert not index.condition("init_wrapped:teacher@pkg.base.BaseTrainer")  # wrapped by another method
     assert not index.condition("init_wrapped:model@pkg.other.Missing")
+
+
+_SHARED_HELPER = """
+    import torch.nn as nn
+    from base import Base
+
+
+    def centred(x):
+        return x - x.mean(0)
+
+
+    class First(Base):
+        def forward(self, x):
+            return centred(x)
+
+
+    class Second(nn.Module):
+        def forward(self, x):
+            return centred(x)
+"""
+
+
+def _dp601(project, files):
+    for name, text in files.items():
+        (project / name).write_text(textwrap.dedent(text))
+    proc = run_cli(".", "--no-cache", "--isolated", "--output-format", "json", "--select", "DP601", cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    return [(f["filename"].rsplit("/", 1)[-1], f["location"]["row"], f["severity"]) for f in json.loads(proc.stdout)]
+
+
+def test_a_module_function_two_classes_call_keeps_the_finding_any_callers_conditions_allow(project):
+    """A module-level function that two classes' forwards call is reported where either class's
+    cross-file conditions hold: First's base (another file) is no module, Second is one."""
+    helper = [("models.py", 7, "error")]
+    plain = "class Base:\n    def forward(self, x):\n        return x\n"
+    assert _dp601(project, {"models.py": _SHARED_HELPER, "base.py": plain}) == helper
+    # Neither class a module: nothing to report.
+    no_module = _SHARED_HELPER.replace("class Second(nn.Module)", "class Second(Base)")
+    assert _dp601(project, {"models.py": no_module, "base.py": plain}) == []
+    # The project wraps Second only: First's finding alone would be advice, Second's is an error.
+    module = "import torch.nn as nn\n\n\nclass Base(nn.Module):\n    pass\n"
+    train = "import torch.nn as nn\nfrom models import Second\nmodel = nn.DataParallel(Second())\n"
+    assert _dp601(project, {"models.py": _SHARED_HELPER, "base.py": module, "train.py": train}) == helper
+

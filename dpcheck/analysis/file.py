@@ -485,7 +485,12 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
                 "error", display, 1, 1, 1, 1, source.line(1)))
             continue
         for finding in found:
-            key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col)
+            # The same node reported for two classes (a module-level function both call, a method
+            # a subclass inherits) is kept once per way it may settle: each class's cross-file
+            # conditions and advice are its own, and settling reports it where any of them holds
+            # (RunResult.settle_file keeps one per position).
+            key = (finding.code, finding.row, finding.col, finding.end_row, finding.end_col, finding.requires,
+                   finding.error_if, finding.advice_if, finding.subject.class_name)
             if key in seen:
                 continue
             seen.add(key)
