@@ -1714,3 +1714,48 @@ def test_a_module_function_two_classes_call_keeps_the_finding_any_callers_condit
     train = "import torch.nn as nn\nfrom models import Second\nmodel = nn.DataParallel(Second())\n"
     assert _dp601(project, {"models.py": _SHARED_HELPER, "base.py": module, "train.py": train}) == helper
 
+
+def _wraps(source):
+    result = analyze_source(textwrap.dedent(source), "train.py", [], "train")
+    return result.wrapped, result.unresolved_wraps
+
+
+def test_a_wrap_stored_back_into_a_list_or_dict_item_is_traced_to_what_the_container_holds():
+    # A dict display, then each item wrapped in place (`models[k] = DataParallel(models[k])`).
+    assert _wraps("""
+        import torch.nn as nn
+        from models import Disc, Gen
+        models = {"g": Gen(), "d": Disc().cuda()}
+        for k in models:
+            models[k] = nn.DataParallel(models[k])
+    """) == (["models.Disc", "models.Gen"], [])
+    # A list attribute filled by append, its items wrapped in a method of the same class.
+    assert _wraps("""
+        import torch.nn as nn
+        from models import Net
+        class Trainer:
+            def __init__(self):
+                self.nets = []
+                for _ in range(2):
+                    self.nets.append(Net())
+            def parallelise(self):
+                for i in range(len(self.nets)):
+                    self.nets[i] = nn.DataParallel(self.nets[i])
+    """) == (["models.Net"], [])
+    # Items set one by one.
+    assert _wraps("""
+        import torch.nn as nn
+        from models import Net
+        nets = {}
+        nets["a"] = Net()
+        nets["a"] = nn.DataParallel(nets["a"])
+    """) == (["models.Net"], [])
+    # A container the function is given holds what its caller put in: not traced here.
+    assert _wraps("""
+        import torch.nn as nn
+        def parallelise(models):
+            for k in models:
+                models[k] = nn.DataParallel(models[k])
+            return models
+    """) == ([], [5])
+

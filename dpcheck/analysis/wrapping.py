@@ -275,6 +275,8 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
                 found += _constructions_of(ret.value, ret, ctx, depth + 1, imported_calls)
         return found
     facts = script_facts(ctx)
+    if isinstance(node, ast.Subscript):
+        return _items_constructions(node, at, ctx, depth, imported_calls)
     text = target_text(node)
     if text is None:
         return []
@@ -289,6 +291,52 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
                     _without_conversions(argument(wrap, 0, "module"))) == text:
                 continue  # (`self.model = DataParallelModel(self.model)`: the wrapper, not the model)
             found += _constructions_of(sub.value, sub, ctx, depth + 1, imported_calls)
+    return found
+
+
+# Methods that put an item into a list or a dict: (the method, the position of the item among its arguments).
+_ITEM_ADDING_METHODS = {"append": 0, "insert": 1}
+
+
+def _items_constructions(node: ast.Subscript, at: ast.AST, ctx: FileContext, depth: int,
+                         imported_calls: bool) -> list[ast.Call]:
+    """The constructions an item of a list or dict (`models[k]`, `self.nets[i]`) may be, as
+    ``_constructions_of`` finds them for a name: what the same scope puts into that container, in
+    a list or dict display (or comprehension) bound to it, an item assignment (`models[k] =
+    Net()`) or `.append`/`.insert`. (`self.nets[i] = DataParallel(self.nets[i])` puts the wrapper.)"""
+    facts = script_facts(ctx)
+    text = target_text(node.value)
+    if text is None:
+        return []
+    attribute = text.startswith("self.")
+    scope = facts.scope_of(at, attribute=attribute)
+    within = ctx.tree_index.nodes_within if scope is not ctx.tree else None
+    items: list[tuple[ast.AST, ast.AST]] = []  # (an item put in, where)
+    for sub in within(scope, ast.Assign) if within else ctx.nodes(ast.Assign):
+        if facts.scope_of(sub, attribute=attribute) is not scope:
+            continue
+        value = sub.value
+        for target in sub.targets:
+            if target_text(target) == text:
+                if isinstance(value, ast.Dict):
+                    items += [(v, sub) for v in value.values]
+                elif isinstance(value, (ast.List, ast.Tuple)):
+                    items += [(v, sub) for v in value.elts]
+                elif isinstance(value, (ast.ListComp, ast.DictComp)):
+                    items.append((value.elt if isinstance(value, ast.ListComp) else value.value, sub))
+            elif isinstance(target, ast.Subscript) and target_text(target.value) == text:
+                wrap = _without_conversions(value)
+                inner = argument(wrap, 0, "module") if facts.dp_class(wrap) is not None else None
+                if not (isinstance(inner, ast.Subscript) and target_text(inner.value) == text):
+                    items.append((value, sub))
+    for call in within(scope, ast.Call) if within else ctx.nodes(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _ITEM_ADDING_METHODS and target_text(func.value) == text \
+                and len(call.args) > _ITEM_ADDING_METHODS[func.attr] and facts.scope_of(call, attribute=attribute) is scope:
+            items.append((call.args[_ITEM_ADDING_METHODS[func.attr]], call))
+    found: list[ast.Call] = []
+    for item, where in items:
+        found += _constructions_of(item, where, ctx, depth + 1, imported_calls)
     return found
 
 
