@@ -1759,3 +1759,37 @@ def test_a_wrap_stored_back_into_a_list_or_dict_item_is_traced_to_what_the_conta
             return models
     """) == ([], [5])
 
+
+def test_torch_nn_classes_that_are_no_modules_make_no_module():
+    ctx = file_context("""
+        import torch.nn as nn
+        from torch.nn.modules.lazy import LazyModuleMixin
+        from torch.nn.parallel._functions import Scatter
+        from torch.nn.parallel.scatter_gather import Gather
+        from torch.nn.modules.conv import _ConvNd
+
+        class CountedScatter(Scatter):
+            @staticmethod
+            def forward(ctx, target_gpus, chunk_sizes, dim, input):
+                return Scatter.forward(ctx, target_gpus, chunk_sizes, dim, input)
+
+        class PaddedGather(Gather):
+            pass
+
+        class LazyOnly(LazyModuleMixin):
+            pass
+
+        class LazyLinear(LazyModuleMixin, nn.Linear):
+            pass
+
+        class SNConv(_ConvNd):
+            pass
+
+        class Wrapper(nn.parallel.DataParallel):
+            pass
+    """)
+    sure = {name: ctx.class_is_module(name)[0] for name in
+            ("CountedScatter", "PaddedGather", "LazyOnly", "LazyLinear", "SNConv", "Wrapper")}
+    # Autograd Functions and a mixin alone are no modules; a layer on a mixin and a private base is.
+    assert sure == {"CountedScatter": False, "PaddedGather": False, "LazyOnly": False, "LazyLinear": True,
+                    "SNConv": True, "Wrapper": True}

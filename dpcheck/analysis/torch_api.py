@@ -60,16 +60,24 @@ def parameter_free(name: str) -> bool:
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 
 
+# Parts of torch.nn whose classes are no modules: autograd Functions (DataParallel's Scatter and
+# Gather, which scatter_gather re-exports; CrossMapLRN2d's), tensor types, attention's options and masks.
+_NO_MODULE_PARTS = ("torch.nn.functional.", "torch.nn.init.", "torch.nn.utils.", "torch.nn.parallel._functions.",
+                    "torch.nn.parallel.scatter_gather.", "torch.nn.modules._functions.", "torch.nn.parameter.",
+                    "torch.nn.attention.")
+
+
 def is_torch_nn_class(name: str | None) -> bool:
     """``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``… (a class, not a function), and the
     private bases torch.nn's layers share (``torch.nn.modules.conv._ConvNd``, ``batchnorm._BatchNorm``),
-    which user layers subclass as well (a spectral-norm conv on ``conv._ConvNd``)."""
+    which user layers subclass as well (a spectral-norm conv on ``conv._ConvNd``). Not a mixin
+    (``LazyModuleMixin``: a layer is a module through its other base) nor a class of the parts of
+    torch.nn that define none (``_NO_MODULE_PARTS``)."""
     if not name or not name.startswith("torch.nn."):
         return False
     last = name.rsplit(".", 1)[-1]
     if last.startswith("_") and name.startswith("torch.nn.modules."):
         last = last[1:]
-    return (last[:1].isupper() and not name.startswith("torch.nn.functional.")
-            and not name.startswith("torch.nn.init.") and name not in PARAMETER_CTORS
-            and not name.startswith("torch.nn.utils.") and last not in {"Buffer"})
+    return (last[:1].isupper() and not name.startswith(_NO_MODULE_PARTS) and name not in PARAMETER_CTORS
+            and last not in {"Buffer", "UninitializedBuffer"} and not last.endswith("Mixin"))
 
