@@ -247,3 +247,45 @@ def test_the_module_of_a_wrapped_class_is_summarised_in_the_pool_for_a_store_on_
     found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
     assert [f for f in found if f[1] == "DP701"] == [(p.name, "DP701") for p in paths]
     assert summaries.take("pkg.nets", str(tmp_path / "pkg" / "nets.py")) is not None
+
+
+def test_the_layers_a_summarised_module_builds_are_summarised_in_the_pool(tmp_path, monkeypatch):
+    """The models' base (`pkg.base`, outside the scan) builds a layer of a third module (`pkg.enc`):
+    settling looks that layer up to know what the wrapped model runs (``ClassIndex.unwrapped``),
+    which only the base's summary names, so the pool is asked for `pkg.enc` once that summary is in."""
+    paths = _package(tmp_path, "pkg.base", "Base")
+    _write(tmp_path, "pkg/base.py", "import torch.nn as nn\nfrom pkg.enc import Encoder\n\n\n"
+                                    "class Base(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                    "        self.enc = Encoder()\n")
+    _write(tmp_path, "pkg/enc.py", "import torch.nn as nn\n\n\nclass Encoder(nn.Module):\n    pass\n")
+    _write(tmp_path, "pkg/models/train.py", "import torch.nn as nn\nfrom pkg.models.model00 import Model0\n\n"
+                                            "model = nn.DataParallel(Model0())\n")
+    paths.append(tmp_path / "pkg" / "models" / "train.py")
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
+    assert ("model00.py", "DP101") in found
+    assert summaries.take("pkg.enc", str(tmp_path / "pkg" / "enc.py")) is not None
+
+
+def test_every_module_a_forward_flag_condition_names_is_summarised_in_the_pool(tmp_path, monkeypatch):
+    """DP701's `forward_flag:` condition names each class (or imported callable) the wrapper may
+    hold: here `build_net` of `pkg.builders` as well as the wrapped `Net`. The wrap's lookups reach
+    only `pkg.nets` (the construction traced), so only the condition leads the pool to `pkg.builders`,
+    which settling reads when `Net`'s forward does not test the flag."""
+    _write(tmp_path, "pkg/__init__.py", "")
+    _write(tmp_path, "pkg/nets.py", "import torch.nn as nn\n\n\nclass Net(nn.Module):\n"
+                                    "    def forward(self, x):\n        return x\n")
+    _write(tmp_path, "pkg/builders.py", "from pkg.nets import Net\n\n\ndef build_net():\n    return Net()\n")
+    paths = []
+    for i in range(FILES):
+        paths.append(tmp_path / "pkg" / "scripts" / f"train{i:02}.py")
+        _write(tmp_path, f"pkg/scripts/train{i:02}.py", "import torch.nn as nn\nfrom pkg.nets import Net\n"
+                                                         "from pkg.builders import build_net\n\n"
+                                                         "net = Net() if {i} else build_net()\n"
+                                                         "model = nn.DataParallel(net).cuda()\n"
+                                                         "model.mode = 'encoder'\n".replace("{i}", str(i % 2)))
+    _write(tmp_path, "pkg/scripts/__init__.py", "")
+    summaries = engine.ModuleSummaries([str(p) for p in paths])
+    found = _run(paths, summaries, monkeypatch, forbid_parent_summaries=True)
+    assert not [f for f in found if f[1] in ("DP701", "DP002")], found
+    assert summaries.take("pkg.builders", str(tmp_path / "pkg" / "builders.py")) is not None
