@@ -2,7 +2,7 @@
 ## What it does
 Flags computations across the batch dimension in code that runs during `forward`, on
 tensors computed from forward's inputs: reductions and normalisations over dim 0
-(`x.mean(0)`, `x.std(dim=0)`, `softmax(x, dim=0)`, `F.normalize(x, dim=0)`), in-batch
+(`x.mean(0)`, `x.std(dim=0)`, `x.sum(axis=0)`, `softmax(x, dim=0)`, `F.normalize(x, dim=0)`), in-batch
 similarity matrices (`q @ k.T`, `torch.mm(a, b.t())` of two batch tensors), and labels
 from `torch.arange(batch_size)` (contrastive losses).
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import is_batch_tensor, keyword, pairwise_over_batch, passed_values
+from dpcheck.analysis.dataflow import dim_argument, is_batch_tensor, pairwise_over_batch, passed_values
 from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
@@ -296,9 +296,7 @@ def _uses_until_rebound(name, assign, fn) -> list[ast.Name]:
 
 
 def _dim_zero(call, first_positional) -> bool:
-    dim = keyword(call, "dim")
-    if dim is None and len(call.args) > first_positional:
-        dim = call.args[first_positional]
+    dim = dim_argument(call, first_positional)
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 

@@ -534,6 +534,24 @@ def test_a_reorder_keeps_the_batch_in_dim_0_only_when_dim_0_stays_first():
                                         "by_keyword", "flipped"))
 
 
+def test_numpy_axis_keyword_names_the_dim_as_dim_does():
+    """torch takes NumPy's `axis=` for `dim=`: a stack on axis 1 keeps the batch in dim 0, a stack on
+    axis 0 (or with no dim) makes a new leading dim, and a reduction over axis 0 leaves the batch."""
+    from dpcheck.analysis.dataflow import batch_derived
+
+    derived = batch_derived(_first_function("""
+        def forward(x, y):
+            stacked_behind = torch.stack([x, y], axis=1)
+            stacked_behind_dim = torch.stack([x, y], dim=1)
+            stacked_in_front = torch.stack([x, y], axis=0)
+            stacked_default = torch.stack([x, y])
+            batch_total = x.sum(axis=0)
+            sample_total = x.sum(axis=1)
+    """))
+    assert derived["stacked_behind"] and derived["stacked_behind_dim"] and derived["sample_total"]
+    assert not derived["stacked_in_front"] and not derived["stacked_default"] and not derived["batch_total"]
+
+
 def test_straight_line_value_is_the_last_assignment_of_the_body_before_the_use():
     from dpcheck.analysis.dataflow import UNASSIGNED, straight_line_value
 

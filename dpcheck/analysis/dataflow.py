@@ -103,10 +103,7 @@ def _drops_batch_dim(call: ast.Call) -> bool:
     if func.attr not in _DIM_REDUCTIONS:
         return False
     module_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
-    dim = keyword(call, "dim")
-    if dim is None:
-        position = 1 if module_call else 0
-        dim = call.args[position] if len(call.args) > position else None
+    dim = dim_argument(call, 1 if module_call else 0)
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 
@@ -214,7 +211,7 @@ def _new_leading_axis(call: ast.Call) -> bool:
     if not (isinstance(func, ast.Attribute) and func.attr == "unsqueeze"):
         return False
     module_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
-    dim = argument(call, 1 if module_call else 0, "dim")
+    dim = dim_argument(call, 1 if module_call else 0)
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
 
 
@@ -247,6 +244,12 @@ def argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
     """The value ``call`` passes for a parameter: its positional argument ``position``, else its
     keyword argument ``name`` (a valid call passes one at the most), or None."""
     return call.args[position] if len(call.args) > position else keyword(call, name)
+
+
+def dim_argument(call: ast.Call, position: int) -> ast.AST | None:
+    """The dim a torch call passes: its positional argument ``position``, or `dim=`, or NumPy's
+    `axis=`, which torch takes as the same keyword (`torch.stack(xs, axis=1)`, `x.sum(axis=0)`)."""
+    return argument(call, position, "dim") or keyword(call, "axis")
 
 
 def is_true(node: ast.AST | None) -> bool:
@@ -380,7 +383,7 @@ def stacks_new_leading_dim(call: ast.Call, fn: FunctionInfo, derived: dict[str, 
     if name != "stack" or not call.args or not (isinstance(func, ast.Name) or (
             isinstance(func.value, ast.Name) and func.value.id == "torch")):
         return False
-    dim = argument(call, 1, "dim")
+    dim = dim_argument(call, 1)
     if dim is not None and not (isinstance(dim, ast.Constant) and dim.value == 0):
         return False
     return _per_step_list(call.args[0], fn, batch_derived(fn) if derived is None else derived)
