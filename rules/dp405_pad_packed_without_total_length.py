@@ -6,6 +6,11 @@ Flags `pad_packed_sequence(...)` in code that runs during `forward` without
 takes is left out: an optional argument no caller passes, and `if isinstance(x, PackedSequence):`
 on a forward input of the wrapped model, or of a layer in a file that packs no sequence
 (DataParallel's scatter never hands in a PackedSequence; a layer gets one only from code that packs).
+Nor is an unpacking whose padded length never leaves the replica: the output padded up to an
+argument's time length (`torch.cat` with padding up to `x_mask.size(1)`, or copied into
+`torch.zeros([B, C, m.shape[-1]])`: the argument is scattered whole along time), or used only as the
+input of a submodule of the file whose forward sums over the time dim, with any softmax weights
+masked where the padding is (attention pooling), before forward returns.
 
 ## Why is this bad?
 Each replica pads to the longest sequence *in its own chunk*, so replicas return
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import argument, keyword
+from dpcheck.analysis.dataflow import argument, is_true, keyword
 from dpcheck.analysis.guards import branch_requires
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
@@ -80,8 +85,10 @@ class PadPackedWithoutTotalLength(Rule):
                     continue  # behind a guard no run of the wrapped model takes
                 total = argument(call, 3, "total_length")
                 if total is None:
-                    if _repadded_to_argument(fn, call):
+                    if _repadded_to_argument(fn, call) or _copied_into_argument_sized_buffer(fn, call):
                         continue  # padded up to the length every replica's argument shares
+                    if _pooled_over_time_before_return(model, fn, call):
+                        continue  # the padded time axis never leaves forward
                     padded = _padded_input(fn, resolve)
                     fix = None if padded is None else self.offer_fix(
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
@@ -182,6 +189,188 @@ def _repadded_to_argument(fn, call) -> bool:
                     for stmt in node.body):
                 return True
     return False
+
+
+# Reductions over the time dim to which the zero steps of the padding add nothing (a mean
+# divides by the padded length, a max can pick a padded zero: neither).
+_REDUCTIONS = frozenset({"sum", "nansum"})
+
+
+def _pooled_over_time_before_return(model, fn, call) -> bool:
+    """CookGAN's SentEncoder: the unpacked batch-first output (and what is computed from it) is used
+    only as the argument of a submodule of this file whose forward returns a sum over dim 1
+    (attention pooling with the padded steps masked), so the per-replica padded length never reaches forward's result.
+    Any other use of it (returned, stored, handed to anything else) keeps the finding."""
+    if not is_true(keyword(call, "batch_first")) and not (len(call.args) > 1 and is_true(call.args[1])):
+        return False
+    statement = next((s for s in fn.nodes(ast.Assign) if call in ast.walk(s.value)), None)
+    if statement is None or len(statement.targets) != 1:
+        return False
+    target = statement.targets[0]
+    first = target.elts[0] if target.__class__ in (ast.Tuple, ast.List) and target.elts else target
+    if first.__class__ is not ast.Name:
+        return False
+    poolers = {}
+
+    def pools(node) -> bool:
+        attr = node.func.attr if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute \
+            and node.func.value.__class__ is ast.Name and node.func.value.id == "self" else None
+        if attr is None:
+            return False
+        if attr not in poolers:
+            poolers[attr] = _pooling_submodule(model, attr)
+        return poolers[attr]
+
+    def mentions(node, tainted) -> bool:
+        if node.__class__ is ast.Name:
+            return node.id in tainted
+        if pools(node):
+            return False
+        return any(mentions(child, tainted) for child in ast.iter_child_nodes(node))
+
+    def run(block, tainted):
+        """The names holding the padded output after `block`, path by path (a branch's rebinding
+        holds only on its own path); raises _Escapes where another use of it is met."""
+        for stmt in block:
+            cls = stmt.__class__
+            if stmt is statement:
+                tainted = tainted | {first.id}
+            elif cls is ast.Assign and all(t.__class__ is ast.Name for t in stmt.targets):
+                names = {t.id for t in stmt.targets}
+                tainted = tainted | names if mentions(stmt.value, tainted) else tainted - names
+            elif cls is ast.If:
+                tainted = run(stmt.body, tainted) | run(stmt.orelse, tainted)
+            elif cls in (ast.For, ast.While):
+                once = run(stmt.body, tainted)
+                tainted = tainted | once | run(stmt.body, once) | run(stmt.orelse, tainted | once)
+            elif cls in (ast.With, ast.AsyncWith):
+                tainted = run(stmt.body, tainted)
+            elif cls is ast.Try:
+                body = run(stmt.body, tainted)
+                tainted = body | run(stmt.orelse, body)
+                for handler in stmt.handlers:
+                    tainted |= run(handler.body, tainted)
+                tainted = run(stmt.finalbody, tainted)
+            elif cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                continue
+            elif mentions(stmt, tainted):
+                raise _Escapes  # returned, stored or used elsewhere
+        return tainted
+
+    try:
+        run(fn.node.body, frozenset())
+    except _Escapes:
+        return False
+    return any(pools(node) for node in fn.nodes(ast.Call))
+
+
+class _Escapes(Exception):
+    """The padded output reaches something other than a pooling submodule."""
+
+
+def _pooling_submodule(model, attr) -> bool:
+    """Is self.<attr> built from a class of this file whose forward returns only a sum over dim 1
+    (`out.sum(dim=1)`, directly or through one local), with any softmax over it masked
+    (`masked_fill`, CookGAN's AttentionLayer masks the zero steps)?"""
+    facts = model.attrs.get(attr)
+    if facts is None:
+        return False
+    classes = {value.func.id for _, value, _ in facts.assignments
+               if value.__class__ is ast.Call and value.func.__class__ is ast.Name}
+    if len(classes) != 1 or len(facts.assignments) != 1:
+        return False
+    info = model.ctx.classes.get(classes.pop())
+    forward = info.methods.get("forward") if info is not None else None
+    if forward is None:
+        return False
+    nodes = list(ast.walk(forward))
+    returns = [n for n in nodes if n.__class__ is ast.Return]
+    locals_ = model.ctx.function(forward, info).local_values
+    if not returns or not all(r.value is not None and _over_dim_one(r.value, locals_) for r in returns):
+        return False
+    # Attention weights normalised over time count the padded steps unless they are masked out.
+    called = {n.func.attr if n.func.__class__ is ast.Attribute else getattr(n.func, "id", None)
+              for n in nodes if n.__class__ is ast.Call}
+    return not called & _NORMALISED or bool(called & _MASKING)
+
+
+_NORMALISED = frozenset({"softmax", "log_softmax", "softmin", "normalize"})
+_MASKING = frozenset({"masked_fill", "masked_fill_"})
+
+
+def _over_dim_one(node, locals_, depth=0) -> bool:
+    if node.__class__ is ast.Name and depth == 0:
+        values = locals_.get(node.id) or []
+        return bool(values) and all(_over_dim_one(v, locals_, 1) for v in values[-1:])
+    if node.__class__ is not ast.Call or node.func.__class__ is not ast.Attribute or node.func.attr not in _REDUCTIONS:
+        return False
+    dim = keyword(node, "dim")
+    if dim is None:  # `torch.sum(x, 1)` or `x.sum(1)`
+        receiver = node.func.value
+        position = 1 if receiver.__class__ is ast.Name and receiver.id == "torch" else 0
+        dim = node.args[position] if len(node.args) > position else None
+    return dim.__class__ is ast.Constant and dim.value == 1
+
+
+# Constructors of a new tensor whose shape their arguments give.
+_ALLOCATORS = frozenset({"zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"})
+
+
+def _copied_into_argument_sized_buffer(fn, call) -> bool:
+    """After unpacking, `x_pad = torch.zeros([B, C, m.shape[-1]]); x_pad[:, :, :x.shape[-1]] = x;
+    x = x_pad` (StyleTTS2's encoders): the output is copied into a new tensor sized, past the batch
+    dim, by an argument of this function (or a local that only reshapes or moves one: `m =
+    m.to(dev).unsqueeze(1)`), which DataParallel scattered whole along time, so every replica
+    returns the same length. A buffer sized by anything else (the chunk's own lengths) keeps the
+    finding."""
+    shared = _argument_views(fn)
+    after = [node for node in fn.nodes(ast.Assign) if node.lineno > call.lineno]
+    for node in after:
+        if len(node.targets) != 1 or node.targets[0].__class__ is not ast.Name \
+                or node.value.__class__ is not ast.Call or node.value.func.__class__ not in (ast.Attribute, ast.Name):
+            continue
+        func = node.value.func
+        if (func.attr if func.__class__ is ast.Attribute else func.id) not in _ALLOCATORS:
+            continue
+        sizes = [e for arg in node.value.args for e in (arg.elts if arg.__class__ in (ast.List, ast.Tuple) else [arg])]
+        if not any(_size_owner(e) in shared and not _size_index_is_zero(e) for e in sizes):
+            continue
+        buffer = node.targets[0].id
+        filled = any(isinstance(t, ast.Subscript) and t.value.__class__ is ast.Name and t.value.id == buffer
+                     for other in after for t in other.targets)
+        if filled:
+            return True
+    return False
+
+
+# Methods whose result's sizes depend on the chunk's values, not on the argument's sizes.
+_DATA_DEPENDENT_SIZE = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"})
+
+
+def _argument_views(fn) -> set[str]:
+    """The parameters of fn, and locals bound only to a chain of method calls on one of them
+    (`m.to(dev).unsqueeze(1)`, `mask.float()`): tensors whose non-batch sizes are the argument's."""
+    params = {a.arg for a in (*fn.node.args.posonlyargs, *fn.node.args.args, *fn.node.args.kwonlyargs)}
+    views = set(params)
+    for name, values in fn.local_values.items():
+        roots = set()
+        for value in values:
+            while value.__class__ is ast.Call and value.func.__class__ is ast.Attribute:
+                if value.func.attr in _DATA_DEPENDENT_SIZE:
+                    break
+                value = value.func.value
+            roots.add(value.id if value.__class__ is ast.Name else None)
+        if name in params and roots - {name}:
+            views.discard(name)  # a parameter rebound to something else
+        elif roots and roots <= params:
+            views.add(name)
+    return views
+
+
+def _size_index_is_zero(node) -> bool:
+    """`x.size(0)` or `x.shape[0]`: the batch dim, which differs per chunk."""
+    index = node.args[0] if node.__class__ is ast.Call and node.args else getattr(node, "slice", None)
+    return index.__class__ is ast.Constant and index.value == 0
 
 
 def _size_owner(node) -> str | None:
