@@ -210,58 +210,66 @@ def _pooled_over_time_before_return(model, fn, call) -> bool:
     first = target.elts[0] if target.__class__ in (ast.Tuple, ast.List) and target.elts else target
     if first.__class__ is not ast.Name:
         return False
-    poolers = {}
+    flow = _PaddedFlow(model, statement, first.id)
+    try:
+        flow.run(fn.node.body, frozenset())
+    except _Escapes:
+        return False
+    return any(flow.pools(node) for node in fn.nodes(ast.Call))
 
-    def pools(node) -> bool:
-        attr = node.func.attr if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute \
-            and node.func.value.__class__ is ast.Name and node.func.value.id == "self" else None
-        if attr is None:
+
+class _PaddedFlow:
+    """Where the value an unpacking statement binds to ``name`` goes in its function. (A class,
+    not nested closures: a recursive closure is a reference cycle that outlives the analysis.)"""
+
+    def __init__(self, model, statement, name):
+        self.model, self.statement, self.name = model, statement, name
+        self.poolers = {}
+
+    def pools(self, node) -> bool:
+        """`self.<attr>(...)` of a pooling submodule (``_pooling_submodule``)."""
+        func = node.func if node.__class__ is ast.Call else None
+        if func.__class__ is not ast.Attribute or func.value.__class__ is not ast.Name or func.value.id != "self":
             return False
-        if attr not in poolers:
-            poolers[attr] = _pooling_submodule(model, attr)
-        return poolers[attr]
+        if func.attr not in self.poolers:
+            self.poolers[func.attr] = _pooling_submodule(self.model, func.attr)
+        return self.poolers[func.attr]
 
-    def mentions(node, tainted) -> bool:
+    def mentions(self, node, tainted) -> bool:
         if node.__class__ is ast.Name:
             return node.id in tainted
-        if pools(node):
+        if self.pools(node):
             return False
-        return any(mentions(child, tainted) for child in ast.iter_child_nodes(node))
+        return any(self.mentions(child, tainted) for child in ast.iter_child_nodes(node))
 
-    def run(block, tainted):
+    def run(self, block, tainted):
         """The names holding the padded output after `block`, path by path (a branch's rebinding
         holds only on its own path); raises _Escapes where another use of it is met."""
         for stmt in block:
             cls = stmt.__class__
-            if stmt is statement:
-                tainted = tainted | {first.id}
+            if stmt is self.statement:
+                tainted = tainted | {self.name}
             elif cls is ast.Assign and all(t.__class__ is ast.Name for t in stmt.targets):
                 names = {t.id for t in stmt.targets}
-                tainted = tainted | names if mentions(stmt.value, tainted) else tainted - names
+                tainted = tainted | names if self.mentions(stmt.value, tainted) else tainted - names
             elif cls is ast.If:
-                tainted = run(stmt.body, tainted) | run(stmt.orelse, tainted)
+                tainted = self.run(stmt.body, tainted) | self.run(stmt.orelse, tainted)
             elif cls in (ast.For, ast.While):
-                once = run(stmt.body, tainted)
-                tainted = tainted | once | run(stmt.body, once) | run(stmt.orelse, tainted | once)
+                once = self.run(stmt.body, tainted)
+                tainted = tainted | once | self.run(stmt.body, once) | self.run(stmt.orelse, tainted | once)
             elif cls in (ast.With, ast.AsyncWith):
-                tainted = run(stmt.body, tainted)
+                tainted = self.run(stmt.body, tainted)
             elif cls is ast.Try:
-                body = run(stmt.body, tainted)
-                tainted = body | run(stmt.orelse, body)
+                body = self.run(stmt.body, tainted)
+                tainted = body | self.run(stmt.orelse, body)
                 for handler in stmt.handlers:
-                    tainted |= run(handler.body, tainted)
-                tainted = run(stmt.finalbody, tainted)
+                    tainted |= self.run(handler.body, tainted)
+                tainted = self.run(stmt.finalbody, tainted)
             elif cls in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
                 continue
-            elif mentions(stmt, tainted):
+            elif self.mentions(stmt, tainted):
                 raise _Escapes  # returned, stored or used elsewhere
         return tainted
-
-    try:
-        run(fn.node.body, frozenset())
-    except _Escapes:
-        return False
-    return any(pools(node) for node in fn.nodes(ast.Call))
 
 
 class _Escapes(Exception):
