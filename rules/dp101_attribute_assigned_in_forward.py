@@ -16,7 +16,8 @@ value combining the old one) or a value forward reads before writing it. Lighter
 
 - a value forward clears to None on another path (`else: self.state = None`, a decoding
   cache under `use_cache`) carries over only in that mode, and a write behind a non-default
-  option matters only with it on: warnings; so is sequence state that forward starts afresh
+  option matters only with it on, as does state the model reads back only behind one (a step
+  counter bumped every call but read only under `if self.drop_rate > 0:`, `drop_rate=0.0`): warnings; so is sequence state that forward starts afresh
   when an argument says a sequence begins (`if t == 0: self.init_attention(x)`) in a model
   that may be driven step by step through the wrapper;
 - caches, lazily built or converted tables, a table kept with the key it was built for and
