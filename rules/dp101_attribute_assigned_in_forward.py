@@ -16,7 +16,8 @@ value combining the old one) or a value forward reads before writing it. Lighter
 
 - a value forward clears to None on another path (`else: self.state = None`, a decoding
   cache under `use_cache`) carries over only in that mode, and a write behind a non-default
-  option matters only with it on: warnings; so is sequence state that forward starts afresh
+  option matters only with it on, as does state the model reads back only behind one (a step
+  counter bumped every call but read only under `if self.drop_rate > 0:`, `drop_rate=0.0`): warnings; so is sequence state that forward starts afresh
   when an argument says a sequence begins (`if t == 0: self.init_attention(x)`) in a model
   that may be driven step by step through the wrapper;
 - caches, lazily built or converted tables, a table kept with the key it was built for and
@@ -70,6 +71,8 @@ from dpcheck.analysis.dataflow import (
     cleared_in_forward,
     old_value_use,
     option_constructions,
+    read_back_constructions,
+    read_back_only_behind_option,
     read_in_forward,
     reads_before_write,
     rebuilt_on_key_change,
@@ -140,8 +143,10 @@ class AttributeAssignedInForward(Rule):
                                              fix=_counter_fix(model, fn, node, name),
                                              subject=Subject(attr=name), **guard)
                     else:
-                        settled = option_constructions(model, fn, node) if kind == "option" else {}
-                        message = _CONSTRUCTED_OFF if settled else _LIGHTER[kind]
+                        settled = option_constructions(model, fn, node) if kind == "option" else \
+                            read_back_constructions(model, name) if kind == "read_option" else {}
+                        message = (_CONSTRUCTED_OFF if kind == "option" else _READ_CONSTRUCTED_OFF) if settled \
+                            else _LIGHTER[kind]
                         yield self.violation(target, message.format(name=name, where=where),
                                              severity=_SEVERITY[kind], subject=Subject(attr=name),
                                              **guard, **settled)
@@ -169,7 +174,7 @@ class AttributeAssignedInForward(Rule):
 # that is not the default) or cost-only (a table rebuilt, a conversion or a check repeated,
 # a warn-once message repeated on every call) is a warning. A value the model never reads
 # back matters only to code outside it that might read the attribute after forward: advice.
-_SEVERITY = {"option": Severity.WARNING, "decoding": Severity.WARNING, "cache": Severity.WARNING,
+_SEVERITY = {"option": Severity.WARNING, "read_option": Severity.WARNING, "decoding": Severity.WARNING, "cache": Severity.WARNING,
              "flag": Severity.WARNING, "lazy": Severity.WARNING, "converted": Severity.WARNING,
              "latch": Severity.WARNING, "stash": Severity.INFO}
 
@@ -190,6 +195,9 @@ _LIGHTER = {
              "condition it records is checked again on every call",
     "option": "`self.{name}` assigned in forward{where} on a path behind a non-default option is lost "
               "with the DataParallel replica when that option is on",
+    "read_option": "`self.{name}` assigned in forward{where} is lost with the DataParallel replica, but the "
+                   "model reads it back only on a path behind a non-default option: state that matters "
+                   "only when that option is on",
     "decoding": "`self.{name}` assigned in forward{where} carries state to the next call only in the mode "
                 "where forward does not clear it (incremental decoding): driven step by step through "
                 "DataParallel, each step's state is lost with the replica",
@@ -201,6 +209,11 @@ _LIGHTER = {
 _CONSTRUCTED_OFF = ("`self.{name}` assigned in forward{where} is lost with the DataParallel replica, on a path "
                     "behind a constructor flag that every construction of the class in this file leaves off: "
                     "state kept only when the flag is on")
+
+
+_READ_CONSTRUCTED_OFF = ("`self.{name}` assigned in forward{where} is lost with the DataParallel replica, but the "
+                         "model reads it back only on a path behind a constructor flag that every construction "
+                         "of the class in this file leaves off: state that matters only when the flag is on")
 
 
 def _assigned_attrs(fn, node):
@@ -283,7 +296,11 @@ def _kind(model, fn, name: str, value, node) -> str:
             # (through the wrapper, or a parent that passes the step on) it is lost between steps.
             steps_within_call = wrap_evidence(model) == SUBMODULE and model.ctx.fact(_steps_layers_in_a_loop)
             return "scratch" if steps_within_call else "decoding"
-        return "decoding" if cleared_in_forward(model, name) else "state"
+        if cleared_in_forward(model, name):
+            return "decoding"
+        # Kept across calls but read back only with an option on (`if self.drop_rate > 0:` around
+        # the only read of a step counter): latent on the default path.
+        return "read_option" if read_back_only_behind_option(model, name) else "state"
     if read_in_forward(model, name):
         return "scratch"
     return "stash"

@@ -123,11 +123,6 @@ class BufferUpdatedInForward(Rule):
         elif use == "converted":
             why = "is converted to another device or dtype in forward: the converted copy is lost with each " \
                   "DataParallel replica, so the conversion repeats on every call"
-        elif behind_non_default_option(model, fn, node):
-            severity = Severity.WARNING  # lost state, but only with the option on
-            settled = option_constructions(model, fn, node)
-            why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
-                  "each DataParallel replica has its own buffer dict and the new value is lost"
         elif use is None and not reads_before_write(model, fn, name, node):
             # Recomputed on every call on one device too: DataParallel adds no cost, and only code
             # that reads the buffer from the model after forward sees the old value (advice).
@@ -135,6 +130,11 @@ class BufferUpdatedInForward(Rule):
             why = "is recomputed from scratch in forward before it is used: each DataParallel replica " \
                   "keeps its own value and the original keeps the old one (it matters only to code " \
                   "that reads the buffer after forward)"
+        elif behind_non_default_option(model, fn, node):
+            severity = Severity.WARNING  # lost state (an error by default), but only with the option on
+            settled = option_constructions(model, fn, node)
+            why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
+                  "each DataParallel replica has its own buffer dict and the new value is lost"
         else:
             return self.violation(target, f"Buffer `self.{name}` is reassigned in forward from its old value: "
                                   "each DataParallel replica has its own buffer dict, so the update is lost "

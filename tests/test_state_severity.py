@@ -217,3 +217,13 @@ def test_a_class_outside_all_named_in_a_string_or_decorated_is_not_advice(projec
     (project / "pkg" / "layers.py").write_text(decorated)
     got, _ = run_json(str(project), "--select", "DP107", "--isolated")
     assert [f["severity"] for f in got] == ["warning"]
+
+
+def test_dp101_state_read_back_only_behind_a_non_default_option_is_latent():
+    # KD_Pipeline's BasicBlock: counted every call, read only under `if self.drop_rate > 0:` with
+    # `drop_rate=0.0`: a warning. Read on the default path (another method, a test true at the
+    # default): an error.
+    got = severities("fixtures/dp101/flagged_counter_read_behind_option.py")
+    assert got[("DP101", "self.num_batches_tracked += 1")] == "warning"
+    assert got[("DP101", "self.steps = self.steps + 1")] == "error"
+    assert got[("DP101", "self.calls += 1")] == "error"

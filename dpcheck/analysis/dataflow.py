@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import operator
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.tree import FunctionInfo
@@ -921,10 +922,47 @@ def option_constructions(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> 
     (an error there, as the path may run); empty where a parameter's own default decided it."""
     built_by: set[str] = set()
     behind_non_default_option(model, fn, node, built_by)
+    return _built_outside(built_by)
+
+
+def read_back_constructions(model: ModelClass, name: str) -> dict:
+    """``option_constructions`` for a finding that ``read_back_only_behind_option`` made lighter."""
+    built_by: set[str] = set()
+    read_back_only_behind_option(model, name, built_by)
+    return _built_outside(built_by)
+
+
+def _built_outside(built_by: set[str]) -> dict:
     return {"error_if": (frozenset(BUILT_OUTSIDE_CONDITION + name for name in built_by),)} if built_by else {}
 
 
+def read_back_only_behind_option(model: ModelClass, name: str, built_by: set[str] | None = None) -> bool:
+    """Does the class read ``self.<name>`` back (beyond its metadata and its own updates,
+    `self.n += 1`, `self.n = self.n + 1`) only where ``behind_non_default_option`` holds, at least
+    once? Then state a replica loses changes nothing on the default path (KD_Pipeline's BasicBlock
+    counts `self.num_batches_tracked += 1` every call and reads it only under `if self.drop_rate > 0:`,
+    `drop_rate=0.0`). Every method but ``__init__`` counts, forward-reachable or not."""
+    reads = 0
+    for fn in model.all_methods:
+        if fn.name == "__init__":
+            continue
+        for n in fn.nodes(ast.Attribute):
+            if not (isinstance(n.ctx, ast.Load) and fn.self_attr(n) == name) or _metadata_read(fn, n):
+                continue
+            update = fn.enclosing(n, (ast.Assign, ast.AugAssign))
+            if update is not None and any(fn.self_attr(t) == name for t in getattr(update, "targets", ())):
+                continue  # `self.n = self.n + 1`: the update itself
+            if not behind_non_default_option(model, fn, n, built_by):
+                return False
+            reads += 1
+    return reads > 0
+
+
 _MISSING = object()
+
+
+# `if self.drop_rate > 0:`: an ordering test of an option against a number, as Python evaluates it.
+_ORDERINGS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
 
 
 def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, built_by: set[str]) -> bool:
@@ -934,6 +972,10 @@ def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, built_
         subject, want, negate = test.left, test.comparators[0].value, isinstance(test.ops[0], ast.NotEq)
         default = _default_of(model, fn, subject, built_by)
         return default is not _MISSING and (default == want) == negate
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _ORDERINGS \
+            and isinstance(test.comparators[0], ast.Constant) and _number(test.comparators[0].value):
+        default = _default_of(model, fn, test.left, built_by)
+        return _number(default) and not _ORDERINGS[type(test.ops[0])](default, test.comparators[0].value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, expected = test.operand, False
     default = _default_of(model, fn, test, built_by)
@@ -1028,6 +1070,10 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
 def _param_default(fn: FunctionInfo, name: str):
     default = parameter_defaults(fn.node.args).get(name)
     return default.value if isinstance(default, ast.Constant) else _MISSING
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def time_major_source(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int = 0) -> ast.Call | None:
