@@ -161,7 +161,7 @@ class CrossBatchComputation(Rule):
         the pairs."""
         ctx = model.ctx
         if fn.owner is not None:  # (a module function's pairings are reported where forward's code calls it)
-            for node, names in strided_pairings(fn, ctx.source.text):
+            for node, names in strided_pairings(fn, ctx):
                 guard = optional_argument_guard(model, fn, node)
                 if guard is not None and any(batch_derived(fn).get(name) for name in names):
                     yield self.violation(node, _PAIRING_MESSAGE, severity=Severity.WARNING, **guard)

@@ -41,26 +41,32 @@ def _strided_slices(node: ast.AST) -> dict[str, set[tuple[int, int]]]:
     """name -> {(step, start)} of the strided dim-0 slices of names in ``node``'s subtree."""
     found: dict[str, set[tuple[int, int]]] = {}
     for sub in ast.walk(node):
-        if sub.__class__ is not ast.Subscript or sub.value.__class__ is not ast.Name:
-            continue
-        first = sub.slice.elts[0] if isinstance(sub.slice, ast.Tuple) and sub.slice.elts else sub.slice
-        if not isinstance(first, ast.Slice) or first.upper is not None:
-            continue
-        step, start = first.step, first.lower
-        if not (_int(step) and step.value >= 2) or not (start is None or _int(start)):
-            continue
-        found.setdefault(sub.value.id, set()).add((step.value, 0 if start is None else start.value))
+        stride = _stride(sub) if sub.__class__ is ast.Subscript else None
+        if stride is not None:
+            found.setdefault(sub.value.id, set()).add(stride)
     return found
+
+
+def _stride(node: ast.Subscript) -> tuple[int, int] | None:
+    """(step, start) of `name[start::step]` (or `name[start::step, ...]`), step 2 or more; else None."""
+    if node.value.__class__ is not ast.Name:
+        return None
+    first = node.slice.elts[0] if node.slice.__class__ is ast.Tuple and node.slice.elts else node.slice
+    if first.__class__ is not ast.Slice or first.upper is not None:
+        return None
+    step, start = first.step, first.lower
+    if not (_int(step) and step.value >= 2) or not (start is None or _int(start)):
+        return None
+    return step.value, 0 if start is None else start.value
 
 
 def _int(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
-def strided_pairings(fn: FunctionInfo, text: str) -> list[tuple[ast.BinOp, set[str]]]:
-    """Each innermost arithmetic of ``fn`` that pairs samples of a name, with the names paired
-    (``text``: the file's source, read first: no `::`, no strided slice)."""
-    if _STRIDE_TEXT not in text:
+def strided_pairings(fn: FunctionInfo, ctx: FileContext) -> list[tuple[ast.BinOp, set[str]]]:
+    """Each innermost arithmetic of ``fn`` that pairs samples of a name, with the names paired."""
+    if not ctx.fact(_sliced_twice):
         return []
     found = []
     for node in fn.nodes(ast.BinOp):
@@ -71,16 +77,32 @@ def strided_pairings(fn: FunctionInfo, text: str) -> list[tuple[ast.BinOp, set[s
     return found
 
 
+def _sliced_twice(ctx: FileContext) -> bool:
+    """Does some name of the file have two strided dim-0 slices of one step and different starts?
+    Read first (the text, then the file's subscripts) before any function's arithmetic is walked:
+    `::` is common (rotary embeddings' `x[..., ::2]`), strided batch slices are rare."""
+    if _STRIDE_TEXT not in ctx.source.text:
+        return False
+    seen: dict[tuple[str, int], int] = {}
+    for node in ctx.nodes(ast.Subscript):
+        stride = _stride(node)
+        if stride is not None:
+            step, start = stride
+            if seen.setdefault((node.value.id, step), start) != start:
+                return True
+    return False
+
+
 def pairing_helpers(ctx: FileContext) -> dict[str, list[str]]:
     """This file's module-level functions that pair the samples of some of their parameters ->
     the positions of those parameters."""
-    if _STRIDE_TEXT not in ctx.source.text:
+    if not ctx.fact(_sliced_twice):
         return {}
     found: dict[str, list[str]] = {}
     for name, node in ctx.module_functions.items():
         params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
         fn = ctx.function(node, None)
-        paired = {n for _, names in strided_pairings(fn, ctx.source.text) for n in names}
+        paired = {n for _, names in strided_pairings(fn, ctx) for n in names}
         positions = [str(i) for i, p in enumerate(params) if p in paired and p not in fn.local_values]
         if positions:
             found[name] = positions
