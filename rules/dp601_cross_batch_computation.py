@@ -186,7 +186,7 @@ class CrossBatchComputation(Rule):
                 batch = [i for i, arg in enumerate(call.args) if is_batch_tensor(arg, fn)]
                 if not batch:
                     continue
-                requires = (frozenset(f"{STRIDED_PAIRING_CONDITION}{name}@{i}" for i in batch),)
+                requires = (frozenset({f"{STRIDED_PAIRING_CONDITION}{name}@{','.join(map(str, batch))}"}),)
             else:
                 continue
             guard = optional_argument_guard(model, fn, call)
@@ -212,10 +212,9 @@ class CrossBatchComputation(Rule):
                               "compares only its own B/N samples (fewer negatives)")
 
 
-_PAIRING_MESSAGE = ("Pairs samples of the batch by strided slices (`x[0::2]` with `x[1::2]`) in forward: "
-                    "each DataParallel replica pairs within its own chunk, so a chunk that starts at an "
-                    "odd sample or has an odd size pairs other samples than the caller's targets (or "
-                    "the slices differ in length and it raises)")
+_PAIRING_MESSAGE = ("Pairs samples by strided batch slices (`x[0::2]` with `x[1::2]`) in forward: each "
+                    "DataParallel replica pairs within its chunk, so a chunk of odd start or size pairs "
+                    "other samples than the caller (or raises)")
 
 
 def _file_functions_called(model) -> list:

@@ -848,13 +848,14 @@ class ClassIndex:
         return found is not None and tuple(positions) == found[:len(positions)]
 
     def pairing_helper(self, text: str) -> bool:
-        """``<function>@<i>``: does the function pair samples of its parameter i by strided dim-0
-        slices (pairing.pairing_helpers)? Only scanned modules are read: the condition rides on
+        """``<function>@<i>[,<j>...]``: does the function pair samples of one of those parameters by
+        strided dim-0 slices (pairing.pairing_helpers)? Only scanned modules are read: the condition rides on
         every call of an imported function that is handed a batch tensor (about one per file in
         transformers `models/`), and summarising each callee's module would cost more than the
         rare helper is worth."""
-        name, _, position = text.rpartition("@")
-        return position in self._pairing_helpers.get(name, ())
+        name, _, positions = text.rpartition("@")
+        found = self._pairing_helpers.get(name, ())
+        return any(position in found for position in positions.split(","))
 
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")

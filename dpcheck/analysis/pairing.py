@@ -11,7 +11,7 @@ Even chunks keep the pairs: the hazard is latent in the batch and GPU counts.
 Such a helper is often a function of another file. Each file records its module-level functions
 that pair the samples of a parameter so (``FileResult.pairing_helpers``: function -> the positions
 of those parameters); a call of a function imported from the project carries
-``strided_pairing:<dotted name>@<position>``, which the project index settles from the scanned
+``strided_pairing:<dotted name>@<positions>`` (those of the batch tensors it is handed), which the project index settles from the scanned
 files (``ClassIndex.pairing_helper``).
 """
 
