@@ -3,8 +3,11 @@
 Flags computations across the batch dimension in code that runs during `forward`, on
 tensors computed from forward's inputs: reductions and normalisations over dim 0
 (`x.mean(0)`, `x.std(dim=0)`, `x.sum(axis=0)`, `softmax(x, dim=0)`, `F.normalize(x, dim=0)`), in-batch
-similarity matrices (`q @ k.T`, `torch.mm(a, b.t())` of two batch tensors), and labels
-from `torch.arange(batch_size)` (contrastive losses).
+similarity matrices (`q @ k.T`, `torch.mm(a, b.t())` of two batch tensors), labels
+from `torch.arange(batch_size)` (contrastive losses), order statistics over every element of a
+batch tensor whose value then meets the samples or the returned value (`torch.median(x)`,
+`x.quantile(q)` without a dim, `x.view(-1).topk(k)`, `torch.median(x[x > 0])`), and samples
+paired by strided slices of the batch dim (`x[0::2] * lam + x[1::2] * (1 - lam)`).
 
 ## Why is this bad?
 Each DataParallel replica sees only its B/N slice. Batch statistics come from the
@@ -20,6 +23,21 @@ the replicas too: their reductions count (TimesNet's `FFT_for_Period(x)`, whose
 A reduction over one sample's rows of a packed tensor is per sample, not across the batch:
 `h.narrow(0, start, n).mean(0)` where `start` or `n` is bound per iteration of a loop over the
 batch (see DP404 for the lists that count as one entry per sample).
+
+An order statistic over all elements differs under any split, even into equal chunks (the median
+of the whole batch is not the median of a half). It is reported where its value meets a batch
+tensor (arithmetic, a comparison, an index) or is returned; one turned into a Python number or
+only logged is not. Sorts are left out (a sort of a flattened tensor mostly groups tokens for
+dispatch, a permutation undone later). A loop over a parameter is read as a loop over the samples
+unless the parameter is annotated as a list of tensors (`List[torch.Tensor]`, a discriminator's
+per-scale outputs), whose items are batch tensors.
+
+Samples paired by two strided slices of dim 0 with the same step and different starts (mixup
+partners or siamese pairs laid out interleaved) are paired within each replica's chunk: a chunk
+that starts at an odd sample or has an odd size pairs other samples than the caller's targets, or
+raises on slices of different lengths. Even chunks keep the pairs, so it is a warning. A function
+of another scanned file that pairs a parameter so (audioset_tagging_cnn's `do_mixup`) is reported
+where forward's code hands it a batch tensor.
 
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
 observed values) differs only for the rows that take the fallback: a warning (latent).
@@ -39,8 +57,12 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import dim_argument, is_batch_tensor, pairwise_over_batch, passed_values
+from dpcheck.analysis.dataflow import (argument, batch_derived, dim_argument, is_batch_tensor, pairwise_over_batch,
+                                      passed_values)
+from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
+from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
+from dpcheck.analysis.scripts import _LIBRARY_ROOTS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -120,11 +142,58 @@ class CrossBatchComputation(Rule):
                     found = self._reduction(node, f"`{ast.unparse(func)}` over dim 0", fn)
                     if found:
                         yield found
+                elif (statistic := _order_statistic(node, last, fn, model.ctx)) is not None:
+                    if _applied_to_batch(node, fn):
+                        yield self.violation(node, f"{statistic} over all elements of a batch tensor in forward: "
+                                             "each DataParallel replica takes it over its own slice, so the "
+                                             "samples it is applied to get another value than on one device")
                 elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
                         and _used_as_targets(node, fn, model):
                     yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
                                          "replica numbers only its own slice, so in-batch labels and "
                                          "negatives come from B/N samples")
+            yield from self._pairings(model, fn)
+
+    def _pairings(self, model, fn):
+        """Samples paired by strided dim-0 slices (see ``pairing``): in forward's own code, and at the
+        calls of forward's code that hand a batch tensor to a function pairing that parameter, of this
+        file or (on a condition the index settles) imported from another. A warning: even chunks keep
+        the pairs."""
+        ctx = model.ctx
+        if fn.owner is not None:  # (a module function's pairings are reported where forward's code calls it)
+            for node, names in strided_pairings(fn, ctx):
+                guard = optional_argument_guard(model, fn, node)
+                if guard is not None and any(batch_derived(fn).get(name) for name in names):
+                    yield self.violation(node, _PAIRING_MESSAGE, severity=Severity.WARNING, **guard)
+        local = ctx.fact(pairing_helpers)
+        imported = ctx.imports.aliases
+        for call, name in ctx.named_calls(fn):
+            root = call.func
+            while root.__class__ is ast.Attribute:
+                root = root.value
+            # A function of this file, or one imported (`do_mixup`, `utils.do_mixup`); not a method
+            # of a local or of self.
+            if root.__class__ is not ast.Name or root.id in fn.local_values:
+                continue
+            func = call.func
+            if func.__class__ is ast.Name and func.id in ctx.module_functions:
+                positions = local.get(func.id)
+                if not positions or not any(int(i) < len(call.args) and is_batch_tensor(call.args[int(i)], fn)
+                                            for i in positions):
+                    continue
+                requires = ()
+            elif root.id in imported and "." in name and not name.startswith(_LIBRARY_ROOTS):
+                batch = [i for i, arg in enumerate(call.args) if is_batch_tensor(arg, fn)]
+                if not batch:
+                    continue
+                requires = (frozenset({f"{STRIDED_PAIRING_CONDITION}{name}@{','.join(map(str, batch))}"}),)
+            else:
+                continue
+            guard = optional_argument_guard(model, fn, call)
+            if guard is not None:
+                callee = ast.unparse(func)
+                yield self.violation(call, f"`{callee}` {_PAIRING_MESSAGE[0].lower()}{_PAIRING_MESSAGE[1:]}",
+                                     severity=Severity.WARNING, requires=requires, **guard)
 
     def _reduction(self, node, what, fn):
         use = _reduction_use(node, fn)
@@ -141,6 +210,11 @@ class CrossBatchComputation(Rule):
     def _similarity(self, node):
         return self.violation(node, "An in-batch similarity matrix in forward: each DataParallel replica "
                               "compares only its own B/N samples (fewer negatives)")
+
+
+_PAIRING_MESSAGE = ("Pairs samples by strided batch slices (`x[0::2]` with `x[1::2]`) in forward: each "
+                    "DataParallel replica pairs within its chunk, so a chunk of odd start or size pairs "
+                    "other samples than the caller (or raises)")
 
 
 def _file_functions_called(model) -> list:
@@ -338,3 +412,182 @@ def _used_as_targets(call, fn, model) -> bool:
             if any(w in text for w in ("loss", "entropy", "nll", "criterion")):
                 return True
     return False
+
+
+# Order statistics over every element when given no dim (torch's and the tensor method's, and the
+# position of the dim among the call's arguments after the tensor).
+_WHOLE_TENSOR_STATISTICS = {"median": 0, "nanmedian": 0, "quantile": 1, "nanquantile": 1}
+# Order statistics along one dim (the last by default): over all elements of a flattened tensor.
+# Sorts are left out: a sort of a flattened tensor mostly groups tokens (MoE dispatch by expert),
+# a permutation undone later, not a selection.
+_ALONG_DIM_STATISTICS = {"kthvalue": 1, "topk": 1}
+
+
+def _order_statistic(call, last, fn, ctx) -> str | None:
+    """`torch.median(x)`, `x.quantile(q)` (no dim), `x.view(-1).topk(k)`, `torch.kthvalue(x.flatten(), k)`:
+    an order statistic over all elements of a batch tensor (or of a boolean-mask selection from
+    one, `x[x > 0]`, which takes elements of every sample): what it says; else None. Any split
+    of the batch changes it, even into equal chunks."""
+    func = call.func
+    if last:
+        if not call.args:
+            return None
+        name, operand, first = last, call.args[0], 1
+    elif isinstance(func, ast.Attribute):
+        name, operand, first = func.attr, func.value, 0
+    else:
+        return None
+    if name in _WHOLE_TENSOR_STATISTICS:
+        if dim_argument(call, first + _WHOLE_TENSOR_STATISTICS[name]) is not None:
+            return None
+    elif name in _ALONG_DIM_STATISTICS:
+        dim = dim_argument(call, first + _ALONG_DIM_STATISTICS[name])
+        if dim is not None and not (isinstance(dim, ast.Constant) and dim.value in (0, -1)
+                                    and not isinstance(dim.value, bool)):
+            return None
+        operand = _flattened(operand, fn)
+        if operand is None:
+            return None
+    else:
+        return None
+    operand = _elementwise_operand(operand, fn, ctx)
+    if not (_batch_value(operand, fn) or _masked_selection(operand, fn)):
+        return None
+    return f"`{name}`"
+
+
+def _batch_value(node, fn) -> bool:
+    """A batch tensor (``is_batch_tensor``), or arithmetic on one, or an item of a list of them."""
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        return _batch_value(node.left, fn) or _batch_value(node.right, fn)
+    return is_batch_tensor(node, fn) or isinstance(node, ast.Name) and node.id in _tensor_list_items(fn)
+
+
+_SEQUENCE_TYPES = frozenset({"List", "list", "Sequence", "Tuple", "tuple", "Iterable"})
+
+
+def _tensor_list_items(fn) -> frozenset[str]:
+    """Loop names that take the items of a parameter annotated as a list of tensors (`for dr, dg in
+    zip(real_outputs, fake_outputs)` with `real_outputs: List[torch.Tensor]`, a discriminator's
+    per-scale outputs): each item is a batch tensor. An unannotated parameter may be a tensor,
+    whose items are its samples (`_over_batch` reads such a loop as one over the batch)."""
+    return fn.fact(_find_tensor_list_items)
+
+
+def _find_tensor_list_items(fn) -> frozenset[str]:
+    args = fn.node.args
+    lists = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if _tensor_list_annotation(a.annotation)}
+    if not lists:
+        return frozenset()
+    found = set()
+    for loop in fn.nodes(ast.For):
+        iterable, target = loop.iter, loop.target
+        sources = iterable.args if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) \
+            and iterable.func.id == "zip" else [iterable]
+        targets = target.elts if isinstance(target, ast.Tuple) and len(sources) > 1 else [target]
+        for source, item in zip(sources, targets):
+            if isinstance(source, ast.Name) and source.id in lists and isinstance(item, ast.Name):
+                found.add(item.id)
+    return frozenset(found)
+
+
+def _tensor_list_annotation(node) -> bool:
+    """`List[torch.Tensor]`, `list[Tensor]`, `Sequence[Tensor]`, `Tuple[Tensor, ...]`."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    outer = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", "")
+    inner = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+    inner_name = inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")
+    return outer in _SEQUENCE_TYPES and inner_name in ("Tensor", "FloatTensor")
+
+
+def _flattened(node, fn):
+    """The tensor under `x.view(-1)`, `x.reshape(-1)`, `x.flatten()`, `torch.flatten(x)` (from dim 0),
+    through one local name (`flat = x.view(-1)`); else None."""
+    if isinstance(node, ast.Name):
+        values = fn.local_values.get(node.id, ())
+        return _flattened(values[0], fn) if len(values) == 1 and not isinstance(values[0], ast.Name) else None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    attr, args = node.func.attr, node.args
+    if attr in ("view", "reshape") and len(args) == 1 and not node.keywords and _minus_one(args[0]):
+        return node.func.value
+    if attr == "flatten":
+        module_call = isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+        tensor = args[0] if module_call and args else None if module_call else node.func.value
+        start = argument(node, 1 if module_call else 0, "start_dim")
+        if tensor is not None and (start is None or isinstance(start, ast.Constant) and start.value == 0):
+            return tensor
+    return None
+
+
+def _minus_one(node) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+        and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+
+
+def _masked_selection(node, fn) -> bool:
+    """`x[mask]` of a batch tensor where the mask is a comparison (inline, or a local bound only to
+    comparisons and their `&`/`|`/`~`): a 1-D selection of elements of every sample."""
+    if not (isinstance(node, ast.Subscript) and is_batch_tensor(node.value, fn)):
+        return False
+    mask = node.slice
+    if isinstance(mask, ast.Name):
+        values = fn.local_values.get(mask.id, ())
+        return bool(values) and all(_comparison(v) for v in values)
+    return _comparison(mask)
+
+
+def _comparison(node) -> bool:
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _comparison(node.left) and _comparison(node.right)
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and _comparison(node.operand)
+
+
+def _applied_to_batch(node, fn, depth=0) -> bool:
+    """Does the statistic's value meet a batch tensor (arithmetic, a comparison, an index into one,
+    another argument of the same call) or reach a `return`? Turned into Python numbers (`.item()`,
+    logging) or discarded, it changes nothing the model computes."""
+    if depth > 4:
+        return False
+    child, parent = node, fn.parent(node)
+    while parent is not None:
+        if isinstance(parent, ast.Attribute):
+            if parent.attr in _TO_PYTHON:
+                return False
+        elif isinstance(parent, ast.Call):
+            if parent.func is not child:
+                if isinstance(parent.func, ast.Name) and parent.func.id in ("int", "float", "len", "print"):
+                    return False
+                if any(_meets_batch(v, fn) for v in passed_values(parent) if v is not child):
+                    return True
+        elif isinstance(parent, ast.keyword):
+            pass
+        elif isinstance(parent, ast.Subscript):
+            if child is parent.slice and _meets_batch(parent.value, fn):
+                return True
+        elif isinstance(parent, ast.BinOp):
+            if _meets_batch(parent.right if child is parent.left else parent.left, fn):
+                return True
+        elif isinstance(parent, ast.Compare):
+            if any(_meets_batch(v, fn) for v in (parent.left, *parent.comparators) if v is not child):
+                return True
+        elif isinstance(parent, ast.Return):
+            return True
+        elif isinstance(parent, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            names = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            return any(_applied_to_batch(use, fn, depth + 1)
+                       for target in names for use in _uses_until_rebound(target.id, parent, fn))
+        elif isinstance(parent, ast.stmt):
+            return False
+        child, parent = parent, fn.parent(parent)
+    return False
+
+
+def _meets_batch(node, fn) -> bool:
+    """Does the expression hold a batch tensor (itself or an operand of its arithmetic)?"""
+    return any(_batch_value(sub, fn) for sub in ast.walk(node)
+               if isinstance(sub, (ast.Name, ast.Attribute, ast.Call)))

@@ -894,6 +894,38 @@ def test_parallel_helpers_pass_two_parameters_on_to_the_functional_data_parallel
     assert parallel_helpers(ctx) == {"data_parallel_helper": ["0", "1"], "run": ["2", "1"]}
 
 
+def test_pairing_helpers_pair_samples_of_a_parameter_by_strided_batch_slices():
+    from conftest import file_context
+
+    from dpcheck.analysis.pairing import pairing_helpers
+
+    ctx = file_context("""
+        import torch
+
+        def do_mixup(x, mixup_lambda):
+            return (x[0::2].transpose(0, -1) * mixup_lambda[0::2]
+                    + x[1::2].transpose(0, -1) * mixup_lambda[1::2]).transpose(0, -1)
+
+        def pair_gap(scale, h):
+            return scale * (h[::2] - h[1::2])
+
+        def rotate_half(x):
+            return torch.cat((-x[..., 1::2], x[..., 0::2]), dim=-1)
+
+        def haar(x):
+            return x[:, 0::2] + x[:, 1::2]
+
+        def subsample(x):
+            return x[::2] * 2
+
+        def rebound(x):
+            x = x.flip(0)
+            return x[0::2] - x[1::2]
+    """, module="pytorch_utils")
+    assert pairing_helpers(ctx) == {"do_mixup": ["0", "1"], "pair_gap": ["1"]}
+    assert pairing_helpers(file_context("def f(x):\n    return x[0:None:2] + x[1:None:2]\n")) == {}
+
+
 def test_a_private_class_built_in_a_module_is_a_layer_of_it():
     # faster-rcnn's `self.RCNN_rpn = _RPN(...)`: its 0-dim losses reach the gather through the
     # owner's forward, so the index must not take `_RPN` for a model of its own.

@@ -23,6 +23,7 @@ from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_c
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.functional import summarize_parallel_helpers
+from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
@@ -141,6 +142,9 @@ class FileResult:
     # Its module-level functions that pass two parameters on to the functional data_parallel -> the
     # positions of the module and the inputs (functional.parallel_helpers).
     parallel_helpers: dict[str, list[str]] = field(default_factory=dict)
+    # Its module-level functions that pair samples of a parameter by strided dim-0 slices -> the
+    # positions of those parameters (pairing.pairing_helpers).
+    pairing_helpers: dict[str, list[str]] = field(default_factory=dict)
     # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
     # (scripts.init_wrapped_attributes).
     init_wrapped: dict[str, list[str]] = field(default_factory=dict)
@@ -194,7 +198,9 @@ class FileResult:
                 **({"parallel_helpers": {k: " ".join(v) for k, v in self.parallel_helpers.items()}}
                    if self.parallel_helpers else {}),
                 **({"init_wrapped": {k: " ".join(v) for k, v in self.init_wrapped.items()}}
-                   if self.init_wrapped else {})}
+                   if self.init_wrapped else {}),
+                **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
+                   if self.pairing_helpers else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -231,7 +237,9 @@ class FileResult:
                    passed_attributes=str(data.get("passed_attributes", "")).split(),
                    parallel_helpers={str(k): str(v).split()
                                      for k, v in dict(data.get("parallel_helpers", {})).items()},
-                   init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()})
+                   init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()},
+                   pairing_helpers={str(k): str(v).split()
+                                    for k, v in dict(data.get("pairing_helpers", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:
@@ -439,6 +447,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.wrapped_attributes = wrapped_attributes(ctx)
     summarize_bare_calls(ctx, result)
     summarize_parallel_helpers(ctx, result)
+    summarize_pairing_helpers(ctx, result)
     result.init_wrapped = init_wrapped_attributes(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return

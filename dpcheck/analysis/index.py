@@ -40,6 +40,7 @@ from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
+from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
     ARGUMENTS_MARK,
@@ -126,6 +127,7 @@ class ClassIndex:
         self._wrapped_attributes: dict[str, set[str]] = {}
         # Functions that pass two parameters on to the functional data_parallel -> (module, inputs) positions.
         self._parallel_helpers: dict[str, tuple[str, ...]] = {}
+        self._pairing_helpers: dict[str, frozenset[str]] = {}
         self._init_wrapped: dict[str, set[str]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
@@ -224,6 +226,8 @@ class ClassIndex:
         self._forward_flags.update(result.forward_flags)
         for name, positions in result.parallel_helpers.items():
             self._parallel_helpers[f"{module}.{name}"] = tuple(positions)
+        for name, positions in result.pairing_helpers.items():
+            self._pairing_helpers[f"{module}.{name}"] = frozenset(positions)
         for attr in result.wrapped_attributes:
             self._wrapped_attributes.setdefault(attr, set()).add(result.module.rpartition(".")[0])
         for entry in result.bare_built:
@@ -843,6 +847,16 @@ class ClassIndex:
             found = self._parallel_helpers.get(name)
         return found is not None and tuple(positions) == found[:len(positions)]
 
+    def pairing_helper(self, text: str) -> bool:
+        """``<function>@<i>[,<j>...]``: does the function pair samples of one of those parameters by
+        strided dim-0 slices (pairing.pairing_helpers)? Only scanned modules are read: the condition rides on
+        every call of an imported function that is handed a batch tensor (about one per file in
+        transformers `models/`), and summarising each callee's module would cost more than the
+        rare helper is worth."""
+        name, _, positions = text.rpartition("@")
+        found = self._pairing_helpers.get(name, ())
+        return any(position in found for position in positions.split(","))
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -898,6 +912,8 @@ class ClassIndex:
             return self.wrapped_attribute(name)
         if f"{kind}:" == PARALLEL_HELPER_CONDITION and name:
             return self.parallel_helper(name)
+        if f"{kind}:" == STRIDED_PAIRING_CONDITION and name:
+            return self.pairing_helper(name)
         if f"{kind}:" == INIT_WRAPPED_CONDITION and name:
             return self.init_wrapped(name)
         return self.is_module(text)
