@@ -24,10 +24,11 @@ from __future__ import annotations
 import ast
 import builtins
 from itertools import compress
-from operator import attrgetter
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.scripts import SELF_RETURNING
+from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -84,8 +85,12 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     escaping: set[str] = set()
     for node, name in _mentions(ctx, own | imported, modules, star):
         parent = parents.get(node)
+        called = parent.__class__ is ast.Call and parent.func is node
+        if not called and name in escaping:
+            continue  # (what follows skips it or adds it to `escaping` again: most mentions in a
+            # model file are annotations and type tests of the same few classes)
         at = position[node]
-        if parent.__class__ is ast.Call and parent.func is node \
+        if called \
                 and any(start <= at < end for start, end, _ in module_spans) \
                 and not any(start <= at < end and owner == name for start, end, owner in module_spans) \
                 and not any(start <= at < end for start, end in unknown_spans):
@@ -97,7 +102,7 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
             continue
         if parent.__class__ is ast.Tuple and _called(parents.get(parent)) in _CLASS_ONLY_CALLS:
             continue  # isinstance(m, (Loss, Other))
-        if parent.__class__ is ast.Call and parent.func is node and not unknown:
+        if called and not unknown:
             if in_module:
                 continue  # a layer of that class: layer_owners records it
             binding = _confined_binding(ctx, parent, scope, module_classes, parents)
@@ -132,12 +137,8 @@ def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):
             yield node, node.attr
 
 
-_id_of = attrgetter("id")
-_attr_of = attrgetter("attr")
-
-
-def _first_of(text: str) -> str:
-    return text[:1]
+# A name's first letter, read in C (`name[:1]`).
+_first_of = itemgetter(slice(None, 1))
 
 
 def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> str | None:
@@ -270,10 +271,6 @@ def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules,
             if not (root.__class__ is ast.Name and root.id in modules):
                 passed.add(attr)
     return passed
-
-
-def _value_of(node: ast.Constant):
-    return node.value
 
 
 def _called(node) -> str:

@@ -25,6 +25,7 @@ import re
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION
+from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -128,17 +129,3 @@ def _may_be_module(node: ast.AST, modules: set[str]) -> bool:
     while root.__class__ is ast.Attribute:
         root = root.value
     return root.__class__ is ast.Name and root.id in modules
-
-
-def _id_of(node: ast.Name) -> str:
-    return node.id
-
-
-def _attr_of(node: ast.Attribute) -> str:
-    return node.attr
-
-
-def _value_of(node: ast.Constant):
-    return node.value
-
-
