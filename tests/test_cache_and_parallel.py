@@ -245,6 +245,8 @@ def test_file_result_round_trips_through_the_cache_format():
     result.parallel_helpers = {"data_parallel": ["0", "1"]}
     result.init_wrapped = {"base.BaseTrainer": ["model", "teacher"]}
     result.pairing_helpers = {"do_mixup": ["0", "1"]}
+    result.star_imports = ["losses", "pkg.models"]
+    result.declared_all = []
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
@@ -266,6 +268,8 @@ def test_file_result_round_trips_through_the_cache_format():
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).init_wrapped == {}
     assert back.pairing_helpers == {"do_mixup": ["0", "1"]}
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).pairing_helpers == {}
+    assert (back.star_imports, back.declared_all) == (["losses", "pkg.models"], [])  # (an empty `__all__` is kept)
+    assert (empty.star_imports, empty.declared_all) == ([], None)
     assert back.scalar_forwards == {"crf.CRF": ["reduction@3=*|'mean'|'sum'"], "heads.Head": []}
     assert back.built_per_call == ["disparityregression", "Head"]
     assert back.built_elsewhere == []

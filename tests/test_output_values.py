@@ -75,6 +75,49 @@ def test_the_first_value_unpacked_from_a_loss_module_is_its_loss(unpack, found):
     assert bool(dp401_rows(body)) is found
 
 
+UNPACKED = """
+import torch
+import torch.nn as nn
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+        self.crit = nn.CrossEntropyLoss()
+
+    def forward(self, x, y=None):
+        scores = self.fc(x)
+        if y is not None:
+            return scores, LOSS
+        return (scores,)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = Heads()
+
+    def forward(self, x, y):
+        scores, loss = self.heads(x, y)
+        return scores, loss
+"""
+
+
+@pytest.mark.parametrize("loss, found", [
+    ("self.crit(scores, y)", True),
+    ("torch.sum(scores) / max(torch.sum(y), 1)", True),
+    ("scores.sum(dim=1)", False),
+    ("y", False),  # (a parameter: not known 0-dim)
+])
+def test_an_element_unpacked_from_a_module_of_the_file_is_0_dim_when_its_forwards_tuples_hold_one(loss, found):
+    """Issue 11 (DeVLBert's BertPreTrainingHeads): element k of a module call is 0-dim where every
+    tuple its class's forward returns that has an element k holds a 0-dim value there; a shorter
+    return (`(scores,)`) is not one a call unpacking k+1 values gets."""
+    rule = rules_by_code()["DP401"]
+    rule = rule() if isinstance(rule, type) else rule
+    result = analyze_source(textwrap.dedent(UNPACKED).replace("LOSS", loss), "m.py", [rule], "m")
+    assert bool([f for f in result.findings if f.code == "DP401" and "self.heads" in f.message]) == found
+
+
 HEADED = """
 import torch
 import torch.nn as nn

@@ -1672,6 +1672,46 @@ def test_wraps_a_base_class_constructor_stores_on_self():
     assert not index.condition("init_wrapped:model@pkg.other.Missing")
 
 
+def test_star_import_binds_a_wrapped_class():
+    """ClassIndex.lookup follows a name a module neither defines nor imports by name through its star
+    imports (issue 11, StyleTTS2's `from losses import *`): the last star-imported module that binds it
+    (its `__all__` lists it, or it declares none and the name is public), also through a star import there."""
+    from dpcheck.analysis.index import ClassIndex
+
+    def result(source, module):
+        return analyze_source(textwrap.dedent(source), module.replace(".", "/") + ".py", [], module)
+
+    losses = result("""
+        import torch.nn as nn
+        class PairLoss(nn.Module):
+            pass
+        class _Hidden(nn.Module):
+            pass
+        class Kept(nn.Module):
+            pass
+    """, "pkg.losses")
+    extra = result("""
+        import torch.nn as nn
+        __all__ = ["MarginLoss"]
+        class MarginLoss(nn.Module):
+            pass
+        class Kept(nn.Module):
+            pass
+    """, "pkg.extra")
+    hub = result("from pkg.extra import *\n", "pkg.hub")
+    script = result("""
+        from pkg.losses import *
+        from .hub import *
+    """, "pkg.train")
+    assert script.star_imports == ["pkg.losses", "pkg.hub"] and extra.declared_all == ["MarginLoss"]
+    index = ClassIndex([losses, extra, hub, script])
+    assert index.lookup("pkg.train.PairLoss") == "pkg.losses.PairLoss"
+    assert index.lookup("pkg.train.MarginLoss") == "pkg.extra.MarginLoss"  # through hub's star import
+    assert index.lookup("pkg.train.Kept") == "pkg.losses.Kept"  # extra's `__all__` leaves its Kept out
+    assert index.lookup("pkg.train._Hidden") is None  # a private name is not star-imported
+    assert index.lookup("pkg.train.Missing") is None
+
+
 _SHARED_HELPER = """
     import torch.nn as nn
     from base import Base

@@ -27,7 +27,7 @@ from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
-from dpcheck.analysis.names import ImportMap, module_name_for
+from dpcheck.analysis.names import ImportMap, declared_all, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.scripts import (
@@ -148,6 +148,10 @@ class FileResult:
     # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
     # (scripts.init_wrapped_attributes).
     init_wrapped: dict[str, list[str]] = field(default_factory=dict)
+    # The modules its star imports read from, in order (names.ImportMap.star_modules), and the names
+    # a literal `__all__` declares (None where it declares none): what a star import of it binds.
+    star_imports: list[str] = field(default_factory=list)
+    declared_all: list[str] | None = None
 
     @property
     def submodules(self) -> list[str]:
@@ -200,7 +204,9 @@ class FileResult:
                 **({"init_wrapped": {k: " ".join(v) for k, v in self.init_wrapped.items()}}
                    if self.init_wrapped else {}),
                 **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
-                   if self.pairing_helpers else {})}
+                   if self.pairing_helpers else {}),
+                **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
+                **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -239,7 +245,9 @@ class FileResult:
                                      for k, v in dict(data.get("parallel_helpers", {})).items()},
                    init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()},
                    pairing_helpers={str(k): str(v).split()
-                                    for k, v in dict(data.get("pairing_helpers", {})).items()})
+                                    for k, v in dict(data.get("pairing_helpers", {})).items()},
+                   star_imports=str(data.get("star_imports", "")).split(),
+                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -408,6 +416,10 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         for name, c in classes.items()]
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
+    result.star_imports = imports.star_modules
+    if "__all__" in text:
+        declared = declared_all(tree)
+        result.declared_all = None if declared is None else sorted(declared)
 
     if not relevant:
         # Nothing here can be a hazard: the class summary is all the index needs, what its functions

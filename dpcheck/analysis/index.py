@@ -79,6 +79,9 @@ class ClassIndex:
         self._loaded: set[str] = set()
         self.bases: dict[str, tuple[str, ...]] = {}
         self.aliases: dict[str, str] = {}  # "pkg.models.Block" -> "pkg.models.block.Block"
+        # module -> the modules its star imports read from, in order; module -> its literal `__all__`.
+        self._star_imports: dict[str, list[str]] = {}
+        self._declared_all: dict[str, frozenset[str]] = {}
         by_tail: dict[str, list[str]] = {}
         self._by_tail = by_tail
         # Indexed modules by their last dotted part, for re-exports scanned from another root (a set:
@@ -175,6 +178,10 @@ class ClassIndex:
         for name, target in result.aliases.items():
             self.aliases[f"{module}.{name}"] = target
         self._import_targets.update(result.aliases.values())
+        if result.star_imports:
+            self._star_imports[module] = result.star_imports
+        if result.declared_all is not None:
+            self._declared_all[module] = frozenset(result.declared_all)
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
         self._submodule_names.update(result.submodules)
@@ -268,8 +275,8 @@ class ClassIndex:
         return self.load_module is not None and self.lookup(name) is None \
             and name.rpartition(".")[0] in self._missing and name.partition(".")[0] not in self._path_names
 
-    def lookup(self, name: str) -> str | None:
-        """The indexed class a dotted name refers to, following re-exports."""
+    def lookup(self, name: str, stars: bool = True) -> str | None:
+        """The indexed class a dotted name refers to, following re-exports (and, with ``stars``, star imports)."""
         for _ in range(8):
             if name not in self.bases and name not in self.aliases:
                 self._load_for(name)
@@ -279,6 +286,9 @@ class ClassIndex:
                 name = self.aliases[name]
                 continue
             break
+        found = self._star_imported(name) if stars else None
+        if found is not None:
+            return found
         # Scanned from a different root than the imports assume: match `module.Class` uniquely,
         # or a re-export `package.Class` uniquely (`from torchmeta.modules import DataParallel`
         # with `torchmeta/__init__.py` outside the scan: the package's module is `modules`).
@@ -295,6 +305,31 @@ class ClassIndex:
             target = self.aliases[exports[0]]
             candidates = [target] if target in self.bases else self._by_tail.get(_tail(target), [])
             return candidates[0] if len(candidates) == 1 else None
+        return None
+
+    def _star_imported(self, name: str, trail: frozenset[str] = frozenset()) -> str | None:
+        """The indexed class ``module.Name`` is bound to by a star import of that module (`from losses
+        import *` then `GeneratorLoss(...)`): the last star-imported module whose star import binds
+        the name (its `__all__` lists it, or it declares none and the name is public) and that
+        defines, imports or itself star-imports it."""
+        module, _, simple = name.rpartition(".")
+        sources = self._star_imports.get(module)
+        if not sources or module in trail:
+            return None
+        for source in reversed(sources):
+            key = f"{source}.{simple}"
+            if key not in self.bases and key not in self.aliases:
+                self._load_for(key)
+            declared = self._declared_all.get(source)
+            if simple not in declared if declared is not None else simple.startswith("_"):
+                continue
+            if key in self.bases:
+                return key
+            if key in self.aliases:
+                return self.lookup(key)
+            found = self._star_imported(key, trail | {module})
+            if found is not None:
+                return found
         return None
 
     def is_module(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
@@ -406,8 +441,11 @@ class ClassIndex:
         if self._canonical is None:
             # (lookup may summarise unscanned modules, which adds names: iterate over copies)
             simple = {q.rsplit(".", 1)[-1] for q in self.bases}
-            self._canonical = tuple({self.lookup(n) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
-                                    for names in (self._wrapped_names, self._submodule_names))
+            # A name bound by a star import counts for a wrap, never for a submodule: a script's class
+            # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
+            # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
+            self._canonical = tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
+                                    for names, stars in ((self._wrapped_names, True), (self._submodule_names, False)))
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 

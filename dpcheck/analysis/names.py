@@ -48,6 +48,9 @@ class ImportMap:
                  import_nodes: list[ast.AST] | None = None) -> None:
         self.module = module
         self.aliases: dict[str, str] = {}
+        # The modules its star imports read names from, in source order (the last one binding a
+        # name wins): the project index resolves a name the module neither defines nor imports by name.
+        self.star_modules: list[str] = []
         package = module if is_package else module.rpartition(".")[0]
         star = False
         if import_nodes is None:
@@ -70,6 +73,8 @@ class ImportMap:
                 for alias in node.names:
                     if alias.name == "*":
                         star = True
+                        if base:
+                            self.star_modules.append(base)
                         continue
                     target = f"{base}.{alias.name}" if base else alias.name
                     self.aliases[alias.asname or alias.name] = target
@@ -101,6 +106,16 @@ _STAR_IMPORTED_CONVENTIONS = (("torch", "torch"), ("nn", "torch.nn"), ("F", "tor
 # Roots that are never local names even without an import (builtins we reason about).
 _BUILTIN_ROOTS = frozenset({"list", "dict", "set", "tuple", "setattr", "getattr", "next", "iter",
                             "len", "float", "int", "str", "bool", "super", "isinstance", "self"})
+
+
+def declared_all(tree: ast.Module) -> set[str] | None:
+    """The names a literal `__all__` of the module declares, or None where it declares none."""
+    declared = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
+                and isinstance(stmt.value, (ast.List, ast.Tuple)):
+            declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return declared
 
 
 def dotted(node: ast.AST) -> str | None:

@@ -512,6 +512,9 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         callee = _callee(node.value, fn, model)
         if callee is not None:
             return _returned_scalar(callee, node.slice.value, model, depth)
+        element = _scalar_module_element(node.value, node.slice.value, model, fn, depth)
+        if element:
+            return element
         if node.slice.value == 0 and _unpacked_loss_and_stats(node.value, fn) \
                 and _is_loss_module_call(node.value, fn, model):
             return f"the first value of a loss from `{ast.unparse(node.value.func)}`"
@@ -848,6 +851,23 @@ def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> 
     a local, built by one constructor) whose forward returns a 0-dim value when called so."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None  # `*args`, `**kwargs`: which options it passes cannot be told
+    name = _module_class(call, fn, model)
+    if not name or name.startswith("torch."):
+        return None
+    passed = ",".join([str(len(call.args)), *(f"{k.arg}={_option_value(k.value) or ''}" for k in call.keywords)])
+    reason = f"`{ast.unparse(call.func)}(...)`, whose `{name.rsplit('.', 1)[-1]}.forward` returns one"
+    local = model.ctx.local_name(name)
+    if local is not None:  # a class of this file: decided here
+        tokens = _class_scalar_tokens(model.ctx, local)
+        return reason if tokens is not None and scalar_call(tokens, passed) else None
+    found = Reason(reason)
+    found.requires = (frozenset({f"{SCALAR_FORWARD_CONDITION}{name}:{passed}"}),)
+    return found
+
+
+def _module_class(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | None:
+    """The resolved name of the one project class whose instance a module call runs (held by `self`
+    or a local, built by one constructor), or None."""
     attr = fn.self_attr(call.func)
     if attr is not None:
         facts = model.attrs.get(attr)
@@ -860,20 +880,30 @@ def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> 
                                     for v in constructions):
         return None
     names = {model.ctx.resolve(v.func) for v in constructions}
-    if len(names) != 1:
+    return names.pop() if len(names) == 1 else None
+
+
+def _scalar_module_element(call: ast.Call, index: int, model: ModelClass, fn: FunctionInfo,
+                           depth: int) -> str | None:
+    """`heads, loss = self.heads(x)` (element ``index`` of a module call): why that element is 0-dim
+    where the module is of a class of this file whose forward returns tuples, each one long enough
+    to have it holding a 0-dim value there (a return too short cannot be the one unpacked so), or None."""
+    name = _module_class(call, fn, model)
+    local = model.ctx.local_name(name) if name else None
+    held = _models_by_name(model.ctx).get(local) if local else None
+    forward = held.forward if held is not None else None
+    if forward is None:
         return None
-    name = names.pop()
-    if not name or name.startswith("torch."):
-        return None
-    passed = ",".join([str(len(call.args)), *(f"{k.arg}={_option_value(k.value) or ''}" for k in call.keywords)])
-    reason = f"`{ast.unparse(call.func)}(...)`, whose `{name.rsplit('.', 1)[-1]}.forward` returns one"
-    local = model.ctx.local_name(name)
-    if local is not None:  # a class of this file: decided here
-        tokens = _class_scalar_tokens(model.ctx, local)
-        return reason if tokens is not None and scalar_call(tokens, passed) else None
-    found = Reason(reason)
-    found.requires = (frozenset({f"{SCALAR_FORWARD_CONDITION}{name}:{passed}"}),)
-    return found
+    reasons = []
+    for value in forward.returns():
+        if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts):
+            return None
+        if -len(value.elts) <= index < len(value.elts):
+            reason = scalar_reason(value.elts[index], forward, held, depth + 1)
+            if reason is None:
+                return None
+            reasons.append(reason)
+    return _reason(f"{reasons[0]}, returned by `{ast.unparse(call.func)}(...)`", *reasons) if reasons else None
 
 
 def _class_reference(func: ast.AST, ctx: FileContext) -> bool:

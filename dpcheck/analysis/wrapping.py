@@ -33,6 +33,7 @@ from dpcheck.analysis.bindings import target_binds
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
+from dpcheck.analysis.names import declared_all
 from dpcheck.analysis.scripts import (
     builder_conditions,
     dataparallel_attributes,
@@ -889,12 +890,7 @@ def harness_condition(model: ModelClass) -> str | None:
 
 def _declared_all(ctx: FileContext) -> set[str] | None:
     """The names a literal `__all__` of the file declares, or None where it declares none."""
-    declared = None
-    for stmt in ctx.tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) \
-                and isinstance(stmt.value, (ast.List, ast.Tuple)):
-            declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant)}
-    return declared
+    return declared_all(ctx.tree)
 
 
 def _unused_outside_api(ctx: FileContext) -> frozenset[str]:
