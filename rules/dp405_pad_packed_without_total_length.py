@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import argument, is_true, keyword
+from dpcheck.analysis.dataflow import argument, dim_argument, is_true, keyword, parameters_of
 from dpcheck.analysis.guards import branch_requires
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
@@ -308,15 +308,12 @@ _MASKING = frozenset({"masked_fill", "masked_fill_"})
 
 def _over_dim_one(node, locals_, depth=0) -> bool:
     if node.__class__ is ast.Name and depth == 0:
-        values = locals_.get(node.id) or []
-        return bool(values) and all(_over_dim_one(v, locals_, 1) for v in values[-1:])
+        values = locals_.get(node.id)
+        return bool(values) and _over_dim_one(values[-1], locals_, 1)  # (its last binding before the return)
     if node.__class__ is not ast.Call or node.func.__class__ is not ast.Attribute or node.func.attr not in _REDUCTIONS:
         return False
-    dim = keyword(node, "dim")
-    if dim is None:  # `torch.sum(x, 1)` or `x.sum(1)`
-        receiver = node.func.value
-        position = 1 if receiver.__class__ is ast.Name and receiver.id == "torch" else 0
-        dim = node.args[position] if len(node.args) > position else None
+    receiver = node.func.value  # `torch.sum(x, 1)` or `x.sum(1)`
+    dim = dim_argument(node, 1 if receiver.__class__ is ast.Name and receiver.id == "torch" else 0)
     return dim.__class__ is ast.Constant and dim.value == 1
 
 
@@ -358,7 +355,7 @@ _DATA_DEPENDENT_SIZE = frozenset({"nonzero", "unique", "unique_consecutive", "ma
 def _argument_views(fn) -> set[str]:
     """The parameters of fn, and locals bound only to a chain of method calls on one of them
     (`m.to(dev).unsqueeze(1)`, `mask.float()`): tensors whose non-batch sizes are the argument's."""
-    params = {a.arg for a in (*fn.node.args.posonlyargs, *fn.node.args.args, *fn.node.args.kwonlyargs)}
+    params = set(parameters_of(fn))
     views = set(params)
     for name, values in fn.local_values.items():
         roots = set()

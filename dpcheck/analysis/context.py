@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from operator import attrgetter
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.source import SourceFile
 from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents, cached_property
+from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.record import field, record
 
-_attr_of = attrgetter("attr")
-_id_of = attrgetter("id")
 
 
 class _ResolvedNames(dict):

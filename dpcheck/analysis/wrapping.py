@@ -45,6 +45,7 @@ from dpcheck.analysis.scripts import (
     target_text,
 )
 from dpcheck.analysis.torch_api import FunctionNode, is_torch_nn_class
+from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
@@ -62,9 +63,6 @@ WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
 _ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 # Over every name, string or call of a file, in C (map, compress) rather than a Python step per node.
-_id_of = attrgetter("id")
-_value_of = attrgetter("value")
-_attr_of = attrgetter("attr")
 _func_of = attrgetter("func")
 
 
