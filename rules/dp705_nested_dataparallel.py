@@ -5,8 +5,10 @@ Flags an `nn.DataParallel` wrapped around another `nn.DataParallel`:
 wrapper (often a helper that wraps again a model its caller already wrapped, or a builder
 that returns one), or wrapping a module whose constructor was handed a wrapper and keeps it as a
 submodule it calls (`DataParallel(Holder(nn.DataParallel(net)))`, the holder's `__init__` doing
-`self.net = net` and a method calling `self.net(...)`, in this file or another). One wrapper in each
-arm of an `if`/`else` is not nesting.
+`self.net = net` and a method calling `self.net(...)`, in this file or another), or wrapping a model
+right after calling a method on it (`model.parallelise()`) that a module class of the project
+defines to wrap its own submodules in DataParallel (`self.conv1 = nn.DataParallel(self.conv1)`, in
+this file or another). One wrapper in each arm of an `if`/`else` is not nesting.
 
 Also flags the functional `nn.parallel.data_parallel(self.net, x, ...)` (or a helper function of the
 project that passes its arguments on to it) in the forward code of a module that another module
@@ -35,9 +37,11 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import statement_list
 from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
 from dpcheck.analysis.model_class import file_models
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import WRAPPING_METHOD_CONDITION, mentions_dataparallel, script_facts
+from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.analysis.wrapping import KEPT_MODULE_CONDITION
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -83,6 +87,7 @@ class NestedDataParallel(Rule):
                                      fix=self.offer_fix("Remove the second DataParallel wrapper"))
                 continue
             yield from self._wrapper_kept_by_constructor(call, inner, facts)
+            yield from self._wrapped_after_wrapping_method(call, inner, facts)
 
     def _functional_in_replicas(self, model):
         """A module whose forward code runs the functional data_parallel (torch's, or a project helper
@@ -123,6 +128,35 @@ class NestedDataParallel(Rule):
                                  "device_ids[0] and the first call fails", requires=requires)
             return
 
+    def _wrapped_after_wrapping_method(self, call, inner, facts):
+        """`x.parallelise()` and then `DataParallel(x)` in the same block, where a module class of the
+        project defines `parallelise` to store DataParallel wrappers of its own submodules in self
+        (scripts.wrapping_methods: a condition the project index settles, since the class of `x`, a
+        trainer's constructor argument, is seldom named here)."""
+        if not isinstance(inner, (ast.Name, ast.Attribute)):
+            return
+        ctx = facts.ctx
+        stmt = ctx.enclosing(call, ast.stmt)
+        block = statement_list(ctx.parent(stmt), stmt) if stmt is not None else None
+        if block is None:
+            return
+        wrapped = ast.unparse(inner)
+        for earlier in reversed(block[:next(i for i, s in enumerate(block) if s is stmt)]):
+            if _rebinds(earlier, wrapped):
+                return
+            asked = earlier.value if isinstance(earlier, ast.Expr) else None
+            if isinstance(asked, ast.Call) and isinstance(asked.func, ast.Attribute) and not asked.args \
+                    and not asked.keywords and ast.unparse(asked.func.value) == wrapped:
+                method = asked.func.attr
+                requires = tuple(frozenset({c}) for c in sorted(facts.source_of(call).requires))
+                requires += (frozenset({f"{WRAPPING_METHOD_CONDITION}{method}"}),)
+                yield self.violation(call, f"This DataParallel wraps `{ast.unparse(inner)}` right after "
+                                     f"`{ast.unparse(asked)}` (line {asked.lineno}), and a module class of the "
+                                     f"project defines `{method}` to wrap its own submodules in DataParallel: on "
+                                     "more than one GPU the inner wrappers' replicas find their module off "
+                                     "device_ids[0] and the first call fails", requires=requires)
+                return
+
     def fix(self, finding, editor):
         import libcst as cst
 
@@ -138,6 +172,21 @@ class NestedDataParallel(Rule):
                 editor.replace(line, cst.RemovalSentinel.REMOVE)
                 return
         editor.replace(call, inner.with_changes(lpar=call.lpar, rpar=call.rpar) if call.lpar else inner)
+
+
+def _rebinds(stmt: ast.stmt, text: str) -> bool:
+    """Does ``stmt`` (or a statement nested in it) assign another object to the expression that reads
+    ``text``? Moving a module (`model = model.cuda()`, `.to(device)`) returns the module itself."""
+    for node in ast.walk(stmt):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else ()
+        if any(ast.unparse(t) == text for t in targets):
+            value = getattr(node, "value", None)
+            moved = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in MOVE_METHODS and ast.unparse(value.func.value) == text
+            if not moved:
+                return True
+    return False
 
 
 def _functional_by_class(ctx) -> dict[str, list[tuple[ast.Call, str, tuple[frozenset[str], ...]]]]:

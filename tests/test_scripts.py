@@ -1672,6 +1672,45 @@ def test_wraps_a_base_class_constructor_stores_on_self():
     assert not index.condition("init_wrapped:model@pkg.other.Missing")
 
 
+def test_wrapping_methods_of_module_classes():
+    """scripts.wrapping_methods: a class's methods other than `__init__` that build a stock DataParallel
+    wrapper and store it in an attribute of self, not one that only moves a wrapper another method
+    built; the index answers `wrapping_method:<name>` when a module class defines such a method (issue
+    11, 3D-Pose-Estimator's `self.model.parallelise()` before the trainer wraps the whole model)."""
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import wrapping_methods
+
+    models = textwrap.dedent("""
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 3, 1)
+                self.head = nn.DataParallel(nn.Linear(3, 3))
+
+            def parallelise(self):
+                self.conv = nn.DataParallel(self.conv)
+
+            def prepare(self):
+                self.conv = self.conv.cuda()
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+
+            def distribute(self):
+                self.model = nn.DataParallel(self.model)
+    """)
+    assert wrapping_methods(file_context(models)) == {"m.Encoder": ["parallelise"], "m.Runner": ["distribute"]}
+    assert wrapping_methods(file_context("class Plain:\n    def setup(self, m):\n        self.m = m\n")) == {}
+    index = ClassIndex([analyze_source(models, "models.py", [], "pkg.models")])
+    assert index.condition("wrapping_method:parallelise")
+    assert not index.condition("wrapping_method:distribute")  # Runner is not a module
+    assert not index.condition("wrapping_method:prepare")  # moves the wrapper parallelise built
+    assert not index.condition("wrapping_method:__init__")
+
+
 def test_star_import_binds_a_wrapped_class():
     """ClassIndex.lookup follows a name a module neither defines nor imports by name through its star
     imports (issue 11, StyleTTS2's `from losses import *`): the last star-imported module that binds it

@@ -34,6 +34,7 @@ from dpcheck.analysis.scripts import (
     OWN_METHOD_CONDITION,
     dataparallel_attributes,
     init_wrapped_attributes,
+    wrapping_methods,
     wrapped_attributes,
 )
 from dpcheck.analysis.source import SourceFile, suppressed
@@ -148,6 +149,9 @@ class FileResult:
     # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
     # (scripts.init_wrapped_attributes).
     init_wrapped: dict[str, list[str]] = field(default_factory=dict)
+    # Its classes -> their other methods that store a DataParallel wrapper in an attribute of self
+    # (scripts.wrapping_methods).
+    wrapping_methods: dict[str, list[str]] = field(default_factory=dict)
     # The modules its star imports read from, in order (names.ImportMap.star_modules), and the names
     # a literal `__all__` declares (None where it declares none): what a star import of it binds.
     star_imports: list[str] = field(default_factory=list)
@@ -203,6 +207,8 @@ class FileResult:
                    if self.parallel_helpers else {}),
                 **({"init_wrapped": {k: " ".join(v) for k, v in self.init_wrapped.items()}}
                    if self.init_wrapped else {}),
+                **({"wrapping_methods": {k: " ".join(v) for k, v in self.wrapping_methods.items()}}
+                   if self.wrapping_methods else {}),
                 **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
                    if self.pairing_helpers else {}),
                 **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
@@ -244,6 +250,8 @@ class FileResult:
                    parallel_helpers={str(k): str(v).split()
                                      for k, v in dict(data.get("parallel_helpers", {})).items()},
                    init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()},
+                   wrapping_methods={str(k): str(v).split()
+                                     for k, v in dict(data.get("wrapping_methods", {})).items()},
                    pairing_helpers={str(k): str(v).split()
                                     for k, v in dict(data.get("pairing_helpers", {})).items()},
                    star_imports=str(data.get("star_imports", "")).split(),
@@ -461,6 +469,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_parallel_helpers(ctx, result)
     summarize_pairing_helpers(ctx, result)
     result.init_wrapped = init_wrapped_attributes(ctx)
+    result.wrapping_methods = wrapping_methods(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

@@ -49,6 +49,7 @@ from dpcheck.analysis.scripts import (
     FALLBACK_GETATTR,
     GUARD_CONDITION,
     INIT_WRAPPED_CONDITION,
+    WRAPPING_METHOD_CONDITION,
     KEEPS_LAST,
     LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
@@ -132,6 +133,7 @@ class ClassIndex:
         self._parallel_helpers: dict[str, tuple[str, ...]] = {}
         self._pairing_helpers: dict[str, frozenset[str]] = {}
         self._init_wrapped: dict[str, set[str]] = {}
+        self._wrapping_methods: dict[str, set[str]] = {}  # method name -> the classes defining it
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -245,6 +247,9 @@ class ClassIndex:
         self._bare = None
         for name, attrs in result.init_wrapped.items():
             self._init_wrapped.setdefault(name, set()).update(attrs)
+        for name, methods in result.wrapping_methods.items():
+            for method in methods:
+                self._wrapping_methods.setdefault(method, set()).add(name)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -867,6 +872,12 @@ class ClassIndex:
         return attr in self._init_wrapped.get(target, ()) or any(
             self.init_wrapped(f"{attr}@{base}", trail | {target}) for base in self.bases[target])
 
+    def wrapping_method(self, method: str) -> bool:
+        """Does a scanned module class define a method of this name that stores a DataParallel wrapper
+        in an attribute of self (scripts.wrapping_methods)? The class of the value it is called on is
+        not known where it is called (a trainer's constructor argument), so any such class answers."""
+        return any(self.is_module(name) for name in self._wrapping_methods.get(method, ()))
+
     def forward_flag(self, text: str) -> bool:
         """``<class>:<attr>``: does the class's own forward test `self.<attr>` (see
         model_class.forward_flags)? Its bases are not asked: a class that defines no forward, or
@@ -954,6 +965,8 @@ class ClassIndex:
             return self.pairing_helper(name)
         if f"{kind}:" == INIT_WRAPPED_CONDITION and name:
             return self.init_wrapped(name)
+        if f"{kind}:" == WRAPPING_METHOD_CONDITION and name:
+            return self.wrapping_method(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

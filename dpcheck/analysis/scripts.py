@@ -1256,21 +1256,48 @@ def init_wrapped_attributes(ctx: FileContext) -> dict[str, list[str]]:
     """This file's classes -> the attributes of self their own `__init__` stores a stock DataParallel
     wrapper in, on some path (`self.model = torch.nn.DataParallel(self.model)` in a BaseTrainer whose
     subclasses, in other files, read `self.model.encoder` after `super().__init__(...)`)."""
-    if not mentions_dataparallel(ctx):
-        return {}
     found: dict[str, set[str]] = {}
+    for qualname, method, attr, _ in _self_wraps(ctx):
+        if method.name == "__init__":
+            found.setdefault(qualname, set()).add(attr)
+    return {name: sorted(attrs) for name, attrs in found.items()}
+
+
+# The condition of a wrap of `x` right after a call `x.<method>()` (DP705): ``wrapping_method:<method>``,
+# a scanned module class defines a method of that name that stores a DataParallel wrapper in an
+# attribute of self (``wrapping_methods``; ClassIndex.wrapping_method settles it).
+WRAPPING_METHOD_CONDITION = "wrapping_method:"
+
+
+def wrapping_methods(ctx: FileContext) -> dict[str, list[str]]:
+    """This file's classes -> their methods, other than `__init__`, that store a stock DataParallel
+    wrapper in an attribute of self (`def parallelise(self): self.conv1 = nn.DataParallel(self.conv1)`):
+    a model that wraps its own submodules when asked, which a trainer may then wrap whole."""
+    found: dict[str, set[str]] = {}
+    for qualname, method, _, wrap in _self_wraps(ctx):
+        # The wrapper built in that method, not one it only moves (`self.conv1 = self.conv1.cuda()`
+        # after another method wrapped it).
+        if method.name != "__init__" and ctx.enclosing(wrap.call, _FUNCTIONS) is method:
+            found.setdefault(qualname, set()).add(method.name)
+    return {name: sorted(methods) for name, methods in found.items()}
+
+
+def _self_wraps(ctx: FileContext) -> Iterator[tuple[str, ast.AST, str, Wrap]]:
+    """(class qualname, method, attribute, wrap) for each stock DataParallel wrapper a method of a
+    class of this file stores in a plain attribute of self, on some path."""
+    if not mentions_dataparallel(ctx):
+        return
     for wrap in script_facts(ctx).wraps:
         attr = wrap.name.removeprefix("self.")
         if wrap.parameter or wrap.source.requires or attr == wrap.name or "." in attr \
                 or not isinstance(wrap.scope, ast.ClassDef) or wrap.origin is None:
             continue
-        init = ctx.enclosing(wrap.origin, _FUNCTIONS)
+        method = ctx.enclosing(wrap.origin, _FUNCTIONS)
         info = ctx.classes.get(wrap.scope.name)
-        if init is None or init.name != "__init__" or info is None or info.node is not wrap.scope \
-                or ctx.enclosing(init, ast.ClassDef) is not wrap.scope:
+        if method is None or info is None or info.node is not wrap.scope \
+                or ctx.enclosing(method, ast.ClassDef) is not wrap.scope:
             continue
-        found.setdefault(info.qualname, set()).add(attr)
-    return {name: sorted(attrs) for name, attrs in found.items()}
+        yield info.qualname, method, attr, wrap
 
 
 def script_facts(ctx: FileContext) -> ScriptFacts:
