@@ -859,10 +859,56 @@ class ScriptFacts:
             return True
         shared = {id(n) for n, _, _ in arms_b} & by_node.keys()  # enclosing both, on the same arm
         facts_a = [f for n, arm, test in arms_a if test is not None and id(n) not in shared
-                   for f in _conditions(test, arm == "body")]
+                   for f in self._conditions_at(a, test, arm == "body")]
         facts_b = [f for n, arm, test in arms_b if test is not None and id(n) not in shared
-                   for f in _conditions(test, arm == "body")]
+                   for f in self._conditions_at(b, test, arm == "body")]
         return any(_contradict(x, y) for x in facts_a for y in facts_b)
+
+    def _conditions_at(self, node: ast.AST, test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
+        """``_conditions`` of a test around ``node``; in a constructor that keeps a parameter as a flag
+        (`self.multigpu = multigpu`), a test of the parameter reads as one of the flag, so that
+        `if multigpu: self.net = DataParallel(self.net)` in `__init__` and `if not self.multigpu:` in
+        another method are seen to exclude each other."""
+        found = _conditions(test, positive)
+        method = self.ctx.enclosing(node, _FUNCTIONS)
+        flags = self._constructor_flags.get(id(method)) if method is not None and method.name == "__init__" else None
+        if not flags:
+            return found
+        translated = []
+        for text, truth in found:
+            for parameter, attribute in flags.items():
+                text = text.replace(f"Name(id='{parameter}', ctx=Load())", attribute)
+            translated.append((text, truth))
+        return translated
+
+    @cached_property
+    def _constructor_flags(self) -> dict[int, dict[str, str]]:
+        """id of a class's `__init__` -> {parameter: dump of `self.<attr>`} for each top-level
+        `self.<attr> = <parameter>` of it, where the constructor never rebinds the parameter and the
+        file stores in an attribute of that name nowhere else: both read the same value everywhere."""
+        candidates = []  # (init, parameter, the target)
+        for info in self.ctx.classes.values():
+            init = info.methods.get("__init__")
+            if init is None:
+                continue
+            parameters = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
+            for stmt in init.body:
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+                if isinstance(target, ast.Attribute) and target_text(target) is not None \
+                        and isinstance(stmt.value, ast.Name) and stmt.value.id in parameters \
+                        and not _rebinds_name(init, stmt.value.id):
+                    candidates.append((init, stmt.value.id, target))
+        if not candidates:
+            return {}
+        flag_targets = {id(target) for _, _, target in candidates}
+        stored_elsewhere = {node.attr for node in self.ctx.nodes(ast.Attribute)
+                            if isinstance(node.ctx, ast.Store) and id(node) not in flag_targets}
+        found: dict[int, dict[str, str]] = {}
+        for init, parameter, target in candidates:
+            if target.attr not in stored_elsewhere:
+                found.setdefault(id(init), {})[parameter] = ast.dump(
+                    ast.Attribute(ast.Name("self", ast.Load()), target.attr, ast.Load()))
+        return found
 
     def guarded_apart(self, a: ast.AST, b: ast.AST) -> bool:
         """Does ``a`` run only under an `if` test that does not also enclose ``b`` (`if args.sync_bn:`
@@ -1198,13 +1244,18 @@ def _contradict(x: tuple[str, bool], y: tuple[str, bool]) -> bool:
     return x[0] == y[0] and x[1] != y[1]
 
 
+def _rebinds_name(fn: ast.AST, name: str) -> bool:
+    """Does the body of ``fn`` assign to ``name`` (its parameters aside)?"""
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(fn))
+
+
 def _binds(scope: ast.AST, name: str) -> bool:
     """Does a function bind ``name`` itself (a parameter or an assignment)?"""
     if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         args = scope.args
         if any(a.arg == name for a in args.posonlyargs + args.args + args.kwonlyargs):
             return True
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(scope))
+    return _rebinds_name(scope, name)
 
 
 def target_text(node: ast.AST | None) -> str | None:
