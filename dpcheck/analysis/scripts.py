@@ -1314,7 +1314,7 @@ def init_wrapped_attributes(ctx: FileContext) -> dict[str, list[str]]:
     return {name: sorted(attrs) for name, attrs in found.items()}
 
 
-# The condition of a wrap of `x` right after a call `x.<method>()` (DP705): ``wrapping_method:<method>``,
+# The condition of a wrap of `x` right after a call `x.<method>()` (nested wrappers): ``wrapping_method:<method>``,
 # a scanned module class defines a method of that name that stores a DataParallel wrapper in an
 # attribute of self (``wrapping_methods``; ClassIndex.wrapping_method settles it).
 WRAPPING_METHOD_CONDITION = "wrapping_method:"
