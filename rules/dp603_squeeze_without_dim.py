@@ -24,6 +24,11 @@ mask bound only to a comparison, its `~`/`&`/`|`, or `.any`/`.all`/`.max`/`.min`
 one): boolean indexing flattens the masked dims, so the leading dim counts matches across the
 replica's chunk, not its samples. Rows picked by an index tensor (`tids[best]`) stay reported.
 
+Nor where the squeezed value is used only in elementwise arithmetic with a batch-major tensor of
+the chunk (`self.w(x).squeeze() * mask`, `out1 = torch.squeeze(h)` then `out1 + out2`): broadcasting
+with that operand's leading dim of one gives a one-sample replica its batch dim back. A number or a
+layer's parameter as the other operand has no batch dim and stays reported.
+
 In a loss module (named `*Loss`, `*Criterion`, `*CE`..., owning no layers) it is reported only
 where a scanned file builds the loss inside a module or wraps it: a criterion a script applies
 to the gathered output sees the whole batch on one device.
@@ -91,7 +96,8 @@ class SqueezeWithoutDim(Rule):
                         and not _rank_query(call, fn) and not _rank_guarded(call, receiver, fn, resolve) \
                         and not _feeds_one_sample_op(call, fn, resolve) \
                         and not _flattened_by_mask(call, fn, resolve) \
-                        and not _selected_by_mask(receiver, call, fn):
+                        and not _selected_by_mask(receiver, call, fn) \
+                        and not _broadcast_back(call, receiver, fn):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -109,6 +115,36 @@ class SqueezeWithoutDim(Rule):
         # The run failed only at a batch size other than the first (a chunk of one sample).
         return super().matches(finding, observation, ran) or (
             ran and observation.raised and "first_batch_ran" in observation.details)
+
+
+def _broadcast_back(call, receiver, fn) -> bool:
+    """`x.squeeze() * mask`, or `out1 = torch.squeeze(h)` ... `out = out1 + out2`: the squeezed value
+    is used only as an operand of elementwise arithmetic whose other operand is a batch-major tensor
+    of the chunk, which is not the squeezed value itself. For a batch of several samples the
+    operation works only with that operand's leading (batch) dim meeting the squeezed value's, so
+    its rank is at least as high; on a one-sample replica broadcasting puts the dropped dim of size
+    one back, and the result has the shape it has unwrapped."""
+    parent = fn.parent(call)
+    if isinstance(parent, ast.BinOp):
+        return _meets_batch_operand(call, parent, receiver, fn)
+    if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    if len(fn.local_values.get(name, ())) != 1:
+        return False  # rebound elsewhere: which value a read sees is unclear
+    uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(isinstance(fn.parent(n), ast.BinOp) and _meets_batch_operand(n, fn.parent(n), receiver, fn)
+                              for n in uses)
+
+
+_ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _meets_batch_operand(operand, binop, receiver, fn) -> bool:
+    other = binop.right if binop.left is operand else binop.left
+    return isinstance(binop.op, _ELEMENTWISE) and is_batch_tensor(other, fn) \
+        and ast.dump(other) != ast.dump(receiver)
 
 
 _RESHAPED = frozenset({"reshape", "view", "item", "tolist"})
