@@ -129,7 +129,7 @@ def _broadcast_back(call, receiver, fn, ctx) -> bool:
     is passed a batch-major tensor for (QANet's `mask_logits(self.w1(x).squeeze(), mask)`)."""
     parent = fn.parent(call)
     if isinstance(parent, ast.BinOp):
-        return _meets_batch_operand(call, parent, receiver, fn)
+        return _meets_batch_operand(call, parent, receiver, fn, ctx.resolve)
     if isinstance(parent, ast.Call) and call in parent.args:
         return _combined_by_helper(parent, parent.args.index(call), receiver, fn, ctx)
     if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1
@@ -139,8 +139,8 @@ def _broadcast_back(call, receiver, fn, ctx) -> bool:
     if len(fn.local_values.get(name, ())) != 1:
         return False  # rebound elsewhere: which value a read sees is unclear
     uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
-    return bool(uses) and all(isinstance(fn.parent(n), ast.BinOp) and _meets_batch_operand(n, fn.parent(n), receiver, fn)
-                              for n in uses)
+    return bool(uses) and all(isinstance(fn.parent(n), ast.BinOp)
+                              and _meets_batch_operand(n, fn.parent(n), receiver, fn, ctx.resolve) for n in uses)
 
 
 def _combined_by_helper(helper_call, position, receiver, fn, ctx) -> bool:
@@ -168,8 +168,7 @@ def _combined_by_helper(helper_call, position, receiver, fn, ctx) -> bool:
         if not (isinstance(other, ast.Name) and other.id != name and other.id in passed
                 and _converted_only(other.id, helper)):
             return False
-        value = passed[other.id]
-        if not (is_batch_tensor(value, fn) and ast.dump(value) != ast.dump(receiver)):
+        if not _keeps_batch_dim(passed[other.id], receiver, fn, ctx.resolve):
             return False
     return bool(uses)
 
@@ -184,10 +183,20 @@ def _converted_only(name, fn) -> bool:
 _ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 
-def _meets_batch_operand(operand, binop, receiver, fn) -> bool:
+def _meets_batch_operand(operand, binop, receiver, fn, resolve) -> bool:
     other = binop.right if binop.left is operand else binop.left
-    return isinstance(binop.op, _ELEMENTWISE) and is_batch_tensor(other, fn) \
-        and ast.dump(other) != ast.dump(receiver)
+    return isinstance(binop.op, _ELEMENTWISE) and _keeps_batch_dim(other, receiver, fn, resolve)
+
+
+def _keeps_batch_dim(value, receiver, fn, resolve) -> bool:
+    """A batch-major tensor of the chunk that is not the squeezed value and was squeezed nowhere on
+    its way (`y.squeeze()`, or a local bound to one, loses the batch dim alike: `() - ()` stays 0-dim)."""
+    if not is_batch_tensor(value, fn) or ast.dump(value) == ast.dump(receiver):
+        return False
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return not any(_is_squeeze_all(node, resolve) for node in ast.walk(value)) and not any(
+        _is_squeeze_all(node, resolve) for name in names for bound in fn.local_values.get(name, ()) for node in ast.walk(bound))
+
 
 
 _RESHAPED = frozenset({"reshape", "view", "item", "tolist"})
