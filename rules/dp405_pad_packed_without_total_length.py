@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.bindings import reaching_binding
 from dpcheck.analysis.dataflow import argument, dim_argument, is_true, keyword, parameters_of
 from dpcheck.analysis.guards import branch_requires
 from dpcheck.findings import Applicability, Severity
@@ -89,7 +90,7 @@ class PadPackedWithoutTotalLength(Rule):
                         continue  # padded up to the length every replica's argument shares
                     if _pooled_over_time_before_return(model, fn, call):
                         continue  # the padded time axis never leaves forward
-                    padded = _padded_input(fn, resolve)
+                    padded = _padded_input(fn, call, resolve)
                     fix = None if padded is None else self.offer_fix(
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
                     yield self.violation(call, "`pad_packed_sequence` without `total_length`: each "
@@ -115,9 +116,10 @@ class PadPackedWithoutTotalLength(Rule):
         editor.replace(call, call.with_changes(args=[*args, extra]))
 
 
-def _padded_input(fn, resolve) -> str | None:
+def _padded_input(fn, pad_call, resolve) -> str | None:
     """`x.size(1)` (batch_first) or `x.size(0)` for the padded tensor `x` this function packs
-    with pack_padded_sequence; None when it is not a plain name in scope."""
+    with pack_padded_sequence; None when it is not a plain name that still holds it where
+    ``pad_call`` reads it."""
     for call in fn.nodes(ast.Call):
         name = resolve(call.func) or ""
         if name.endswith("pack_padded_sequence") and call.args and isinstance(call.args[0], ast.Name):
@@ -125,27 +127,40 @@ def _padded_input(fn, resolve) -> str | None:
             if batch_first is None and len(call.args) > 2:
                 batch_first = call.args[2]
             dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
-            padded = _still_padded(call.args[0].id, fn, resolve)
+            padded = _still_padded(call.args[0].id, fn, call, pad_call, resolve)
             return None if padded is None else f"{padded}.size({dim})"
     return None
 
 
-def _still_padded(name, fn, resolve) -> str | None:
-    """A name that holds the padded tensor wherever the fix reads it: `name` itself unless the
-    function rebinds it to the packed sequence (`x = pack_padded_sequence(x, ...)`, where
-    `x.size(1)` would raise); then the one plain name it was copied from (`x = inputs`), if that
-    is never packed in turn; else None (no fix is offered)."""
+def _still_padded(name, fn, pack_call, pad_call, resolve) -> str | None:
+    """A name that holds the padded tensor where ``pad_call`` reads it: `name` itself unless the
+    function rebinds it after packing (`x = pack_padded_sequence(x, ...)`, or `x, _ = self.rnn(packed)`,
+    where `x` is a PackedSequence and `x.size(1)` would raise); then the one plain name it was copied
+    from (`x = inputs`), if the same binding of that name reaches the packing and the unpacking;
+    else None (no fix is offered)."""
     def packed(values):
         return any(isinstance(v, ast.Call) and (resolve(v.func) or "").endswith("pack_padded_sequence")
                    for v in values)
 
+    if _unchanged_between(name, fn, pack_call, pad_call):
+        return name
     values = fn.local_values.get(name) or []
     if not packed(values):
-        return name
+        return None
     sources = [v for v in values if not packed([v])]
-    if len(sources) == 1 and isinstance(sources[0], ast.Name) and not packed(fn.local_values.get(sources[0].id) or []):
+    if len(sources) == 1 and isinstance(sources[0], ast.Name) \
+            and _unchanged_between(sources[0].id, fn, pack_call, pad_call):
         return sources[0].id
     return None
+
+
+def _unchanged_between(name, fn, first, later) -> bool:
+    """Does ``name`` hold at ``later`` the value it held at ``first``: the function never binds it
+    (a parameter kept as passed), or one and the same binding of it reaches both."""
+    if not any(node.id == name and not isinstance(node.ctx, ast.Load) for node in fn.nodes(ast.Name)):
+        return name in parameters_of(fn)
+    binding = reaching_binding(fn, name, later)
+    return binding is not None and binding is reaching_binding(fn, name, first)
 
 
 def _from_lengths(node, fn, depth) -> bool:

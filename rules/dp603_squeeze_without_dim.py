@@ -24,6 +24,12 @@ mask bound only to a comparison, its `~`/`&`/`|`, or `.any`/`.all`/`.max`/`.min`
 one): boolean indexing flattens the masked dims, so the leading dim counts matches across the
 replica's chunk, not its samples. Rows picked by an index tensor (`tids[best]`) stay reported.
 
+Nor where the squeezed value is used only in elementwise arithmetic with a batch-major tensor of
+the chunk (`self.w(x).squeeze() * mask`, `out1 = torch.squeeze(h)` then `out1 + out2`, or a helper
+of the file that does only that with it, `mask_logits(self.w(x).squeeze(), mask)`): broadcasting
+with that operand's leading dim of one gives a one-sample replica its batch dim back. A number or a
+layer's parameter as the other operand has no batch dim and stays reported.
+
 In a loss module (named `*Loss`, `*Criterion`, `*CE`..., owning no layers) it is reported only
 where a scanned file builds the loss inside a module or wraps it: a criterion a script applies
 to the gathered output sees the whole batch on one device.
@@ -38,7 +44,7 @@ import ast
 
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import argument, is_batch_tensor, statement_block
+from dpcheck.analysis.dataflow import CONVERSIONS, argument, is_batch_tensor, statement_block
 from dpcheck.analysis.outputs import is_loss_module
 from dpcheck.findings import Applicability, Severity
 from dpcheck.findings import ObservationKind as K
@@ -91,7 +97,8 @@ class SqueezeWithoutDim(Rule):
                         and not _rank_query(call, fn) and not _rank_guarded(call, receiver, fn, resolve) \
                         and not _feeds_one_sample_op(call, fn, resolve) \
                         and not _flattened_by_mask(call, fn, resolve) \
-                        and not _selected_by_mask(receiver, call, fn):
+                        and not _selected_by_mask(receiver, call, fn) \
+                        and not _broadcast_back(call, receiver, fn, model.ctx):
                     fix = None
                     if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
@@ -109,6 +116,87 @@ class SqueezeWithoutDim(Rule):
         # The run failed only at a batch size other than the first (a chunk of one sample).
         return super().matches(finding, observation, ran) or (
             ran and observation.raised and "first_batch_ran" in observation.details)
+
+
+def _broadcast_back(call, receiver, fn, ctx) -> bool:
+    """`x.squeeze() * mask`, or `out1 = torch.squeeze(h)` ... `out = out1 + out2`: the squeezed value
+    is used only as an operand of elementwise arithmetic whose other operand is a batch-major tensor
+    of the chunk, which is not the squeezed value itself. For a batch of several samples the
+    operation works only with that operand's leading (batch) dim meeting the squeezed value's, so
+    its rank is at least as high; on a one-sample replica broadcasting puts the dropped dim of size
+    one back, and the result has the shape it has unwrapped. Also through a function of the file
+    that does only that with the parameter it is passed to, the other operand being a parameter it
+    is passed a batch-major tensor for (QANet's `mask_logits(self.w1(x).squeeze(), mask)`)."""
+    parent = fn.parent(call)
+    if isinstance(parent, ast.BinOp):
+        return _meets_batch_operand(call, parent, receiver, fn, ctx.resolve)
+    if isinstance(parent, ast.Call) and call in parent.args:
+        return _combined_by_helper(parent, parent.args.index(call), receiver, fn, ctx)
+    if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    if len(fn.local_values.get(name, ())) != 1:
+        return False  # rebound elsewhere: which value a read sees is unclear
+    uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(isinstance(fn.parent(n), ast.BinOp)
+                              and _meets_batch_operand(n, fn.parent(n), receiver, fn, ctx.resolve) for n in uses)
+
+
+def _combined_by_helper(helper_call, position, receiver, fn, ctx) -> bool:
+    """`mask_logits(squeezed, mask)` with `def mask_logits(target, mask): mask = mask.float();
+    return target * mask + ...`: every read of the helper's parameter at ``position`` is an operand
+    of elementwise arithmetic with another of its parameters (bound otherwise only to a conversion
+    of itself), which this call passes a batch-major tensor other than the squeezed one."""
+    func = helper_call.func
+    node = ctx.module_functions.get(func.id) if isinstance(func, ast.Name) else None
+    if node is None or any(isinstance(a, ast.Starred) for a in helper_call.args) \
+            or position >= len(node.args.posonlyargs + node.args.args):
+        return False
+    helper = ctx.function(node, None)
+    params = [a.arg for a in node.args.posonlyargs + node.args.args]
+    name = params[position]
+    if helper.local_values.get(name):
+        return False
+    passed = dict(zip(params, helper_call.args))
+    uses = [n for n in helper.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    for use in uses:
+        binop = helper.parent(use)
+        if not (isinstance(binop, ast.BinOp) and isinstance(binop.op, _ELEMENTWISE)):
+            return False
+        other = binop.right if binop.left is use else binop.left
+        if not (isinstance(other, ast.Name) and other.id != name and other.id in passed
+                and _converted_only(other.id, helper)):
+            return False
+        if not _keeps_batch_dim(passed[other.id], receiver, fn, ctx.resolve):
+            return False
+    return bool(uses)
+
+
+def _converted_only(name, fn) -> bool:
+    """Every binding of parameter ``name`` in ``fn`` is a conversion of itself (`mask = mask.float()`)."""
+    return all(isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in CONVERSIONS
+               and isinstance(v.func.value, ast.Name) and v.func.value.id == name
+               for v in fn.local_values.get(name, ()))
+
+
+_ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
+def _meets_batch_operand(operand, binop, receiver, fn, resolve) -> bool:
+    other = binop.right if binop.left is operand else binop.left
+    return isinstance(binop.op, _ELEMENTWISE) and _keeps_batch_dim(other, receiver, fn, resolve)
+
+
+def _keeps_batch_dim(value, receiver, fn, resolve) -> bool:
+    """A batch-major tensor of the chunk that is not the squeezed value and was squeezed nowhere on
+    its way (`y.squeeze()`, or a local bound to one, loses the batch dim alike: `() - ()` stays 0-dim)."""
+    if not is_batch_tensor(value, fn) or ast.dump(value) == ast.dump(receiver):
+        return False
+    names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+    return not any(_is_squeeze_all(node, resolve) for node in ast.walk(value)) and not any(
+        _is_squeeze_all(node, resolve) for name in names for bound in fn.local_values.get(name, ()) for node in ast.walk(bound))
+
 
 
 _RESHAPED = frozenset({"reshape", "view", "item", "tolist"})

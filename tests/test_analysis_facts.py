@@ -811,6 +811,13 @@ def test_mentions_are_names_attributes_and_identifier_strings():
     ("import importlib\nmodule = importlib.import_module('model.' + name)\nnet = module.Net()", False),
     ("for k, v in vars(args).items():\n    print(k, v)", False),
     ("model.eval()\nstate = self.__dict__['_modules']", False),
+    # torch's own namespaces hold torch's functions and classes, never the project's (StyleTTS2's
+    # `getattr(torch, window)(win_length)`); another library's module may be the project's.
+    ("import torch\nwindow = getattr(torch, name)(n)", False),
+    ("import torch.nn as nn\nact = getattr(nn, args.act)()", False),
+    ("from torch import optim\nopt = getattr(optim, args.opt)(params)", False),
+    ("import torch\nopt = getattr(torch.optim, args.opt)(params)", False),
+    ("import torchvision.models as tvm\nnet = getattr(tvm, args.arch)()", True),
 ])
 def test_builds_by_name(code, by_name):
     assert _mentions(code).builds_by_name is by_name

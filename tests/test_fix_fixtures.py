@@ -80,3 +80,26 @@ def changed_rows(fixed):
         if tag != "equal":
             rows.update(range(j1 + 1, j2 + 1))
     return rows
+
+
+PAD_PACKED = sorted(p for p in (FIXTURES / "dp405").glob("flagged_*.py")
+                    if not p.name.endswith(".fixed.py") and "def dpcheck_example" in p.read_text())
+
+
+@pytest.mark.parametrize("source", PAD_PACKED, ids=lambda p: p.name)
+def test_total_length_fix_names_a_tensor_where_it_is_read(source, tmp_path):
+    """DP405's `total_length=x.size(1)` must name a value that still holds the padded tensor where
+    pad_packed_sequence runs: where `x` was rebound to a PackedSequence (`x, _ = self.rnn(packed)`),
+    `x.size` raises. Fix every flagged example, then run its model's forward."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    work = tmp_path / source.name
+    shutil.copy(source, work)
+    run_cli(work.name, "--isolated", "--no-cache", "--select", "DP405", "--fix", "--unsafe-fixes", cwd=tmp_path)
+    spec = importlib.util.spec_from_file_location(f"fixed_{source.stem}", work)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, args = module.dpcheck_example()
+    with torch.no_grad():
+        model(*args)

@@ -4,7 +4,8 @@ A class whose file never names it outside its own body, that no other scanned fi
 names (a free name a star import binds, an attribute `loss.VGGLoss`, a string a registry looks
 up) or subclasses, and that no decorator registers, is built by nothing the run can see: dead
 code copied in with a file (bOEMD's HookBasedFeatureExtractor, TENet's VGGLoss). That holds only
-where no scanned file looks classes up by a name it computes: `getattr(module, name)`,
+where no scanned file looks classes up by a name it computes: `getattr(module, name)` (on a
+module of the project or another library; torch's namespaces hold none of its classes),
 `globals()[name]`, `eval`, `__subclasses__()`, ... can build any class of a module without its
 name appearing anywhere in the code (it may come from a config file or the command line).
 
@@ -81,8 +82,10 @@ def summarize_text_mentions(text: str, result) -> None:
 def _builds_by_name(ctx: FileContext) -> bool:
     calls = ctx.nodes(ast.Call)
     # Names that may hold a module: what the file imports, and what an import by a computed name
-    # returns (`module = importlib.import_module("models." + name)`).
-    modules = set(ctx.imports.aliases)
+    # returns (`module = importlib.import_module("models." + name)`). Not torch's own namespaces:
+    # `getattr(torch, window)`, `getattr(nn, activation)`, `getattr(torch.optim, name)` return
+    # torch's functions and classes, never a class of the project.
+    modules = {alias for alias, target in ctx.imports.aliases.items() if target.partition(".")[0] != "torch"}
     for call in calls:
         if _called(call) in _IMPORT_CALLS:
             parent = ctx.tree_index.parents.get(call)
