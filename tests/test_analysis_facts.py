@@ -933,6 +933,38 @@ def test_pairing_helpers_pair_samples_of_a_parameter_by_strided_batch_slices():
     assert pairing_helpers(file_context("def f(x):\n    return x[0:None:2] + x[1:None:2]\n")) == {}
 
 
+def test_item_stores_record_what_a_subclass_of_another_file_puts_into_a_container_on_self():
+    # digideep: `PolicyBase.model_to_gpu` (another file) wraps every item of `self.model`; the
+    # subclass's stores are what it wraps (issue 11).
+    from conftest import file_context
+
+    from dpcheck.analysis.wrapping import UNTRACED_ITEM, item_stores
+
+    ctx = file_context("""
+        import torch.nn as nn
+        from pkg.base import PolicyBase
+        from pkg.heads import Categorical
+
+        class Policy(PolicyBase):
+            def __init__(self, device, build):
+                super().__init__(device)
+                self.model["dist"] = Categorical(4, 2)
+                self.model["base"] = build()
+                self.model["dist"] = nn.DataParallel(self.model["dist"])
+                self.extra.append(Categorical(4, 2).cuda())
+                self.table = {}
+
+        class Plain(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleDict()
+                self.layers["a"] = Categorical(4, 2)
+    """, module="pkg.policy")
+    assert item_stores(ctx) == {"extra@pkg.policy.Policy": ["pkg.heads.Categorical"],
+                                "model@pkg.policy.Policy": [UNTRACED_ITEM, "pkg.heads.Categorical"]}
+    assert item_stores(file_context("class A(Base):\n    def f(self):\n        self.x = 1\n")) == {}
+
+
 def test_a_private_class_built_in_a_module_is_a_layer_of_it():
     # faster-rcnn's `self.RCNN_rpn = _RPN(...)`: its 0-dim losses reach the gather through the
     # owner's forward, so the index must not take `_RPN` for a model of its own.

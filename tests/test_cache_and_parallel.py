@@ -248,6 +248,7 @@ def test_file_result_round_trips_through_the_cache_format():
     result.pairing_helpers = {"do_mixup": ["0", "1"]}
     result.star_imports = ["losses", "pkg.models"]
     result.declared_all = []
+    result.item_stores = {"model@policy.Policy": ["?", "heads.Categorical"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
@@ -269,6 +270,8 @@ def test_file_result_round_trips_through_the_cache_format():
     assert back.wrapping_methods == {"models.Encoder": ["parallelise", "split"]}
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).init_wrapped == {}
     assert back.pairing_helpers == {"do_mixup": ["0", "1"]}
+    assert back.item_stores == {"model@policy.Policy": ["?", "heads.Categorical"]}
+    assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).item_stores == {}
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).pairing_helpers == {}
     assert (back.star_imports, back.declared_all) == (["losses", "pkg.models"], [])  # (an empty `__all__` is kept)
     assert (empty.star_imports, empty.declared_all) == ([], None)

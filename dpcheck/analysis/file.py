@@ -155,6 +155,9 @@ class FileResult:
     # The modules its star imports read from, in order (names.ImportMap.star_modules), and the names
     # a literal `__all__` declares (None where it declares none): what a star import of it binds.
     star_imports: list[str] = field(default_factory=list)
+    # `<attr>@<class>` -> what that class's methods put into `self.<attr>` item by item, for a base of
+    # another file that wraps every item (wrapping.item_stores).
+    item_stores: dict[str, list[str]] = field(default_factory=dict)
     declared_all: list[str] | None = None
 
     @property
@@ -212,6 +215,7 @@ class FileResult:
                 **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
                    if self.pairing_helpers else {}),
                 **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
+                **({"item_stores": {k: " ".join(v) for k, v in self.item_stores.items()}} if self.item_stores else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
     @classmethod
@@ -255,6 +259,7 @@ class FileResult:
                    pairing_helpers={str(k): str(v).split()
                                     for k, v in dict(data.get("pairing_helpers", {})).items()},
                    star_imports=str(data.get("star_imports", "")).split(),
+                   item_stores={str(k): str(v).split() for k, v in dict(data.get("item_stores", {})).items()},
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
 

@@ -61,7 +61,7 @@ from dpcheck.analysis.scripts import (
     guard_fails,
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
-from dpcheck.analysis.wrapping import CALL_LEAF, KEPT_MODULE_CONDITION, PART_LEAF
+from dpcheck.analysis.wrapping import CALL_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF, UNTRACED_ITEM
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -134,6 +134,8 @@ class ClassIndex:
         self._pairing_helpers: dict[str, frozenset[str]] = {}
         self._init_wrapped: dict[str, set[str]] = {}
         self._wrapping_methods: dict[str, set[str]] = {}  # method name -> the classes defining it
+        # `<attr>@<class>` -> what that class puts into `self.<attr>` item by item (wrapping.item_stores).
+        self._item_stores: dict[str, list[str]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
@@ -245,6 +247,8 @@ class ClassIndex:
         self._escaping.update(result.mentions if EVERY_MENTION in result.escaping else result.escaping)
         self._passed_attributes.update(result.passed_attributes)
         self._bare = None
+        for key, leaves in result.item_stores.items():
+            self._item_stores.setdefault(key, []).extend(leaves)
         for name, attrs in result.init_wrapped.items():
             self._init_wrapped.setdefault(name, set()).update(attrs)
         for name, methods in result.wrapping_methods.items():
@@ -450,7 +454,8 @@ class ClassIndex:
             # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
             # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
             self._canonical = tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
-                                    for names, stars in ((self._wrapped_names, True), (self._submodule_names, False)))
+                                    for names, stars in ((self._wrapped_names | self._item_wrapped(), True),
+                                                         (self._submodule_names, False)))
         wrapped, submodules = self._canonical
         return name in wrapped or name not in submodules
 
@@ -655,6 +660,15 @@ class ClassIndex:
         for leaf in leaves:
             is_part = part or leaf.startswith(PART_LEAF)
             leaf = leaf.removeprefix(PART_LEAF)
+            if leaf.startswith(ITEMS_LEAF):
+                stored = self._stored_items(leaf[len(ITEMS_LEAF):])
+                found = None if not stored or UNTRACED_ITEM in stored or leaf in trail \
+                    else self._settle_leaves(stored, trail | {leaf}, is_part)
+                if found is None:
+                    return None
+                classes += found[0]
+                parts += found[1]
+                continue
             if not leaf.startswith(CALL_LEAF):
                 (parts if is_part else classes).append(leaf)
                 continue
@@ -677,6 +691,20 @@ class ClassIndex:
             classes += found[0]
             parts += found[1]
         return classes, parts
+
+    def _stored_items(self, key: str) -> list[str]:
+        """The leaves of what a class (`<attr>@<class>`) and every scanned class that inherits from it
+        put into `self.<attr>` item by item (wrapping.item_stores)."""
+        attr, _, holder = key.partition("@")
+        return [leaf for stored, leaves in list(self._item_stores.items()) if stored.partition("@")[0] == attr
+                and self._inherits(stored.partition("@")[2], holder) for leaf in leaves]
+
+    def _item_wrapped(self) -> set[str]:
+        """Classes wrapped as items of a container on self that a base class wraps item by item
+        (wrapping.ITEMS_LEAF candidates): those stored by name, even where another item is not traced."""
+        return {leaf for leaves in list(self._wrap_candidates) for candidate in leaves
+                if candidate.startswith(ITEMS_LEAF) for leaf in self._stored_items(candidate[len(ITEMS_LEAF):])
+                if leaf != UNTRACED_ITEM and not leaf.startswith((CALL_LEAF, PART_LEAF))}
 
     def holds_weights(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """May the class hold a parameter, buffer or weighted layer of its own: its constructor, a

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections import Counter
+from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, NamedTuple
@@ -157,6 +159,10 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
         layer = _torch_layer_alone(inner, call, ctx)
         if layer:
             alone.add(layer)  # `nn.DataParallel(nn.Linear(8, 2))`: torch's own code runs, no scanned class's
+            continue
+        items = _inherited_items(inner, call, ctx)
+        if items:
+            candidates.append([items])
             continue
         traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
         if traced:
@@ -339,10 +345,79 @@ def _items_constructions(node: ast.Subscript, at: ast.AST, ctx: FileContext, dep
     return found
 
 
+def _inherited_items(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> str | None:
+    """``ITEMS_LEAF`` for a wrap of an item of a container on self (`nn.DataParallel(self.model[name])`
+    in a loop over `self.model`) in a method of a class of this file whose own code puts no traced
+    module into it: the items its subclasses put there (in other files: digideep's `PolicyBase.model_to_gpu`
+    wraps what each algorithm's `Policy` stores in `self.model["dist"]`), which the project index settles
+    from ``item_stores``. None for any other wrapped expression."""
+    inner = _without_conversions(inner)
+    if not isinstance(inner, ast.Subscript) or target_text(inner.value) is None \
+            or not target_text(inner.value).startswith("self.") or target_text(inner.value).count(".") != 1:
+        return None
+    method = ctx.enclosing(at, FunctionNode)
+    owner = ctx.enclosing(method, ast.ClassDef) if method is not None else None
+    info = ctx.classes.get(owner.name) if owner is not None else None
+    if info is None or info.node is not owner or ctx.enclosing(owner, FunctionNode) is not None:
+        return None
+    return f"{ITEMS_LEAF}{inner.value.attr}@{info.qualname}"
+
+
+def item_stores(ctx: FileContext) -> dict[str, list[str]]:
+    """`<attr>@<class>` -> what the methods of a class of this file put into `self.<attr>` item by item
+    (`self.model["dist"] = Categorical(...)`, `self.nets.append(Net())`), as ``instance_leaves``, for
+    classes with a base of another module that is not torch's: that base may wrap every item
+    (``_inherited_items``). A value not traced adds ``UNTRACED_ITEM`` and the classes it may be built from
+    (``classes_of``); a store of a wrapper of the same container's item adds nothing."""
+    found: dict[str, set[str]] = {}
+    if not _PUTS_ITEM_ON_SELF.search(ctx.source.text):
+        return {}
+    for info in ctx.classes.values():
+        if not any(ctx.local_name(base) is None and not base.startswith(("torch.", "builtins."))
+                   and base not in _BUILTIN_NAMES for base in info.bases):
+            continue
+        for method in info.methods.values():
+            for node, container, value in _item_puts(method, ctx):
+                text = target_text(container)
+                if text is None or not text.startswith("self.") or text.count(".") != 1:
+                    continue
+                wrapped = argument(value, 0, "module") if isinstance(value, ast.Call) else None
+                if isinstance(wrapped, ast.Subscript) and target_text(wrapped.value) == text:
+                    continue  # (`self.model[k] = nn.DataParallel(self.model[k])`: the wrapper of an item)
+                leaves = instance_leaves(value, method, ctx)
+                stored = found.setdefault(f"{container.attr}@{info.qualname}", set())
+                stored.update(leaves if leaves is not None else [UNTRACED_ITEM, *classes_of(value, node, ctx)])
+    return {key: sorted(leaves) for key, leaves in sorted(found.items())}
+
+
+# The text of an item put into a container on self (`self.model["dist"] = `, `self.nets.append(`): the
+# only files ``item_stores`` walks.
+_PUTS_ITEM_ON_SELF = re.compile(r"self\.\w+(?:\[[^\]\n]*\]\s*=[^=]|\.(?:append|insert)\()")
+
+
+def _item_puts(method: ast.AST, ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST, ast.AST]]:
+    """(where, the container, the item) for each item a function puts into a container: an item
+    assignment (`c[k] = v`) or `c.append(v)` / `c.insert(i, v)`."""
+    for node in ctx.tree_index.nodes_within(method, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript):
+                yield node, target.value, node.value
+    for call in ctx.tree_index.nodes_within(method, ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in _ITEM_ADDING_METHODS \
+                and len(call.args) > _ITEM_ADDING_METHODS[func.attr]:
+            yield call, func.value, call.args[_ITEM_ADDING_METHODS[func.attr]]
+
+
 # Methods that return the module they are called on (`build(cfg).cuda()` is what `build` returns).
 _INSTANCE_KEEPING_METHODS = frozenset({"cuda", "to", "train", "eval", "float", "half"})
 # A leaf of ``instance_leaves`` that the project index settles: a call of another module's function.
 CALL_LEAF = "call:"
+# A leaf of ``wrap_candidates`` that the project index settles: the items that a class, or a subclass of
+# it in any scanned file, puts into a container on self (``_inherited_items``): `items:<attr>@<class>`.
+ITEMS_LEAF = "items:"
+# Among the leaves of an ``item_stores`` entry: an item whose value was not traced.
+UNTRACED_ITEM = "?"
 # A leaf of ``instance_leaves`` built as a part of the instance (handed to its class's constructor),
 # not the instance itself: its class runs inside the model, and need not be a scanned class.
 PART_LEAF = "part:"
@@ -974,6 +1049,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.returns = function_returns(ctx)
     result.partial_batches = partial_batches(ctx)
     result.kept_modules = kept_modules(ctx)
+    result.item_stores = item_stores(ctx)
     if not mentions_script_token(ctx):
         return
     result.wrapped = sorted(wrapped_classes(ctx))
