@@ -346,14 +346,17 @@ def _items_constructions(node: ast.Subscript, at: ast.AST, ctx: FileContext, dep
 
 
 def _inherited_items(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> str | None:
-    """``ITEMS_LEAF`` for a wrap of an item of a container on self (`nn.DataParallel(self.model[name])`
-    in a loop over `self.model`) in a method of a class of this file whose own code puts no traced
-    module into it: the items its subclasses put there (in other files: digideep's `PolicyBase.model_to_gpu`
-    wraps what each algorithm's `Policy` stores in `self.model["dist"]`), which the project index settles
-    from ``item_stores``. None for any other wrapped expression."""
+    """``ITEMS_LEAF`` for a wrap of an item of a container on self under a computed key
+    (`nn.DataParallel(self.model[name])` in a loop over `self.model`) in a method of a class of this
+    file whose own code puts no traced module into it: the items its subclasses put there (in other
+    files: digideep's `PolicyBase.model_to_gpu` wraps what each algorithm's `Policy` stores in
+    `self.model["dist"]`), which the project index settles from ``item_stores``. None for any other
+    wrapped expression, and for a constant key (`self.models["pose"]` wraps that one item only)."""
     inner = _without_conversions(inner)
-    if not isinstance(inner, ast.Subscript) or target_text(inner.value) is None \
-            or not target_text(inner.value).startswith("self.") or target_text(inner.value).count(".") != 1:
+    if not isinstance(inner, ast.Subscript) or isinstance(inner.slice, ast.Constant):
+        return None
+    container = target_text(inner.value)
+    if container is None or not container.startswith("self.") or container.count(".") != 1:
         return None
     method = ctx.enclosing(at, FunctionNode)
     owner = ctx.enclosing(method, ast.ClassDef) if method is not None else None
