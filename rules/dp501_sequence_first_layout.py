@@ -31,7 +31,15 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import UNASSIGNED, is_true, keyword, parameters_of, straight_line_value
+from dpcheck.analysis.dataflow import (
+    UNASSIGNED,
+    built_outside_requirement,
+    is_true,
+    keyword,
+    on_as_built,
+    parameters_of,
+    straight_line_value,
+)
 from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
 from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.outputs import gathered_class
@@ -89,8 +97,8 @@ class SequenceFirstLayout(Rule):
     def check_class(self, model):
         if _dim1_wrapping(model.ctx) or not gathered_class(model) or not batch_dim_is_zero(model):
             return  # only the wrapped model's own inputs are scattered, and only along dim 0
-        layers = {name: kind for name, facts in model.attrs.items()
-                  for kind in [_seq_first_kind(model, facts)] if kind}
+        layers = {name: (kind, built_by) for name, facts in model.attrs.items()
+                  for built_by in [set()] for kind in [_seq_first_kind(model, facts, built_by)] if kind}
         if not layers:
             return
         for fn in model.in_forward:
@@ -98,9 +106,10 @@ class SequenceFirstLayout(Rule):
             for call in fn.nodes(ast.Call):
                 attr = fn.self_attr(call.func)
                 if attr in layers and call.args and _from_inputs(call.args[0], fn, inputs, 0):
-                    yield self.violation(call, f"`self.{attr}` is a {layers[attr]} with batch_first=False "
+                    kind, built_by = layers[attr]
+                    yield self.violation(call, f"`self.{attr}` is a {kind} with batch_first=False "
                                          "applied to forward's input: DataParallel splits dim 0, which "
-                                         "is time for this layer")
+                                         "is time for this layer", requires=built_outside_requirement(built_by))
 
     def _functional_scatter(self, model, calls):
         """`data_parallel(self.rnn, x.permute(2, 0, 1), ...)` in forward's code (torch's functional form,
@@ -108,36 +117,38 @@ class SequenceFirstLayout(Rule):
         that holds a sequence-first layer."""
         reported: dict[int, tuple] = {}
         for found in calls:
-            kind = _held_seq_first(model, found.attr)
+            built_by: set[str] = set()
+            kind = _held_seq_first(model, found.attr, built_by)
             reorder = _time_first_reorder(found.inputs, found.fn) if kind else None
             if reorder is None:
                 continue
-            _, _, _, conditions = reported.setdefault(id(found.call), (found, kind, reorder, set()))
+            _, _, _, conditions, built = reported.setdefault(id(found.call), (found, kind, reorder, set(), set()))
             conditions.add(found.requires)
-        for found, kind, reorder, conditions in reported.values():
+            built |= built_by
+        for found, kind, reorder, conditions, built_by in reported.values():
             # Torch's own call holds on no condition; a helper's on any reading of its parameters.
             requires = () if () in conditions else (frozenset(c for r in conditions for c in r[0]),)
-            requires = ((model.requires,) if model.requires else ()) + requires
+            requires = ((model.requires,) if model.requires else ()) + requires + built_outside_requirement(built_by)
             yield self.violation(found.call, f"`{ast.unparse(found.module)}` holds a {kind} with batch_first=False "
                                  f"and runs under the functional data_parallel on `{ast.unparse(reorder)}`, whose "
                                  "dim 0 is time: the scatter splits the sequence, and each replica runs over a "
                                  "slice of it", requires=requires)
 
 
-def _held_seq_first(model, attr: str | None, depth: int = 0) -> str | None:
+def _held_seq_first(model, attr: str | None, built_by: set[str], depth: int = 0) -> str | None:
     """The sequence-first layer `self.<attr>` is or holds: a torch layer (``_seq_first_kind``), or one
     of a module of this file built there, alone or in an `nn.Sequential`/`nn.ModuleList`."""
     facts = model.attrs.get(attr) if attr is not None else None
     if facts is None or depth > 2:
         return None
-    kind = _seq_first_kind(model, facts)
+    kind = _seq_first_kind(model, facts, built_by)
     if kind:
         return kind
     classes = {m.name: m for m in file_models(model.ctx)}
     for built in stored_constructions(model, attr):
         part = classes.get(built.func.id) if isinstance(built.func, ast.Name) else None
         if part is not None and part is not model:
-            kind = next((k for name in part.attrs if (k := _held_seq_first(part, name, depth + 1))), None)
+            kind = next((k for name in part.attrs if (k := _held_seq_first(part, name, built_by, depth + 1))), None)
             if kind:
                 return f"{kind} (in `{part.name}`)"
     return None
@@ -161,16 +172,26 @@ def _time_first_reorder(node, fn) -> ast.Call | None:
     return None
 
 
-def _seq_first_kind(model, facts) -> str | None:
-    for _, value, _ in facts.assignments:
+def _seq_first_kind(model, facts, built_by: set[str]) -> str | None:
+    """`nn.<kind>` of the sequence-first layer ``facts`` says the class builds in that attribute, else
+    None. A `batch_first` the constructor hands on from an option (`batch_first=batch_first`, or
+    `self.batch_first`) is read as the class is built (``on_as_built``): its default, unless a
+    construction in the file passes another constant; for a required one, what every construction
+    in the file passes, the classes that decided it going into ``built_by`` (reported only where
+    another scanned file builds one of them). An option nothing decides stays sequence-first."""
+    for _, value, where in facts.assignments:
         if not isinstance(value, ast.Call):
             continue
         name = model.ctx.resolve(value.func) or ""
         last = name.rsplit(".", 1)[-1]
         if not name.startswith("torch.nn.") or last not in _SEQ_FIRST:
             continue
-        if is_true(keyword(value, "batch_first")):
-            return None
+        flag = keyword(value, "batch_first")
+        decided: set[str] = set()
+        if is_true(flag) or isinstance(flag, (ast.Name, ast.Attribute)) and on_as_built(model, where, flag, decided):
+            if not decided:
+                return None
+            built_by |= decided
         if last in ("TransformerEncoder", "TransformerDecoder") and value.args:
             layer = value.args[0]
             if isinstance(layer, ast.Call) and is_true(keyword(layer, "batch_first")):

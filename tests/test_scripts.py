@@ -1076,6 +1076,67 @@ def test_a_folder_without_init_imported_as_a_package_is_the_scanned_file(tmp_pat
     assert {(f["location"]["row"], f["code"]) for f in findings} == {(21, "DP501")}
 
 
+def test_dp501_reads_a_batch_first_option_as_the_class_is_built(tmp_path):
+    """`nn.GRU(..., batch_first=batch_first)` from a constructor parameter that defaults to True
+    (PyHealth's Dipole/Retain predictors, built from a config dict) is batch-first as built; one
+    that defaults to False, or that a construction in the file sets False, is sequence-first. A
+    required one every construction in its file passes True for is reported only where another
+    scanned file builds the class (it may pass False there)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "models.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+
+
+        class Predictor(nn.Module):
+            def __init__(self, hidden=8, batch_first=True):
+                super().__init__()
+                self.rnn = nn.GRU(4, hidden, batch_first=batch_first)
+
+            def forward(self, x):
+                out, _ = self.rnn(x)
+                return out
+
+
+        class Required(nn.Module):
+            def __init__(self, batch_first):
+                super().__init__()
+                self.rnn = nn.GRU(4, 8, batch_first=batch_first)
+
+            def forward(self, x):
+                out, _ = self.rnn(x)
+                return out
+
+
+        def build(config):
+            return Predictor(**config), Required(True)
+    """))
+    script = """
+        import torch.nn as nn
+        from pkg.models import Predictor{extra}
+
+        model = nn.DataParallel(Predictor(hidden=16{flag}))
+    """
+    (tmp_path / "train.py").write_text(textwrap.dedent(script.format(extra="", flag="")))
+    findings, _ = run_json(tmp_path, "--select", "DP501", "--isolated", "--no-cache")
+    assert findings == []
+    # Defaulting to False, the layer is sequence-first as built.
+    models = tmp_path / "pkg" / "models.py"
+    models.write_text(models.read_text().replace("hidden=8, batch_first=True", "hidden=8, batch_first=False"))
+    findings, _ = run_json(tmp_path, "--select", "DP501", "--isolated", "--no-cache")
+    assert {(f["location"]["row"], f["code"]) for f in findings} == {(11, "DP501")}
+    # The required option: read off this file's constructions (all True, one wrapped here) until another
+    # file builds the class.
+    models.write_text(models.read_text().replace("hidden=8, batch_first=False", "hidden=8, batch_first=True")
+                      + "\n\nwrapped = nn.DataParallel(Required(batch_first=True))\n")
+    findings, _ = run_json(tmp_path, "--select", "DP501", "--isolated", "--no-cache")
+    assert findings == []
+    (tmp_path / "train.py").write_text(textwrap.dedent(script.format(extra=", Required", flag=""))
+                                       + "other = nn.DataParallel(Required(False))\n")
+    findings, _ = run_json(tmp_path, "--select", "DP501", "--isolated", "--no-cache")
+    assert {(f["location"]["row"], f["code"]) for f in findings} == {(21, "DP501")}
+
+
 REGRESSION = """
 import torch
 import torch.nn as nn

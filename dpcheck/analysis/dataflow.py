@@ -933,7 +933,14 @@ def read_back_constructions(model: ModelClass, name: str) -> dict:
 
 
 def _built_outside(built_by: set[str]) -> dict:
-    return {"error_if": (frozenset(BUILT_OUTSIDE_CONDITION + name for name in built_by),)} if built_by else {}
+    outside = built_outside_requirement(built_by)
+    return {"error_if": outside} if outside else {}
+
+
+def built_outside_requirement(built_by: set[str]) -> tuple[frozenset[str], ...]:
+    """The condition, in the form of ``Violation.requires``, that a class in ``built_by`` (whose
+    constructions in its own file decided an option) is built or imported by another scanned file."""
+    return (frozenset(BUILT_OUTSIDE_CONDITION + name for name in built_by),) if built_by else ()
 
 
 def read_back_only_behind_option(model: ModelClass, name: str, built_by: set[str] | None = None) -> bool:
@@ -1008,6 +1015,31 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
     return default
 
 
+def on_as_built(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by: set[str]) -> bool:
+    """Is the option ``subject`` true as the class is built (``_default_of``: a parameter of ``fn``,
+    forward or the constructor, or `self.<attr>` that a method sets once from a constant or one of
+    its parameters)? Where a parameter's own default decides it, no construction of the class in its
+    file may pass another constant for it (`Tagger(batch_first=False)` next to `def __init__(self,
+    batch_first=True)`); where the file's constructions decide a required one, their classes go into
+    ``built_by`` as ``_default_of`` puts them (a construction in another scanned file is not read)."""
+    decided: set[str] = set()
+    value = _default_of(model, fn, subject, decided)
+    if value is _MISSING or not value:
+        return False
+    if not decided:
+        if isinstance(subject, ast.Name):
+            init, name = fn, subject.id
+        else:
+            _, held, init = model.attrs[fn.self_attr(subject)].assignments[0]
+            name = held.id if isinstance(held, ast.Name) else None  # `self.opt = True`: nothing passes it
+        if name is not None and init.name == "__init__" and any(
+                isinstance(arg, ast.Constant) and arg.value != value
+                for _, arg in _construction_arguments(model.ctx, model.info, init, name)):
+            return False
+    built_by |= decided
+    return True
+
+
 def _constructor_default(model: ModelClass, init: FunctionInfo, name: str, built_by: set[str]):
     """A required constructor parameter's default as the layers that build this class pass it:
     every construction in the file (`Layer(dim, mode)` in `Block.__init__(self, mode="fast")`)
@@ -1030,20 +1062,13 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
     if depth > 3:
         return _MISSING
     deciders.add(info.qualname)
-    params = parameters_of(init)
-    index = params.index(name) if name in params else None
     default = _param_default(init, name)
     found = set()
-    for call in ctx.nodes(ast.Call):
-        if not (isinstance(call.func, ast.Name) and call.func.id == info.name):
-            continue
-        arg = keyword(call, name)
-        if arg is None and index is not None and index < len(call.args) \
-                and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
-            arg = call.args[index]
+    for call, arg in _construction_arguments(ctx, info, init, name):
+        if arg is _MISSING:
+            return _MISSING
         if arg is None:
-            if default is _MISSING or any(isinstance(a, ast.Starred) for a in call.args) \
-                    or any(k.arg is None for k in call.keywords):
+            if default is _MISSING:
                 return _MISSING
             found.add(default)
             continue
@@ -1065,6 +1090,25 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
     if not found and default is not _MISSING:
         found.add(default)  # built nowhere in this file: its default (built_outside settles the rest)
     return found.pop() if len(found) == 1 else _MISSING
+
+
+def _construction_arguments(ctx, info, init: FunctionInfo, name: str):
+    """Each construction `Class(...)` of class ``info`` in this file (called by its simple name), with
+    what it passes for parameter ``name`` of its ``__init__``: the argument, None where it leaves it
+    out, _MISSING where a `*args` or `**kwargs` may hold it."""
+    params = parameters_of(init)
+    index = params.index(name) if name in params else None
+    for call in ctx.nodes(ast.Call):
+        if not (isinstance(call.func, ast.Name) and call.func.id == info.name):
+            continue
+        arg = keyword(call, name)
+        if arg is None and index is not None and index < len(call.args) \
+                and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            arg = call.args[index]
+        if arg is None and (any(isinstance(a, ast.Starred) for a in call.args)
+                            or any(k.arg is None for k in call.keywords)):
+            arg = _MISSING
+        yield call, arg
 
 
 def _param_default(fn: FunctionInfo, name: str):
