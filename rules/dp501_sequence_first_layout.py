@@ -6,6 +6,11 @@ without `batch_first=True`, and `nn.Transformer`, `nn.TransformerEncoder/Decoder
 default `batch_first=False`, when the layer's input comes from forward's arguments
 without a transpose on the way. Not flagged when the class is wrapped with
 `DataParallel(..., dim=k)`, k not 0, in any scanned file (or the file wraps a model with `dim=1`).
+A `batch_first` handed on from a constructor option (`batch_first=batch_first`, `self.batch_first`)
+is read as the class is built: a parameter defaulting to True makes the layer batch-first unless a
+construction in its file passes another constant; a required one is what every construction in its
+file passes (True: reported only where another scanned file builds or imports the class); one that
+defaults to False, or that no construction shows, stays sequence-first.
 
 Also flags the functional form inside a module's forward code: `nn.parallel.data_parallel(self.rnn,
 x.permute(2, 0, 1), ...)`, or a helper function of the project that passes its arguments on to it
