@@ -1026,16 +1026,17 @@ def on_as_built(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
     value = _default_of(model, fn, subject, decided)
     if value is _MISSING or not value:
         return False
-    if not decided:
-        if isinstance(subject, ast.Name):
-            init, name = fn, subject.id
-        else:
-            _, held, init = model.attrs[fn.self_attr(subject)].assignments[0]
-            name = held.id if isinstance(held, ast.Name) else None  # `self.opt = True`: nothing passes it
-        if name is not None and init.name == "__init__" and any(
-                isinstance(arg, ast.Constant) and arg.value != value
-                for _, arg in _construction_arguments(model.ctx, model.info, init, name)):
-            return False
+    if isinstance(subject, ast.Name):
+        init, name = fn, subject.id
+    else:
+        _, held, init = model.attrs[fn.self_attr(subject)].assignments[0]
+        name = held.id if isinstance(held, ast.Name) else None  # `self.opt = True`: nothing passes it
+    if name is not None and name in init.local_values:
+        return False  # the parameter is rebound (`batch_first = not time_major`): not what callers pass
+    if not decided and name is not None and init.name == "__init__" and any(
+            isinstance(arg, ast.Constant) and arg.value != value
+            for _, arg in _construction_arguments(model.ctx, model.info, init, name)):
+        return False
     built_by |= decided
     return True
 
