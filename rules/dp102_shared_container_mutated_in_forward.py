@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, behind_non_default_option, option_constructions
 from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -91,6 +92,9 @@ class SharedContainerMutatedInForward(Rule):
                     if opt_in:
                         yield self.violation(node, f"{message} (the container exists only once `{opt_in}()` "
                                              "has been called)", severity=Severity.WARNING)
+                    elif behind_non_default_option(model, fn, node):
+                        yield self.violation(node, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
+                                             **option_constructions(model, fn, node))
                     else:
                         yield self.violation(node, message)
             for node in fn.nodes(ast.Assign, ast.AugAssign, ast.Delete):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import code_names
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, behind_non_default_option, option_constructions
 from dpcheck.analysis.model_class import registers_hooks
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -65,16 +66,23 @@ class HookRegisteredInForward(Rule):
             for call in fn.nodes(ast.Call):
                 func = call.func
                 if _is_registration(call):
-                    yield self.violation(call, f"`{func.attr}` inside forward: hook dicts are shared by "
-                                         "every DataParallel replica, so threads register concurrently "
-                                         "and hooks fire the wrong number of times")
+                    yield self._report(model, fn, call, f"`{func.attr}` inside forward: hook dicts are shared by "
+                                       "every DataParallel replica, so threads register concurrently "
+                                       "and hooks fire the wrong number of times")
                 elif isinstance(func, ast.Attribute) and func.attr == "remove" and not call.args:
                     receiver = func.value
                     if (isinstance(receiver, ast.Name) and receiver.id in handles) or \
                             "handle" in ast.unparse(receiver).lower() or "hook" in ast.unparse(receiver).lower():
-                        yield self.violation(call, "Hook handle removed inside forward: replicas share the "
-                                             "hook dicts, so one replica thread can remove hooks the "
-                                             "others still rely on")
+                        yield self._report(model, fn, call, "Hook handle removed inside forward: replicas share "
+                                           "the hook dicts, so one replica thread can remove hooks the "
+                                           "others still rely on")
+
+    def _report(self, model, fn, call, message):
+        """An error, or a warning where the call runs only behind a non-default option (latent)."""
+        if behind_non_default_option(model, fn, call):
+            return self.violation(call, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
+                                  **option_constructions(model, fn, call))
+        return self.violation(call, message)
 
 
 def _touches_hooks(ctx) -> bool:

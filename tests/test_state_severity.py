@@ -227,3 +227,22 @@ def test_dp101_state_read_back_only_behind_a_non_default_option_is_latent():
     assert got[("DP101", "self.num_batches_tracked += 1")] == "warning"
     assert got[("DP101", "self.steps = self.steps + 1")] == "error"
     assert got[("DP101", "self.calls += 1")] == "error"
+
+
+def test_hooks_and_shared_containers_behind_an_early_exit_true_at_the_default_are_latent():
+    # BYOL's NetWrapper: the hook registration (in a helper forward calls) and the shared dict's
+    # clears come after `if self.layer == -1: return self.net(x)` with `layer=-1`: warnings. The same
+    # code where the default makes the exit false (a subclass's own `layer=-2`), or where nothing
+    # decides it (a required `layer` built from a variable): errors.
+    got = severities("fixtures/dp105/flagged_hook_behind_option.py", select="DP105")
+    assert got[("DP105", "layer.register_forward_hook(self._hook)")] == "warning"
+    assert got[("DP105", "self.net[self.layer].register_forward_hook(self._hook)")] == "error"
+    assert got[("DP105", "handle = self.net[self.layer].register_forward_hook(self._hook)")] == "error"
+    assert got[("DP105", "handle.remove()")] == "error"
+    got = severities("fixtures/dp102/flagged_container_behind_option.py", select="DP102")
+    assert got[("DP102", "self.seen.append(x.shape[0])")] == "warning"  # inside `if self.keep_hidden:`
+    lines = open("fixtures/dp102/flagged_container_behind_option.py").read().splitlines()
+    rows = {f["location"]["row"]: f["severity"] for f in run_json(
+        "fixtures/dp102/flagged_container_behind_option.py", "--select", "DP102")[0]}
+    clears = [i + 1 for i, line in enumerate(lines) if "self.hidden.clear()" in line]
+    assert [rows[r] for r in clears] == ["warning", "warning", "error"]

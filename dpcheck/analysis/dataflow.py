@@ -890,24 +890,91 @@ def behind_non_default_option(model: ModelClass, fn: FunctionInfo, node: ast.AST
 
     An enclosing `if opt:` / `if self.opt:` / `if opt == "x":` (an `and` of such tests too)
     where ``opt`` is a parameter of the function, or an attribute `__init__` sets from one of
-    its parameters, whose default makes the test false. A required constructor parameter's
-    default is what every construction of the class in this file passes (``_constructor_default``);
-    ``built_by`` then receives the qualified names of the classes whose constructions decided it
-    (``BUILT_OUTSIDE_CONDITION``: a construction in another scanned file may pass something else).
+    its parameters, whose default makes the test false; or an early exit before it in the same
+    method whose test that default makes true (`if self.layer == -1: return self.net(x)` with
+    `layer=-1`: what follows runs only with another layer). In a helper method, also where every
+    call of it in the class is so guarded and the class uses it only by calling it. A required
+    constructor parameter's default is what every construction of the class in this file passes
+    (``_constructor_default``); ``built_by`` then receives the qualified names of the classes whose
+    constructions decided it (``BUILT_OUTSIDE_CONDITION``: a construction in another scanned file
+    may pass something else).
     """
+    decided: set[str] = set()
+    if not _behind_option(model, fn, node, decided, frozenset()):
+        return False
+    if built_by is not None:
+        built_by |= decided
+    return True
+
+
+def _behind_option(model: ModelClass, fn: FunctionInfo, node: ast.AST, built_by: set[str], trail: frozenset) -> bool:
     cur, child = fn.parent(node), node
-    while cur is not None and cur is not fn.node:
+    while cur is not None:
         if isinstance(cur, ast.If) and child is not cur.test and any(child is s for s in cur.body):
             tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
                 else [cur.test]
-            for test in tests:
-                decided: set[str] = set()
-                if _false_by_default(model, fn, test, decided):
-                    if built_by is not None:
-                        built_by |= decided
-                    return True
+            if any(_decided_by_default(model, fn, test, False, built_by) for test in tests):
+                return True
+        if isinstance(child, ast.stmt) and any(_exits_by_default(model, fn, before, built_by)
+                                               for before in _statements_before(cur, child)):
+            return True
+        if cur is fn.node:
+            break
         cur, child = fn.parent(cur), cur
-    return False
+    return _called_only_behind_option(model, fn, built_by, trail)
+
+
+def _decided_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, value: bool, built_by: set[str]) -> bool:
+    """Does ``test`` evaluate to ``value`` at its option's default? The classes whose constructions
+    decided it go into ``built_by`` only when it does."""
+    decided: set[str] = set()
+    if _value_by_default(model, fn, test, decided) is not value:
+        return False
+    built_by |= decided
+    return True
+
+
+def _statements_before(block: ast.AST, stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements of the list in ``block`` that holds ``stmt``, before it."""
+    for field in ("body", "orelse", "finalbody"):
+        statements = getattr(block, field, None)
+        if isinstance(statements, list):
+            for i, s in enumerate(statements):
+                if s is stmt:
+                    return statements[:i]
+    return []
+
+
+def _exits_by_default(model: ModelClass, fn: FunctionInfo, stmt: ast.stmt, built_by: set[str]) -> bool:
+    """`if <test>: ... return` (or `raise`), no `else`, whose test (one of an `or`) holds at its
+    option's default: the statements after it run only with the option changed."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+        return False
+    tests = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.Or) else [stmt.test]
+    return any(_decided_by_default(model, fn, test, True, built_by) for test in tests)
+
+
+def _called_only_behind_option(model: ModelClass, fn: FunctionInfo, built_by: set[str], trail: frozenset) -> bool:
+    """Is helper method ``fn`` used in its class only by calls of `self.<name>(...)`, at least one,
+    each behind a non-default option (``_behind_option``)? forward itself is called by DataParallel."""
+    if fn.name in ("forward", "__init__") or fn.owner is None or fn.node in trail:
+        return False
+    trail = trail | {fn.node}
+    calls = []
+    for method in model.all_methods:
+        for n in method.nodes(ast.Attribute):
+            if n.attr != fn.name or method.self_attr(n) != fn.name:
+                continue
+            call = method.parent(n)
+            if not (isinstance(call, ast.Call) and call.func is n):
+                return False  # handed on (a hook, a callback): it may run unguarded
+            calls.append((method, call))
+    return bool(calls) and all(_behind_option(model, method, call, built_by, trail) for method, call in calls)
+
+
+# Said of a finding that ``behind_non_default_option`` made a warning (latent: the hazard is real only
+# when the option is changed), after the rule's own message.
+OPTION_PATH_NOTE = " (on a path behind a non-default option: only when that option is changed)"
 
 
 # `built_outside:<module.Class>` in a finding's ``error_if``: the option the finding is behind was
@@ -972,21 +1039,23 @@ _MISSING = object()
 _ORDERINGS = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le}
 
 
-def _false_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, built_by: set[str]) -> bool:
-    expected = True
+def _value_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, built_by: set[str]) -> bool | None:
+    """What ``test`` evaluates to at its option's default (see ``behind_non_default_option``), or None
+    where no default decides it."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
-            and isinstance(test.comparators[0], ast.Constant):
-        subject, want, negate = test.left, test.comparators[0].value, isinstance(test.ops[0], ast.NotEq)
-        default = _default_of(model, fn, subject, built_by)
-        return default is not _MISSING and (default == want) == negate
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _ORDERINGS \
-            and isinstance(test.comparators[0], ast.Constant) and _number(test.comparators[0].value):
+            and (want := _literal(test.comparators[0])) is not _MISSING:
+        negate = isinstance(test.ops[0], ast.NotEq)
         default = _default_of(model, fn, test.left, built_by)
-        return _number(default) and not _ORDERINGS[type(test.ops[0])](default, test.comparators[0].value)
+        return None if default is _MISSING else (default == want) != negate
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _ORDERINGS \
+            and _number(bound := _literal(test.comparators[0])):
+        default = _default_of(model, fn, test.left, built_by)
+        return _ORDERINGS[type(test.ops[0])](default, bound) if _number(default) else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, expected = test.operand, False
+        default = _default_of(model, fn, test.operand, built_by)
+        return None if default is _MISSING else not default
     default = _default_of(model, fn, test, built_by)
-    return default is not _MISSING and bool(default) != expected
+    return None if default is _MISSING else bool(default)
 
 
 def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by: set[str]):
@@ -1004,8 +1073,11 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
     if facts is None or len(facts.assignments) != 1:
         return _MISSING
     _, value, where = facts.assignments[0]
-    if isinstance(value, ast.Constant):
-        return value.value
+    if where.owner is not None and where.owner.node is not model.info.node and any(
+            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__" for n in model.info.node.body):
+        return _MISSING  # set by a base's `__init__`, which this class's own may call with another value
+    if (constant := _literal(value)) is not _MISSING:
+        return constant
     if not isinstance(value, ast.Name):
         return _MISSING
     default = _param_default(where, value.id)
@@ -1073,8 +1145,8 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
                 return _MISSING
             found.add(default)
             continue
-        if isinstance(arg, ast.Constant):
-            found.add(arg.value)
+        if (constant := _literal(arg)) is not _MISSING:
+            found.add(constant)
             continue
         owner = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
         holder = ctx.enclosing(owner, ast.ClassDef) if owner is not None and owner.name == "__init__" else None
@@ -1114,7 +1186,18 @@ def _construction_arguments(ctx, info, init: FunctionInfo, name: str):
 
 def _param_default(fn: FunctionInfo, name: str):
     default = parameter_defaults(fn.node.args).get(name)
-    return default.value if isinstance(default, ast.Constant) else _MISSING
+    return _literal(default) if default is not None else _MISSING
+
+
+def _literal(node: ast.AST):
+    """The value of a constant, or of a signed number (`-1`, which Python parses as a unary minus
+    on 1); _MISSING for anything else."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) \
+            and isinstance(node.operand, ast.Constant) and _number(node.operand.value):
+        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+    return _MISSING
 
 
 def _number(value) -> bool:
