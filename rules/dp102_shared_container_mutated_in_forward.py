@@ -4,6 +4,10 @@ Flags mutation of a plain Python container held on `self` in code that runs duri
 `forward`: `self.items.append(...)`, `extend`, `insert`, `pop`, `remove`, `clear`,
 `self.d[k] = ...`, `self.d.update(...)`, `self.s.add(...)`, `del self.d[k]`.
 
+A call that runs only behind a non-default option (inside `if self.keep:` with `keep=False`, or
+after `if self.layer == -1: return self.net(x)` with `layer=-1`, also in a helper that forward calls
+only there) is latent: a warning, with the message saying so.
+
 ## Why is this bad?
 A DataParallel replica is a shallow copy: its `__dict__` holds the *same* list, dict
 or set objects as the original module. Every replica thread mutates that one object at

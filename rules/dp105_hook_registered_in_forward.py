@@ -4,6 +4,10 @@ Flags `register_forward_hook`, `register_forward_pre_hook`, `register_full_backw
 and the other `register_*_hook` calls, and hook handle `.remove()` calls, in code that
 runs during `forward`.
 
+A call that runs only behind a non-default option (inside `if self.keep:` with `keep=False`, or
+after `if self.layer == -1: return self.net(x)` with `layer=-1`, also in a helper that forward calls
+only there) is latent: a warning, with the message saying so.
+
 ## Why is this bad?
 The hook dicts (`_forward_hooks` and friends) are shared by reference between the
 module and all its DataParallel replicas. Registering or removing hooks from N replica
