@@ -143,7 +143,7 @@ class AttributeAssignedInForward(Rule):
                                              fix=_counter_fix(model, fn, node, name),
                                              subject=Subject(attr=name), **guard)
                     else:
-                        settled = option_constructions(model, fn, node) if kind == "option" else \
+                        settled = (option_constructions(model, fn, node) or {}) if kind == "option" else \
                             read_back_constructions(model, name) if kind == "read_option" else {}
                         message = (_CONSTRUCTED_OFF if kind == "option" else _READ_CONSTRUCTED_OFF) if settled \
                             else _LIGHTER[kind]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, behind_non_default_option, option_constructions
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, option_constructions
 from dpcheck.analysis.torch_api import MOVE_METHODS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -96,9 +96,8 @@ class SharedContainerMutatedInForward(Rule):
                     if opt_in:
                         yield self.violation(node, f"{message} (the container exists only once `{opt_in}()` "
                                              "has been called)", severity=Severity.WARNING)
-                    elif behind_non_default_option(model, fn, node):
-                        yield self.violation(node, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
-                                             **option_constructions(model, fn, node))
+                    elif (settled := option_constructions(model, fn, node)) is not None:
+                        yield self.violation(node, message + OPTION_PATH_NOTE, severity=Severity.WARNING, **settled)
                     else:
                         yield self.violation(node, message)
             for node in fn.nodes(ast.Assign, ast.AugAssign, ast.Delete):

@@ -37,7 +37,6 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import (
-    behind_non_default_option,
     old_value_use,
     option_constructions,
     parameters_of,
@@ -130,9 +129,9 @@ class BufferUpdatedInForward(Rule):
             why = "is recomputed from scratch in forward before it is used: each DataParallel replica " \
                   "keeps its own value and the original keeps the old one (it matters only to code " \
                   "that reads the buffer after forward)"
-        elif behind_non_default_option(model, fn, node):
+        elif (option := option_constructions(model, fn, node)) is not None:
             severity = Severity.WARNING  # lost state (an error by default), but only with the option on
-            settled = option_constructions(model, fn, node)
+            settled = option
             why = "is reassigned in forward on a path behind a non-default option: with that option on, " \
                   "each DataParallel replica has its own buffer dict and the new value is lost"
         else:

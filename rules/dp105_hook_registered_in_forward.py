@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, behind_non_default_option, option_constructions
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, option_constructions
 from dpcheck.analysis.model_class import registers_hooks
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -83,9 +83,8 @@ class HookRegisteredInForward(Rule):
 
     def _report(self, model, fn, call, message):
         """An error, or a warning where the call runs only behind a non-default option (latent)."""
-        if behind_non_default_option(model, fn, call):
-            return self.violation(call, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
-                                  **option_constructions(model, fn, call))
+        if (settled := option_constructions(model, fn, call)) is not None:
+            return self.violation(call, message + OPTION_PATH_NOTE, severity=Severity.WARNING, **settled)
         return self.violation(call, message)
 
 

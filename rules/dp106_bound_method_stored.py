@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.dataflow import behind_non_default_option, option_constructions
+from dpcheck.analysis.dataflow import option_constructions
 from dpcheck.analysis.torch_api import parameter_free
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -109,9 +109,9 @@ class BoundMethodStored(Rule):
         if fn.name != "__init__" and not model.is_reachable(fn):
             return self.violation(node, f"{message} (only once `{fn.name}()` has been called on the model "
                                   "before it is wrapped)", severity=Severity.INFO if compiled else Severity.WARNING)
-        if behind_non_default_option(model, fn, node):
+        if (settled := option_constructions(model, fn, node)) is not None:
             return self.violation(node, f"{message} (on a path behind a non-default option)",
-                                  severity=Severity.WARNING, **option_constructions(model, fn, node))
+                                  severity=Severity.WARNING, **settled)
         return self.violation(node, message)
 
 

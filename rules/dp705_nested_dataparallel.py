@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.bindings import statement_list
+from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
 from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.scripts import WRAPPING_METHOD_CONDITION, mentions_dataparallel, script_facts
@@ -137,11 +137,10 @@ class NestedDataParallel(Rule):
             return
         ctx = facts.ctx
         stmt = ctx.enclosing(call, ast.stmt)
-        block = statement_list(ctx.parent(stmt), stmt) if stmt is not None else None
-        if block is None:
+        if stmt is None:
             return
         wrapped = ast.unparse(inner)
-        for earlier in reversed(block[:next(i for i, s in enumerate(block) if s is stmt)]):
+        for earlier in reversed(statements_before(ctx.parent(stmt), stmt)):
             if _rebinds(earlier, wrapped):
                 return
             asked = earlier.value if isinstance(earlier, ast.Expr) else None

@@ -176,6 +176,13 @@ def statement_list(holder: ast.AST, stmt: ast.stmt) -> list | None:
     return None
 
 
+def statements_before(holder: ast.AST, stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements of the list of ``holder`` that holds ``stmt``, before it (none where no list
+    of ``holder`` holds it)."""
+    block = statement_list(holder, stmt)
+    return block[:next(i for i, s in enumerate(block) if s is stmt)] if block is not None else []
+
+
 def _is_parameter(scope: ast.AST, name: str) -> bool:
     if not isinstance(scope, _FUNCTION_SCOPES):
         return False

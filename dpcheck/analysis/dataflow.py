@@ -6,6 +6,7 @@ import ast
 import operator
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.tree import FunctionInfo
 
 if TYPE_CHECKING:
@@ -916,7 +917,7 @@ def _behind_option(model: ModelClass, fn: FunctionInfo, node: ast.AST, built_by:
             if any(_decided_by_default(model, fn, test, False, built_by) for test in tests):
                 return True
         if isinstance(child, ast.stmt) and any(_exits_by_default(model, fn, before, built_by)
-                                               for before in _statements_before(cur, child)):
+                                               for before in statements_before(cur, child)):
             return True
         if cur is fn.node:
             break
@@ -932,17 +933,6 @@ def _decided_by_default(model: ModelClass, fn: FunctionInfo, test: ast.AST, valu
         return False
     built_by |= decided
     return True
-
-
-def _statements_before(block: ast.AST, stmt: ast.stmt) -> list[ast.stmt]:
-    """The statements of the list in ``block`` that holds ``stmt``, before it."""
-    for field in ("body", "orelse", "finalbody"):
-        statements = getattr(block, field, None)
-        if isinstance(statements, list):
-            for i, s in enumerate(statements):
-                if s is stmt:
-                    return statements[:i]
-    return []
 
 
 def _exits_by_default(model: ModelClass, fn: FunctionInfo, stmt: ast.stmt, built_by: set[str]) -> bool:
@@ -983,12 +973,14 @@ OPTION_PATH_NOTE = " (on a path behind a non-default option: only when that opti
 BUILT_OUTSIDE_CONDITION = "built_outside:"
 
 
-def option_constructions(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict:
-    """The ``Violation`` keywords for a finding that ``behind_non_default_option`` made lighter:
-    ``error_if`` the classes whose constructions decided the option's default are built elsewhere
-    (an error there, as the path may run); empty where a parameter's own default decided it."""
+def option_constructions(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict | None:
+    """None where ``node`` is not behind a non-default option (``behind_non_default_option``); else
+    the ``Violation`` keywords for a finding that makes lighter: ``error_if`` the classes whose
+    constructions decided the option's default are built elsewhere (an error there, as the path may
+    run); empty where a parameter's own default decided it."""
     built_by: set[str] = set()
-    behind_non_default_option(model, fn, node, built_by)
+    if not behind_non_default_option(model, fn, node, built_by):
+        return None
     return _built_outside(built_by)
 
 
