@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.devices import input_to_follow
 from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION, PARAMETER_QUERIES
 from dpcheck.analysis.torch_api import is_torch_nn_class
@@ -92,7 +93,8 @@ class ParametersQueriedInForward(Rule):
                 direct_next = isinstance(parent, ast.Call) and _call_name(parent) == "next" and len(parent.args) == 1
                 outer = fn.parent(parent) if direct_next else None
                 fix = None
-                if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype"):
+                if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype") \
+                        and input_to_follow(fn, node, floating=outer.attr == "dtype"):
                     fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
                 yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
                                      "replicas hold their weights as plain tensors, not Parameters", fix=fix,

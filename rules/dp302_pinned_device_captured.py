@@ -26,6 +26,7 @@ import ast
 
 from dpcheck.analysis.dataflow import keyword, parameter_defaults
 from dpcheck.analysis.devices import (
+    input_to_follow,
     parameter_device,
     pinned_device,
     placement_arguments,
@@ -91,12 +92,12 @@ class PinnedDeviceCaptured(Rule):
             if attr in captured_attrs:
                 yield self.violation(arg, f"`self.{attr}` is {captured_attrs[attr]} captured "
                                      "outside forward: every DataParallel replica places "
-                                     "tensors on that one device", fix=_FOLLOW_INPUT)
+                                     "tensors on that one device", fix=_follow_input(fn, arg))
             elif isinstance(arg, ast.Name) and arg.id in captured_globals \
                     and arg.id not in fn.local_values:
                 yield self.violation(arg, f"`{arg.id}` is {captured_globals[arg.id]} "
                                      "defined at module level: every DataParallel replica "
-                                     "places tensors on that one device", fix=_FOLLOW_INPUT)
+                                     "places tensors on that one device", fix=_follow_input(fn, arg))
 
     def fix(self, finding, editor):
         source = editor.first_input(editor.node)
@@ -105,6 +106,11 @@ class PinnedDeviceCaptured(Rule):
 
 
 _FOLLOW_INPUT = Rule.offer_fix("Use the input's device (forward's first tensor argument)")
+
+
+def _follow_input(fn, arg):
+    """The fix for ``arg``, where there is an input to follow (in forward itself)."""
+    return _FOLLOW_INPUT if input_to_follow(fn, arg) else None
 
 
 def _pinned(value, is_self, ctx) -> str | None:

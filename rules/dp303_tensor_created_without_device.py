@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import parameter_defaults
-from dpcheck.analysis.devices import without_cuda_only
+from dpcheck.analysis.devices import input_to_follow, without_cuda_only
 from dpcheck.analysis.torch_api import VARIABLE_CTORS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -96,7 +96,8 @@ class TensorCreatedWithoutDevice(Rule):
                 yield self.violation(call, f"`{ast.unparse(call.func)}(...)` in forward has no device=: it "
                                      "creates a CPU tensor, which fails against the replica's GPU inputs",
                                      fix=self.offer_fix("Create it on the input's device "
-                                                        "(forward's first tensor argument)"))
+                                                        "(forward's first tensor argument)")
+                                     if input_to_follow(fn, call) else None)
 
     def fix(self, finding, editor):
         import libcst as cst

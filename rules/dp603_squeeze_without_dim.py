@@ -100,7 +100,7 @@ class SqueezeWithoutDim(Rule):
                         and not _selected_by_mask(receiver, call, fn) \
                         and not _broadcast_back(call, receiver, fn, model.ctx):
                     fix = None
-                    if isinstance(func, ast.Attribute) and func.attr == "squeeze" and _single_output(receiver, fn, model):
+                    if _single_output(receiver, fn, model):
                         fix = self.offer_fix("Squeeze only the size-1 feature dim: `squeeze(-1)`", Applicability.SAFE)
                     yield self.violation(call, "`squeeze()` without a dim in forward: a DataParallel replica "
                                          "that gets one sample loses its batch dimension", fix=fix)
@@ -108,9 +108,9 @@ class SqueezeWithoutDim(Rule):
     def fix(self, finding, editor):
         import libcst as cst
 
-        call = editor.node
-        if isinstance(call, cst.Call) and not call.args:
-            editor.replace(call, call.with_changes(args=[cst.Arg(cst.parse_expression("-1"))]))
+        call = editor.node  # `x.squeeze()`, or `torch.squeeze(x)`: the dim goes after the tensor
+        if isinstance(call, cst.Call) and len(call.args) <= 1 and all(a.keyword is None for a in call.args):
+            editor.replace(call, call.with_changes(args=[*call.args, cst.Arg(cst.parse_expression("-1"))]))
 
     def matches(self, finding, observation, ran):
         # The run failed only at a batch size other than the first (a chunk of one sample).

@@ -9,6 +9,7 @@ import difflib
 import json
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli
@@ -52,6 +53,29 @@ def test_fix_gives_the_expected_file(fixed, tmp_path):
     assert not any(f["location"]["row"] in changed_rows(fixed) for f in after if f["severity"] == "error")
     again = run_cli(work.name, *args, "--fix", "--unsafe-fixes", cwd=tmp_path)
     assert work.read_text() == fixed.read_text() and "Fixed" not in again.stderr
+
+
+def _fixable_codes():
+    from dpcheck.registry import all_rules
+
+    return sorted(r.code for r in all_rules() if r.fix is not r.__mro__[-2].fix)
+
+
+@pytest.mark.parametrize("code", _fixable_codes())
+def test_every_offered_fix_makes_an_edit(code):
+    """What the text report marks fixable (`[*]`, decided from the static check's offer alone,
+    without libcst) is what the rule's fixer can do: the JSON report, which makes each offer
+    concrete, carries edits for exactly those findings. An offer the fixer then declines would
+    print `[*]` and "fixable" and leave the file unchanged under --fix."""
+    folder = FIXTURES / code.lower()
+    args = ("--isolated", "--no-cache", "--select", code, "--unsafe-fixes", "--exit-zero")
+    concise = run_cli(*args, "--output-format", "concise", ".", cwd=folder).stdout
+    marked = {tuple(line.split(":")[:3]) for line in concise.splitlines() if f" {code} [*] " in line}
+    findings = json.loads(run_cli(*args, "--output-format", "json", ".", cwd=folder).stdout)
+    made = {(str(Path(f["filename"]).relative_to(folder)), str(f["location"]["row"]), str(f["location"]["column"]))
+            for f in findings if f["fix"] is not None}
+    assert marked, f"no {code} fixture offers a fix"
+    assert marked == made
 
 
 CONFIRMABLE = [p for p in PAIRS if "def dpcheck_example" in p.read_text()]

@@ -152,3 +152,35 @@ def _moves_to_cuda(node: ast.AST) -> bool:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda":
         return True
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cuda")
+
+
+# Argument names that hold integer or boolean tensors: never a source of the activations' dtype.
+_INTEGER_INPUT_NAMES = ("ids", "mask", "label", "index", "idx", "token", "length", "position", "step")
+
+
+def followed_input(function_name: str, params: list[tuple[str, str]], floating: bool = False) -> str | None:
+    """The input a replica's code should follow for its device (or, with ``floating``, its
+    dtype): the first argument after ``self`` of ``forward``, given as (name, annotation source)
+    pairs; None in any other function or when that argument is annotated as something other
+    than a tensor. With ``floating``, the first one whose name does not say it holds integers
+    (ids, masks, labels, lengths): its dtype is the activations' dtype. A fix that follows the
+    input is offered (on the ``ast``) and made (on libcst's tree) only where this names one."""
+    if function_name != "forward":
+        return None
+    for name, annotation in params[1:]:
+        if annotation and "Tensor" not in annotation:
+            return None
+        if floating and any(word in name.lower() for word in _INTEGER_INPUT_NAMES):
+            continue
+        return name
+    return None
+
+
+def input_to_follow(fn, node: ast.AST, floating: bool = False) -> str | None:
+    """:func:`followed_input` for ``node`` of ``fn`` (a FunctionInfo): its nearest enclosing def."""
+    function = fn.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = function.args
+    params = [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in args.posonlyargs + args.args]
+    return followed_input(function.name, params, floating)

@@ -18,15 +18,12 @@ from typing import Iterator, Mapping, Sequence
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
 
+from dpcheck.analysis.devices import followed_input
 from dpcheck.findings import Finding, Fix
 from dpcheck.fixes import text as textedits
 from dpcheck.record import replace
 
 _MISSING = object()
-
-# Argument names that hold integer or boolean tensors: never a source of the activations' dtype.
-_INTEGER_NAMES = ("ids", "mask", "label", "index", "idx", "token", "length", "position", "step")
-
 
 class FixEditor:
     """What a rule's ``fix`` may do: look around the flagged node and replace nodes."""
@@ -62,24 +59,15 @@ class FixEditor:
         return self._metadata.position(node).start.line
 
     def first_input(self, node: cst.CSTNode, floating: bool = False) -> str | None:
-        """The first argument of the enclosing ``forward`` (after ``self``): the input
-        tensor whose device a replica's code should follow; None elsewhere or when it is
-        annotated as something other than a tensor. With ``floating``, the first one whose
-        name does not say it holds integers (ids, masks, labels, lengths): its dtype is the
-        activations' dtype."""
+        """The input of the enclosing function that a replica's code should follow
+        (:func:`dpcheck.analysis.devices.followed_input`: forward's first tensor argument)."""
         function = self.enclosing(node, cst.FunctionDef)
-        if function is None or function.name.value != "forward":
+        if function is None:
             return None
         params = list(function.params.posonly_params) + list(function.params.params)
-        for param in params[1:] if params else ():
-            annotation = self.code(param.annotation.annotation) if param.annotation else ""
-            if annotation and "Tensor" not in annotation:
-                return None
-            name = param.name.value
-            if floating and any(word in name.lower() for word in _INTEGER_NAMES):
-                continue
-            return name
-        return None
+        return followed_input(function.name.value, [
+            (param.name.value, self.code(param.annotation.annotation) if param.annotation else "")
+            for param in params], floating)
 
     # --- changing --------------------------------------------------------------------
     def replace(self, old: cst.CSTNode, new: cst.CSTNode | cst.RemovalSentinel) -> None:
