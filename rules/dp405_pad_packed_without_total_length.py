@@ -117,19 +117,46 @@ class PadPackedWithoutTotalLength(Rule):
 
 
 def _padded_input(fn, pad_call, resolve) -> str | None:
-    """`x.size(1)` (batch_first) or `x.size(0)` for the padded tensor `x` this function packs
-    with pack_padded_sequence; None when it is not a plain name that still holds it where
-    ``pad_call`` reads it."""
-    for call in fn.nodes(ast.Call):
-        name = resolve(call.func) or ""
-        if name.endswith("pack_padded_sequence") and call.args and isinstance(call.args[0], ast.Name):
-            batch_first = keyword(call, "batch_first")
-            if batch_first is None and len(call.args) > 2:
-                batch_first = call.args[2]
-            dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
-            padded = _still_padded(call.args[0].id, fn, call, pad_call, resolve)
-            return None if padded is None else f"{padded}.size({dim})"
-    return None
+    """`x.size(1)` (batch_first) or `x.size(0)` for the padded tensor `x` that the function packs
+    with the pack_padded_sequence whose output ``pad_call`` unpacks (traced back through names,
+    tuple elements and the recurrent call; where the trace ends elsewhere, the function's packs);
+    None when those packs disagree (a function that packs a question and a context), or when it is
+    not a plain name that still holds the padded tensor where ``pad_call`` reads it."""
+    packs = _packs_feeding(argument(pad_call, 0, "sequence"), fn, resolve, set()) or {
+        call for call in fn.nodes(ast.Call) if (resolve(call.func) or "").endswith("pack_padded_sequence")}
+    sizes = {_padded_size(call, fn, pad_call, resolve) for call in packs}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _packs_feeding(node, fn, resolve, seen: set[str]) -> set[ast.Call]:
+    """The pack_padded_sequence calls whose output reaches ``node``: through local names (each
+    followed once), `out[0]` / `out, h = ...`, and calls (a recurrent layer) through their first
+    argument."""
+    if isinstance(node, ast.Subscript):
+        return _packs_feeding(node.value, fn, resolve, seen)
+    if isinstance(node, ast.Name):
+        if node.id in seen:
+            return set()
+        seen.add(node.id)
+        return {call for value in fn.local_values.get(node.id, ()) for call in _packs_feeding(value, fn, resolve, seen)}
+    if isinstance(node, ast.Call):
+        if (resolve(node.func) or "").endswith("pack_padded_sequence"):
+            return {node}
+        if node.args:
+            return _packs_feeding(node.args[0], fn, resolve, seen)
+    return set()
+
+
+def _padded_size(pack_call, fn, pad_call, resolve) -> str | None:
+    """`x.size(dim)` for the tensor ``pack_call`` packs, its time dim by `batch_first`."""
+    if not (pack_call.args and isinstance(pack_call.args[0], ast.Name)):
+        return None
+    batch_first = keyword(pack_call, "batch_first")
+    if batch_first is None and len(pack_call.args) > 2:
+        batch_first = pack_call.args[2]
+    dim = 1 if isinstance(batch_first, ast.Constant) and batch_first.value is True else 0
+    padded = _still_padded(pack_call.args[0].id, fn, pack_call, pad_call, resolve)
+    return None if padded is None else f"{padded}.size({dim})"
 
 
 def _still_padded(name, fn, pack_call, pad_call, resolve) -> str | None:

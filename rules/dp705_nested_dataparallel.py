@@ -41,8 +41,7 @@ from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.functional import functional_calls_by_class, stored_constructions
 from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.scripts import WRAPPING_METHOD_CONDITION, mentions_dataparallel, script_facts
-from dpcheck.analysis.torch_api import MOVE_METHODS
-from dpcheck.analysis.wrapping import KEPT_MODULE_CONDITION
+from dpcheck.analysis.wrapping import KEPT_MODULE_CONDITION, without_conversions
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -175,15 +174,14 @@ class NestedDataParallel(Rule):
 
 def _rebinds(stmt: ast.stmt, text: str) -> bool:
     """Does ``stmt`` (or a statement nested in it) assign another object to the expression that reads
-    ``text``? Moving a module (`model = model.cuda()`, `.to(device)`) returns the module itself."""
+    ``text``? Moving or switching a module (`model = model.cuda()`, `.to(device)`, `.eval()`) returns
+    the module itself."""
     for node in ast.walk(stmt):
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else ()
         if any(ast.unparse(t) == text for t in targets):
             value = getattr(node, "value", None)
-            moved = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-                and value.func.attr in MOVE_METHODS and ast.unparse(value.func.value) == text
-            if not moved:
+            if value is None or ast.unparse(without_conversions(value)) != text:
                 return True
     return False
 

@@ -24,6 +24,10 @@ PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter
 # `torch.autograd.Variable(t)` returns the tensor `t` itself (since PyTorch 0.4).
 # The methods that move a module or tensor to a device (`model.cuda()`, `x.to(device)`).
 MOVE_METHODS = frozenset({"to", "cuda"})
+# nn.Module methods that return the module they are called on: `build(cfg).cuda()` is what `build`
+# returns, and `model = model.eval()` keeps the instance `model` named.
+SELF_RETURNING_MODULE_METHODS = MOVE_METHODS | {"cpu", "train", "eval", "float", "half", "double", "bfloat16",
+                                                "requires_grad_", "apply"}
 VARIABLE_CTORS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 TENSOR_FACTORIES = frozenset({
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",

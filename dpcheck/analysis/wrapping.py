@@ -46,7 +46,7 @@ from dpcheck.analysis.scripts import (
     script_facts,
     target_text,
 )
-from dpcheck.analysis.torch_api import FunctionNode, is_torch_nn_class
+from dpcheck.analysis.torch_api import SELF_RETURNING_MODULE_METHODS, FunctionNode, is_torch_nn_class
 from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
@@ -189,7 +189,7 @@ def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
 def _torch_layer_alone(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> str | None:
     """The torch layer the wrapped module is, when it is built in place (`nn.Linear(8, 2)`) from
     arguments that hold no module instance; else None."""
-    inner = _without_conversions(inner)
+    inner = without_conversions(inner)
     if not isinstance(inner, ast.Call):
         return None
     name = ctx.resolve(inner.func) or ""
@@ -257,7 +257,7 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     too (a lower-case class of another file cannot be told from a function here)."""
     if node is None or depth > 4:
         return []
-    node = _without_conversions(node)
+    node = without_conversions(node)
     if isinstance(node, ast.IfExp):
         return _constructions_of(node.body, at, ctx, depth + 1, imported_calls) + \
             _constructions_of(node.orelse, at, ctx, depth + 1, imported_calls)
@@ -291,9 +291,9 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
     for sub in ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree else ctx.nodes(ast.Assign):
         if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
-            wrap = _without_conversions(sub.value)
+            wrap = without_conversions(sub.value)
             if facts.dp_class(wrap) is not None and target_text(
-                    _without_conversions(argument(wrap, 0, "module"))) == text:
+                    without_conversions(argument(wrap, 0, "module"))) == text:
                 continue  # (`self.model = DataParallelModel(self.model)`: the wrapper, not the model)
             found += _constructions_of(sub.value, sub, ctx, depth + 1, imported_calls)
     return found
@@ -330,7 +330,7 @@ def _items_constructions(node: ast.Subscript, at: ast.AST, ctx: FileContext, dep
                 elif isinstance(value, (ast.ListComp, ast.DictComp)):
                     items.append((value.elt if isinstance(value, ast.ListComp) else value.value, sub))
             elif isinstance(target, ast.Subscript) and target_text(target.value) == text:
-                wrap = _without_conversions(value)
+                wrap = without_conversions(value)
                 inner = argument(wrap, 0, "module") if facts.dp_class(wrap) is not None else None
                 if not (isinstance(inner, ast.Subscript) and target_text(inner.value) == text):
                     items.append((value, sub))
@@ -352,7 +352,7 @@ def _inherited_items(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> st
     files: digideep's `PolicyBase.model_to_gpu` wraps what each algorithm's `Policy` stores in
     `self.model["dist"]`), which the project index settles from ``item_stores``. None for any other
     wrapped expression, and for a constant key (`self.models["pose"]` wraps that one item only)."""
-    inner = _without_conversions(inner)
+    inner = without_conversions(inner)
     if not isinstance(inner, ast.Subscript) or isinstance(inner.slice, ast.Constant):
         return None
     container = target_text(inner.value)
@@ -412,8 +412,6 @@ def _item_puts(method: ast.AST, ctx: FileContext) -> Iterator[tuple[ast.AST, ast
             yield call, func.value, call.args[_ITEM_ADDING_METHODS[func.attr]]
 
 
-# Methods that return the module they are called on (`build(cfg).cuda()` is what `build` returns).
-_INSTANCE_KEEPING_METHODS = frozenset({"cuda", "to", "train", "eval", "float", "half"})
 # A leaf of ``instance_leaves`` that the project index settles: a call of another module's function.
 CALL_LEAF = "call:"
 # A leaf of ``wrap_candidates`` that the project index settles: the items that a class, or a subclass of
@@ -428,10 +426,10 @@ PART_LEAF = "part:"
 _LEAF_DEPTH = 6
 
 
-def _without_conversions(node: ast.AST | None) -> ast.AST | None:
+def without_conversions(node: ast.AST | None) -> ast.AST | None:
     """``node`` without trailing `.cuda()`/`.to(...)`/`.eval()` calls."""
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-            and node.func.attr in _INSTANCE_KEEPING_METHODS:
+            and node.func.attr in SELF_RETURNING_MODULE_METHODS:
         node = node.func.value
     return node
 
@@ -458,7 +456,7 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
     then `model_class.from_pretrained(...)`, whose candidates are every class at that position."""
     if node is None or depth > _LEAF_DEPTH:
         return None
-    node = _without_conversions(node)
+    node = without_conversions(node)
     if isinstance(node, ast.Constant) and node.value is None:
         return []  # (`model = None` before the branches that build it)
     if isinstance(node, ast.IfExp):
@@ -540,7 +538,7 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
     to a Seq2Seq): a call or a name bound to one is followed like the module itself (None when not
     traced); torch's calls, builtins (`bool(...)`) and methods of values (`cfg.get("dim")`) build
     no part of the project, and anything else (a number, `cfg.dim`, a parameter) is no part."""
-    node = _without_conversions(node)
+    node = without_conversions(node)
     if isinstance(node, ast.Name):
         return _name_leaves(node.id, scope, ctx, lambda value, at: _part_leaves(value, at, ctx, depth + 1), unbound=[])
     if not isinstance(node, ast.Call):
@@ -713,12 +711,12 @@ _WRAPPER_CLASSES = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
 def _wraps_name(value: ast.AST, name: str, ctx: FileContext) -> bool:
     """Is ``value`` the name itself (`model.cuda()`) or a (Distributed)DataParallel wrapper of it
     (`nn.DataParallel(model.cuda())`)?"""
-    value = _without_conversions(value)
+    value = without_conversions(value)
     if isinstance(value, ast.Name):
         return value.id == name
     if not isinstance(value, ast.Call) or (ctx.resolve(value.func) or "") not in _WRAPPER_CLASSES:
         return False
-    inner = _without_conversions(argument(value, 0, "module"))
+    inner = without_conversions(argument(value, 0, "module"))
     return isinstance(inner, ast.Name) and inner.id == name
 
 
