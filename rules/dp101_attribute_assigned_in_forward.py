@@ -68,6 +68,7 @@ import ast
 from dpcheck.analysis.dataflow import (
     accumulation_started_in_call,
     behind_non_default_option,
+    behind_undecided_flag,
     cleared_in_forward,
     old_value_use,
     option_constructions,
@@ -136,7 +137,19 @@ class AttributeAssignedInForward(Rule):
                     if guard is None:
                         continue  # behind a guard no run of the wrapped model takes
                     where = "" if fn.name == "forward" else f" (in `{fn.name}`, called from forward)"
-                    if kind == "state":
+                    if isinstance(node, ast.AugAssign) and facts is not None and facts.kinds == {"tensor"}:
+                        # `self.step += 1` on a plain tensor: `+=` updates the tensor in place, and
+                        # every replica's __dict__ copy holds that one object, so nothing is lost; the
+                        # original is advanced once per replica, from several threads at once.
+                        yield self.violation(target, _SHARED_TENSOR.format(name=name, where=where),
+                                             severity=Severity.WARNING, subject=Subject(attr=name), **guard)
+                        continue
+                    if kind == "state" and (flag := behind_undecided_flag(model, fn, node)) is not None:
+                        # Latent as far as this file shows: the write runs only when the code that
+                        # builds the class elsewhere turns the flag on.
+                        yield self.violation(target, _UNDECIDED_FLAG.format(name=name, where=where, flag=flag),
+                                             severity=Severity.WARNING, subject=Subject(attr=name), **guard)
+                    elif kind == "state":
                         yield self.violation(target, f"`self.{name}` assigned in forward{where} is "
                                              "lost: DataParallel runs forward on a replica whose "
                                              "attributes are discarded after the call",
@@ -202,6 +215,16 @@ _LIGHTER = {
                 "where forward does not clear it (incremental decoding): driven step by step through "
                 "DataParallel, each step's state is lost with the replica",
 }
+
+
+_UNDECIDED_FLAG = ("`self.{name}` assigned in forward{where} is lost with the DataParallel replica, on a path "
+                   "behind the required constructor flag `{flag}`, which no construction in this file sets: "
+                   "state kept only when the code that builds the class turns it on")
+
+
+_SHARED_TENSOR = ("`self.{name}`, a plain tensor, is updated in place in forward{where}: every DataParallel "
+                  "replica shares that one tensor, so each call advances it once per GPU, from several "
+                  "threads at once (keep it in a buffer: only replica 0's update then reaches the model)")
 
 
 # "option" where no default decides it but the constructions of the file do (a required flag):

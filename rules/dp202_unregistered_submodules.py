@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.torch_api import is_torch_nn_class, parameter_free
+from dpcheck.analysis.model_class import ITEM
+from dpcheck.analysis.torch_api import PARAMETER_CTORS, is_torch_nn_class, parameter_free
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -79,6 +80,9 @@ class UnregisteredSubmodules(Rule):
             target, value, fn = found
             if _registered_afterwards(fn, name) or _only_weightless(model, value):
                 continue
+            weights = _element_weights(model, name, facts)
+            if weights == _WEIGHTLESS:
+                continue  # nothing to move, train, save or replicate
             what = "Parameters" if holds == {"parameter"} else "modules"
             container = "nn.ParameterList" if what == "Parameters" else "nn.ModuleList"
             requires = () if holds else (frozenset(facts.requires),)
@@ -87,9 +91,13 @@ class UnregisteredSubmodules(Rule):
                                  "they are not registered, so `.to()`, `parameters()`, `state_dict()` "
                                  f"and DataParallel replication all miss them (use {container})"
                                  + ("; only in configurations that take the branch building layers with "
-                                    "weights (the other branch adds weightless placeholders)" if latent else ""),
+                                    "weights (the other branch adds weightless placeholders)" if latent else "")
+                                 + ("; their classes build no Parameter or layer with weights that this file "
+                                    "shows, only objects it cannot trace: a hazard only if those hold weights"
+                                    if weights == _UNTRACED else ""),
                                  requires=requires, fix=_registering_fix(model, fn, target, value, what),
-                                 subject=Subject(attr=name), severity=Severity.WARNING if latent else None)
+                                 subject=Subject(attr=name),
+                                 severity=Severity.WARNING if latent or weights == _UNTRACED else None)
 
     def fix(self, finding, editor):
         import libcst as cst
@@ -104,6 +112,96 @@ class UnregisteredSubmodules(Rule):
         editor.replace(assign.value, call)
         if finding.fix.get("import"):
             editor.add_import(finding.fix.get("import"))
+
+
+# What the modules in a plain container hold, as far as the file shows (``_element_weights``).
+_WEIGHTED, _UNTRACED, _WEIGHTLESS = "weighted", "untraced", "weightless"
+# How deep ``_class_weights`` follows the classes of this file that a class builds.
+_WEIGHT_DEPTH = 3
+
+
+def _element_weights(model, name, facts) -> str:
+    """``_WEIGHTED`` where an item of `self.<name>` is a Parameter, a torch layer with weights or a
+    class of another file (a module class is presumed to hold weights unless its code is read);
+    ``_WEIGHTLESS`` where every item is a weightless torch layer or a class of this file whose
+    `__init__` builds nothing with weights; ``_UNTRACED`` where such a class of this file builds
+    only objects the file cannot trace (a loss class looked up in a registry) beside weightless ones."""
+    items = [item for _, value, _ in facts.assignments for item in _literal_items(value)]
+    for fn in model.all_methods:
+        for call in fn.nodes(ast.Call):
+            func = call.func
+            if isinstance(func, ast.Attribute) and fn.self_attr(func.value) == name:
+                if func.attr == "append" and len(call.args) == 1:
+                    items.append(call.args[0])
+                elif func.attr == "insert" and len(call.args) == 2:
+                    items.append(call.args[1])
+                elif func.attr in ("extend", "update", "__setitem__", "setdefault"):
+                    return _WEIGHTED  # items the file does not spell out one by one
+    items += [store.value for store in (model.self_stores.get(name + ITEM) or ())]
+    if not items:
+        return _WEIGHTED
+    return _combined(_value_weights(model, item, 0) for item in items)
+
+
+def _literal_items(value) -> list:
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        return list(value.elts)
+    if isinstance(value, ast.Dict):
+        return list(value.values)
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return [value.elt]
+    if isinstance(value, ast.DictComp):
+        return [value.value]
+    return []
+
+
+def _combined(weights) -> str:
+    seen = set(weights)
+    return _WEIGHTED if _WEIGHTED in seen else _UNTRACED if _UNTRACED in seen else _WEIGHTLESS
+
+
+def _value_weights(model, value, depth: int) -> str:
+    if not isinstance(value, ast.Call):
+        return _WEIGHTED if isinstance(value, ast.Name) else _UNTRACED
+    name = model.ctx.resolve(value.func) or ""
+    if name in PARAMETER_CTORS:
+        return _WEIGHTED
+    if is_torch_nn_class(name):
+        return _WEIGHTLESS if parameter_free(name) or _weightless_layer(model, value) else _WEIGHTED
+    local = model.ctx.local_name(name)
+    info = model.ctx.classes.get(local) if local else None
+    if info is None or depth >= _WEIGHT_DEPTH:
+        return _WEIGHTED if name and name[:1] != "." and name.rsplit(".", 1)[-1][:1].isupper() else _UNTRACED
+    return _class_weights(model, info, depth + 1)
+
+
+def _class_weights(model, info, depth: int) -> str:
+    """What a module class of this file builds in `__init__` (its bases of this file included):
+    Parameters, buffers, torch layers, classes; a base of another file may build more."""
+    ctx = model.ctx
+    if any(ctx.local_name(base) is None and not is_torch_nn_class(base) for base in info.bases):
+        return _WEIGHTED
+    weights = []
+    for cls in ctx.in_file_mro(info):
+        init = cls.methods.get("__init__")
+        if init is None:
+            continue
+        for node in ast.walk(init):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("register_buffer", "register_parameter", "add_module", "register_module"):
+                return _WEIGHTED
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                                   and t.value.id == "self" for t in node.targets):
+                for part in ast.walk(node.value):
+                    if isinstance(part, ast.Call) and not _tensor_or_plain(ctx.resolve(part.func) or ""):
+                        weights.append(_value_weights(model, part, depth))
+    return _combined(weights)
+
+
+def _tensor_or_plain(name: str) -> bool:
+    """A call whose result holds no weights: a tensor factory or conversion, a builtin."""
+    return name.startswith("torch.") and not is_torch_nn_class(name) and name not in PARAMETER_CTORS \
+        or name.startswith("builtins.") or name in ("len", "int", "float", "str", "dict", "list", "getattr")
 
 
 def _registered_afterwards(fn, name) -> bool:

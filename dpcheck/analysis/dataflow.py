@@ -1079,6 +1079,37 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
     return default
 
 
+def behind_undecided_flag(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> str | None:
+    """The required constructor parameter whose truth gates ``node``, where nothing in the file
+    decides it: an enclosing `if self.keep:` (an `and` of tests too) with `self.keep = keep` set
+    once in `__init__` from a parameter that has no default and no construction of the class in
+    this file settles (``_constructor_default``). Whether that path runs is up to code that builds
+    the class elsewhere; None where no such flag gates ``node``."""
+    cur, child = fn.parent(node), node
+    while cur is not None:
+        if isinstance(cur, ast.If) and child is not cur.test and any(child is s for s in cur.body):
+            tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
+                else [cur.test]
+            for test in tests:
+                if (flag := _undecided_flag(model, fn, test)) is not None:
+                    return flag
+        cur, child = fn.parent(cur), cur
+    return None
+
+
+def _undecided_flag(model: ModelClass, fn: FunctionInfo, test: ast.AST) -> str | None:
+    attr = fn.self_attr(test)
+    facts = model.attrs.get(attr) if attr is not None else None
+    if facts is None or len(facts.assignments) != 1:
+        return None
+    _, value, where = facts.assignments[0]
+    if not (isinstance(value, ast.Name) and where.name == "__init__" and where.owner is not None
+            and where.owner.node is model.info.node and value.id in parameters_of(where)
+            and _param_default(where, value.id) is _MISSING):
+        return None
+    return value.id if _constructor_default(model, where, value.id, set()) is _MISSING else None
+
+
 def on_as_built(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by: set[str]) -> bool:
     """Is the option ``subject`` true as the class is built (``_default_of``: a parameter of ``fn``,
     forward or the constructor, or `self.<attr>` that a method sets once from a constant or one of
