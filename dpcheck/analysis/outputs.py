@@ -536,7 +536,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         return f"`.{node.func.attr}()` with no dim"
     if _is_loss_module_call(node, fn, model):
         return f"a loss from `{ast.unparse(node.func)}`"
-    reason = _scalar_module_call(node, fn, model)
+    reason = _scalar_module_call(node, fn, model) or _scalar_held_method(node, fn, model, depth)
     if reason:
         return reason
     if isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_KEEPING_METHODS:
@@ -865,15 +865,36 @@ def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> 
     return found
 
 
+def _scalar_held_method(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int) -> str | None:
+    """`self.loss_fct.cal_loss(logits, labels)`: a method other than forward of a module held by
+    `self` (or a local) whose class is one of this file, every return of which is 0-dim."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr == "forward":
+        return None
+    name = _held_class(func.value, fn, model)
+    local = model.ctx.local_name(name) if name else None
+    held = _models_by_name(model.ctx).get(local) if local else None
+    method = held.find_method(func.attr) if held is not None else None
+    if method is None or method.name == "forward":
+        return None
+    return _returned_scalar(method, None, held, depth)
+
+
 def _module_class(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | None:
     """The resolved name of the one project class whose instance a module call runs (held by `self`
     or a local, built by one constructor), or None."""
-    attr = fn.self_attr(call.func)
+    return _held_class(call.func, fn, model)
+
+
+def _held_class(held: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | None:
+    """The resolved name of the one project class of the instance ``held`` (`self.<attr>` or a
+    local, built by one constructor), or None."""
+    attr = fn.self_attr(held)
     if attr is not None:
         facts = model.attrs.get(attr)
         constructions = [v for _, v, _ in facts.assignments] if facts else []
-    elif isinstance(call.func, ast.Name):
-        constructions = list(fn.local_values.get(call.func.id, ()))
+    elif isinstance(held, ast.Name):
+        constructions = list(fn.local_values.get(held.id, ()))
     else:
         return None
     if not constructions or not all(isinstance(v, ast.Call) and _class_reference(v.func, model.ctx)
