@@ -48,7 +48,14 @@ its file passes it off, a constant or a parameter of the building class's `__ini
 whose default (or what every construction of that class passes) is off. A warning then, unless
 another scanned file builds or imports the class (or a class in that chain): its constructions
 are not read, so the flag may be on, an error. A construction with `*args`/`**kwargs` or any
-other value, or none seen, leaves a required flag unknown: an error.
+other value leaves a required flag unknown: an error. With no construction of the class in its
+file at all, whether the path runs is up to the code that builds it elsewhere: a warning, "behind
+the required constructor flag `keep_hidden`, which no construction in this file sets".
+
+`self.step += 1` on a plain tensor attribute (`self.step = torch.zeros(1)` in `__init__`, not a
+buffer) is not lost: `+=` updates that tensor in place, and every replica's `__dict__` copy holds
+the same object, so the original is advanced once per replica on every call, from several
+threads at once. A warning with that message (a buffer keeps only replica 0's update).
 
 A write behind an optional argument of forward (`if has_mask:`, `if mask is not None:`, with a
 False or None default) that no call reaching the class under the wrap passes never runs there:

@@ -18,6 +18,13 @@ A container that gets layers with weights only in one arm of an `if` whose other
 weightless placeholders (`nn.Sequential()`, `nn.Identity()`) is a warning: it holds weights
 only in the configurations that take that arm.
 
+Only weights make it a hazard: a container whose items (its literal's items, what
+`.append`/`.insert` and item stores put in it) are all weightless torch layers, or classes of
+this file whose `__init__` builds no Parameter, buffer or layer with weights, is not reported
+(every replica can call the one shared object). Where such a class of this file builds only
+objects the file cannot trace (a loss class looked up in a registry), it is a warning. A class
+of another file is presumed to hold weights.
+
 ## How to fix
 Use `nn.ModuleList([...])`, `nn.ModuleDict({...})`, `nn.ParameterList([...])` or
 `nn.ParameterDict({...})`.
