@@ -62,9 +62,11 @@ from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     _LIBRARY_ROOTS,
+    BUILDER_CONDITION,
     FALLBACK_GETATTR,
     INIT_WRAPPED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
+    REJECTS_CALL_CONDITION,
     TRAINING_TOKENS,
     mentions_dataparallel,
     own_attributes,
@@ -163,6 +165,17 @@ class WrapperAttributeAccess(Rule):
                 yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper{note}, which has no "
                                      f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
                                      f"{node.attr}`)", requires=wrap.requires + lacks, fix=fix)
+                call = facts.parent(node)
+                if called and lacks and not any(isinstance(a, ast.Starred) for a in call.args):
+                    # Where the wrapper's class of another file does define it (a forwarding method),
+                    # the same call may still not fit that method's arguments: the other finding of
+                    # this position, under the opposite condition.
+                    rejects = (frozenset(f"{REJECTS_CALL_CONDITION}{node.attr}:{len(call.args)}:"
+                                         f"{c.partition(':')[2].partition(':')[2]}" for s in lacks for c in s),)
+                    yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper{note} whose own "
+                                         f"`{node.attr}` takes fewer positional arguments than the {len(call.args)} "
+                                         f"this call passes: TypeError (use `{wrap.name}.module.{node.attr}`)",
+                                         requires=wrap.requires + rejects, fix=fix)
 
     def _reads_of_inherited_wrappers(self, ctx):
         """`self.model.encoder` in the `__init__` of a class whose base is a class of another file (a
@@ -282,8 +295,11 @@ def _wrapper_lacks(source, attr: str, ctx, facts) -> tuple[frozenset[str], ...] 
     """The conditions under which the wrapper ``source`` builds lacks ``attr`` (each its own singleton
     set), or None where its class defines it: a DataParallel subclass of this file, or a base of it in
     this file, that defines ``attr`` or a `__getattr__`. A subclass of another file, or a base there,
-    leaves it to the project index (``lacks_attribute:``)."""
+    or a builder of another file that returns the wrapper, leaves it to the project index
+    (``lacks_attribute:``)."""
     classes = [c.partition(":")[2] for c in sorted(source.requires) if c.startswith("dp:")]
+    # A wrapper returned by a builder of another file: the index knows what that builder wraps with.
+    classes += [c for c in sorted(source.requires) if c.startswith(BUILDER_CONDITION)]
     call = source.call
     local = ctx.local_name(ctx.resolve(call.func)) if isinstance(call, ast.Call) else None
     work = [local] if local in facts.local_dataparallel_classes else []

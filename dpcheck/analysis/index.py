@@ -44,6 +44,7 @@ from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.scripts import (
     ARGUMENTS_MARK,
+    ARITY_MARK,
     BARE_BUILDER_CONDITION,
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
@@ -54,6 +55,7 @@ from dpcheck.analysis.scripts import (
     LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
     PARTIAL_BATCHES_CONDITION,
+    REJECTS_CALL_CONDITION,
     RETURNED_ELEMENT,
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
@@ -390,8 +392,46 @@ class ClassIndex:
 
     def has_attribute(self, wrapper: str, name: str) -> bool:
         """Can a script read ``name`` on this DataParallel subclass's wrapper: does it, or a class on its
-        way down to DataParallel, define that attribute, or a `__getattr__` that answers for any?"""
+        way down to DataParallel, define that attribute, or a `__getattr__` that answers for any? With
+        ``builder:<function>``, on every wrapper that builder may return (none: a stock one)."""
+        if wrapper.startswith(BUILDER_CONDITION):
+            wrappers = self.builder_wrappers(wrapper[len(BUILDER_CONDITION):])
+            return bool(wrappers) and all(self.has_attribute(w, name) for w in wrappers)
         return self.defines(wrapper, name) or self.defines(wrapper, FALLBACK_GETATTR)
+
+    def rejects_call(self, wrapper: str, method: str, count: int) -> bool:
+        """Does the wrapper's own ``method`` (its class's, or a base's on the way down to DataParallel)
+        take fewer positional arguments than ``count``? With ``builder:<function>``, some wrapper that
+        builder may return; False where no class defines the method or its arguments are not known."""
+        if wrapper.startswith(BUILDER_CONDITION):
+            return any(self.rejects_call(w, method, count)
+                       for w in self.builder_wrappers(wrapper[len(BUILDER_CONDITION):]))
+        most = self._arity(wrapper, method, frozenset())
+        return most is not None and count > most
+
+    def _arity(self, wrapper: str, method: str, trail: frozenset[str]) -> int | None:
+        target = self.lookup(wrapper)
+        if target is None or target in trail or not self.is_dataparallel(target):
+            return None
+        own = self._own_attributes.get(target, ())
+        if method in own:
+            prefix = f"{method}{ARITY_MARK}"
+            return next((int(a[len(prefix):-1]) for a in own if a.startswith(prefix)), None)
+        return next((n for base in self.bases[target]
+                     if (n := self._arity(base, method, trail | {target})) is not None), None)
+
+    def builder_wrappers(self, name: str) -> set[str]:
+        """The DataParallel subclasses of the project that the builder ``name`` (followed through
+        re-exports, as ``returns_wrapper`` does) wraps what it returns in; empty where it may return a
+        stock wrapper or is not known."""
+        name = name.partition(ARGUMENTS_MARK)[0]
+        base, mark, element = name.partition(RETURNED_ELEMENT)
+        for _ in range(8):
+            if base + mark + element in self.builders or base not in self.aliases:
+                break
+            base = self.aliases[base]
+        conditions = self.builders.get(base + mark + element, ())
+        return {c.partition(":")[2] for c in conditions if c.startswith("dp:")}
 
     def own_method(self, text: str) -> str | None:
         """``<method>:<class>``: why the class's findings about that stock DataParallel method are advice
@@ -950,6 +990,10 @@ class ClassIndex:
         if f"{kind}:" == LACKS_ATTRIBUTE_CONDITION and name:
             attribute, _, wrapper = name.partition(":")
             return not self.has_attribute(wrapper, attribute)
+        if f"{kind}:" == REJECTS_CALL_CONDITION and name:
+            method, _, rest = name.partition(":")
+            count, _, wrapper = rest.partition(":")
+            return self.rejects_call(wrapper, method, int(count))
         if kind == "gathered" and name:
             return self.gathered(name)
         if kind == "wrapped" and name:

@@ -1002,6 +1002,15 @@ STOCK_METHOD_CONDITION = "stock_method:"
 # ``lacks_attribute:<name>:<class>``: neither the subclass nor a base of it down to DataParallel defines
 # <name> or a `__getattr__` (ClassIndex.has_attribute, from dataparallel_attributes).
 LACKS_ATTRIBUTE_CONDITION = "lacks_attribute:"
+# The condition of a finding about a call of a method that such a subclass defines itself,
+# ``rejects_call:<method>:<count>:<class>``: its own <method> takes fewer positional arguments than
+# the <count> the call passes (ClassIndex.rejects_call, from the ``<method>(<n>)`` entries of
+# dataparallel_attributes): attention_based_tbn's forwarding `get_loss(self, criterion, target, preds)`
+# called with the model's fourth argument, `epoch`.
+REJECTS_CALL_CONDITION = "rejects_call:"
+# In ``dataparallel_attributes``: `<method>(<n>)`, the most positional arguments the method takes
+# (after `self`), for a method without `*args`.
+ARITY_MARK = "("
 # The method through which a class answers every attribute its instances do not have (a
 # DataParallel subclass's `__getattr__` that falls back to `getattr(self.module, name)`).
 FALLBACK_GETATTR = "__getattr__"
@@ -1034,7 +1043,10 @@ def dataparallel_attributes(ctx: FileContext) -> dict[str, list[str]]:
     found = {}
     for info in ctx.classes.values():
         if _named_like_dataparallel(info) and (own := own_attributes(info)):
-            found[info.qualname] = sorted(own)
+            arities = {f"{name}{ARITY_MARK}{len(args.posonlyargs) + len(args.args) - 1})"
+                       for name, method in info.methods.items() if not name.startswith("__")
+                       and (args := method.args).vararg is None and args.posonlyargs + args.args}
+            found[info.qualname] = sorted(own | arities)
     return found
 
 
