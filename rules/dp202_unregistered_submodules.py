@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.model_class import ITEM
-from dpcheck.analysis.torch_api import PARAMETER_CTORS, is_torch_nn_class, parameter_free
+from dpcheck.analysis.torch_api import MODULE_BASES, PARAMETER_CTORS, is_torch_nn_class, parameter_free
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -186,7 +186,10 @@ def _class_weights(model, info, depth: int) -> str:
     """What a module class of this file builds in `__init__` (its bases of this file included):
     Parameters, buffers, torch layers, classes; a base of another file may build more."""
     ctx = model.ctx
-    if any(ctx.local_name(base) is None and not is_torch_nn_class(base) for base in info.bases):
+    # A base of another file, or a torch layer with weights (`class MyConv(nn.Conv2d)`), holds what
+    # this `__init__` does not show.
+    if any(ctx.local_name(base) is None and base not in MODULE_BASES
+           and not (is_torch_nn_class(base) and parameter_free(base)) for base in info.bases):
         return _WEIGHTED
     weights = []
     for cls in ctx.in_file_mro(info):
