@@ -1082,9 +1082,9 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
 def behind_undecided_flag(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> str | None:
     """The required constructor parameter whose truth gates ``node``, where nothing in the file
     decides it: an enclosing `if self.keep:` (an `and` of tests too) with `self.keep = keep` set
-    once in `__init__` from a parameter that has no default and no construction of the class in
-    this file settles (``_constructor_default``). Whether that path runs is up to code that builds
-    the class elsewhere; None where no such flag gates ``node``."""
+    once in `__init__` from a parameter that has no default, where the file has no construction of
+    the class at all. Whether that path runs is up to code that builds the class elsewhere; None
+    where no such flag gates ``node``."""
     cur, child = fn.parent(node), node
     while cur is not None:
         if isinstance(cur, ast.If) and child is not cur.test and any(child is s for s in cur.body):
@@ -1107,7 +1107,10 @@ def _undecided_flag(model: ModelClass, fn: FunctionInfo, test: ast.AST) -> str |
             and where.owner.node is model.info.node and value.id in parameters_of(where)
             and _param_default(where, value.id) is _MISSING):
         return None
-    return value.id if _constructor_default(model, where, value.id, set()) is _MISSING else None
+    # Only where the file builds the class nowhere: a construction here that passes something
+    # not constant leaves the flag unknown, which stays an error (DP101's docs).
+    built_here = next(iter(_construction_arguments(model.ctx, model.info, where, value.id)), None)
+    return value.id if built_here is None else None
 
 
 def on_as_built(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by: set[str]) -> bool:
