@@ -1108,7 +1108,7 @@ def _undecided_flag(model: ModelClass, fn: FunctionInfo, test: ast.AST) -> str |
             and _param_default(where, value.id) is _MISSING):
         return None
     # Only where the file builds the class nowhere: a construction here that passes something
-    # not constant leaves the flag unknown, which stays an error (DP101's docs).
+    # not constant leaves the flag unknown, which stays an error (the attribute rule's docs).
     built_here = next(iter(_construction_arguments(model.ctx, model.info, where, value.id)), None)
     return value.id if built_here is None else None
 
