@@ -65,15 +65,7 @@ class RunResult:
             if finding.error_if and finding.severity != "error" and self.index is not None and self._holds(replace(
                     finding, requires=finding.error_if), kept):
                 settled = replace(settled, severity="error")
-            class_name = finding.subject.class_name
-            if class_name and finding.severity != "info" and self.index is not None \
-                    and (reason := self.index.unwrapped(class_name) or self.index.offline(class_name)
-                         or self.index.unnamed(class_name) or self.index.called_bare(class_name)
-                         or next(filter(None, map(self.index.advice, finding.advice_if)), None)):
-                # "Real if this class were the one wrapped" is advice when the project shows
-                # what it wraps and this class is not part of it, or nothing uses the class; a
-                # finding about a stock DataParallel method is, where the class is wrapped only in
-                # subclasses that define their own.
+            if finding.severity != "info" and (reason := self._advice_reason(finding, kept)):
                 settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
             (suppressed if finding.suppressed else kept).append(settled)
         return _one_per_position(kept), _one_per_position(suppressed)
@@ -83,11 +75,31 @@ class RunResult:
         try:
             return self.index.holds(finding)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
-            self.internal_error = True
-            kept.append(replace(finding, code=INTERNAL_ERROR, severity="error", fix=None, requires=(),
-                                message=f"Internal error deciding whether {finding.code} applies: "
-                                        f"{type(exc).__name__}: {exc}; please report it"))
+            self._failed(finding, kept, f"whether {finding.code} applies", exc)
             return False
+
+    def _advice_reason(self, finding: Finding, kept: list[Finding]) -> str | None:
+        """Why a finding is advice only, or None. "Real if this class were the one wrapped" is
+        advice when the project shows what it wraps and this class is not part of it, or nothing
+        uses the class; a finding about a stock DataParallel method is, where the class is wrapped
+        only in subclasses that define their own. A failure to decide keeps the finding's severity
+        and is a DP002 for its file."""
+        class_name = finding.subject.class_name
+        if not class_name or self.index is None:
+            return None
+        index = self.index
+        try:
+            return index.unwrapped(class_name) or index.offline(class_name) or index.unnamed(class_name) \
+                or index.called_bare(class_name) or next(filter(None, map(index.advice, finding.advice_if)), None)
+        except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
+            self._failed(finding, kept, f"how severe {finding.code} is", exc)
+            return None
+
+    def _failed(self, finding: Finding, kept: list[Finding], question: str, exc: Exception) -> None:
+        self.internal_error = True
+        kept.append(replace(finding, code=INTERNAL_ERROR, severity="error", fix=None, requires=(),
+                            error_if=(), advice_if=(), message=f"Internal error deciding {question}: "
+                            f"{type(exc).__name__}: {exc}; please report it"))
 
 
 def _one_per_position(findings: list[Finding]) -> list[Finding]:

@@ -97,6 +97,41 @@ def test_rule_failure_is_dp002_for_that_file_only(project, monkeypatch, error, j
     assert run.internal_error
 
 
+def test_a_failure_settling_severity_costs_only_that_finding(project, monkeypatch):
+    """Settling asks the class index whether a finding is advice only (nnsvs: a star-import cycle
+    raised RecursionError there and the whole run ended with a traceback and no report). The
+    finding keeps its severity, its file gets a DP002, the other files settle as before."""
+    from dpcheck.analysis.index import ClassIndex
+
+    for i in range(3):
+        (project / f"bad{i}.py").write_text(HAZARD)
+    settling: list[str] = []
+    unwrapped, settle_file = ClassIndex.unwrapped, engine.RunResult.settle_file
+
+    def fragile(self, class_name):
+        if settling[-1].endswith("bad1.py"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return unwrapped(self, class_name)
+
+    def tracked(self, filename, findings):
+        settling.append(filename)
+        return settle_file(self, filename, findings)
+
+    monkeypatch.setattr(ClassIndex, "unwrapped", fragile)
+    monkeypatch.setattr(engine.RunResult, "settle_file", tracked)
+    results, _ = engine.analyze_files(sorted(project.glob("*.py")), ALL_CODES, jobs=1)
+    run = engine.settle(results)
+    by_file: dict = {}
+    for f in run.findings:
+        by_file.setdefault(Path(f.filename).name, []).append((f.code, f.severity))
+    failed = by_file.pop("bad1.py")
+    assert ("DP002", "error") in failed and sorted(set(failed)) == [
+        ("DP002", "error"), ("DP101", "error"), ("DP301", "error")]
+    assert all(sorted(codes) == [("DP101", "error"), ("DP301", "error")] for codes in by_file.values())
+    assert len(by_file) == 2 and run.internal_error
+    assert "how severe DP101 is: RecursionError" in " ".join(f.message for f in run.findings if f.code == "DP002")
+
+
 def test_a_worker_that_dies_costs_only_its_file(project, monkeypatch):
     for i in range(40):
         (project / f"bad{i:02}.py").write_text(HAZARD)

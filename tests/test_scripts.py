@@ -1812,6 +1812,60 @@ def test_star_import_binds_a_wrapped_class():
     assert index.lookup("pkg.train.Missing") is None
 
 
+def test_star_import_of_a_module_that_imports_back_from_its_package(project):
+    """nnsvs: `layers/__init__.py` star-imports `residual_block` (which defines Conv1d) and then
+    `upsample`, which imports Conv1d back from the package. Looking the name up followed that cycle
+    until Python's recursion limit, while settling a whole run: the run crashed with no report. The
+    earlier star import binds it; the run settles and reports."""
+    from dpcheck.analysis.index import ClassIndex
+
+    def result(source, module):
+        return analyze_source(textwrap.dedent(source), module.replace(".", "/") + ".py", [], module)
+
+    package = result("from pkg.layers.residual_block import *\nfrom pkg.layers.upsample import *\n", "pkg.layers")
+    block = result("""
+        import torch.nn as nn
+        class Conv1d(nn.Conv1d):
+            pass
+    """, "pkg.layers.residual_block")
+    upsample = result("from pkg.layers import Conv1d\n", "pkg.layers.upsample")
+    index = ClassIndex([package, block, upsample])
+    assert index.lookup("pkg.layers.Conv1d") == "pkg.layers.residual_block.Conv1d"
+    assert index.lookup("pkg.layers.upsample.Conv1d") == "pkg.layers.residual_block.Conv1d"
+
+    layers = project / "pkg" / "layers"
+    layers.mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("")
+    (layers / "__init__.py").write_text("from pkg.layers.residual_block import *\nfrom pkg.layers.upsample import *\n")
+    (layers / "residual_block.py").write_text("import torch.nn as nn\n\n\nclass Conv1d(nn.Conv1d):\n    pass\n")
+    (layers / "upsample.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from pkg.layers import Conv1d
+
+
+        class Upsample(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = Conv1d(4, 4, 1)
+
+            def forward(self, x, mask=None):
+                if mask is not None:
+                    self.last = x
+                return self.conv(x)
+    """))
+    (project / "train.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from pkg.layers import *
+
+        model = nn.DataParallel(Upsample()).cuda()
+        out = model(x)
+    """))
+    proc = run_cli(".", "--no-cache", "--isolated", "--output-format", "json", cwd=project)
+    assert proc.returncode in (0, 1), proc.stderr
+    # (`mask` is never passed: the store is advice, which settling decides through that lookup)
+    assert [(f["code"], f["location"]["row"], f["severity"]) for f in json.loads(proc.stdout)] == [("DP101", 13, "info")]
+
+
 _SHARED_HELPER = """
     import torch.nn as nn
     from base import Base

@@ -286,8 +286,10 @@ class ClassIndex:
         return self.load_module is not None and self.lookup(name) is None \
             and name.rpartition(".")[0] in self._missing and name.partition(".")[0] not in self._path_names
 
-    def lookup(self, name: str, stars: bool = True) -> str | None:
-        """The indexed class a dotted name refers to, following re-exports (and, with ``stars``, star imports)."""
+    def lookup(self, name: str, stars: bool = True, trail: frozenset[str] = frozenset()) -> str | None:
+        """The indexed class a dotted name refers to, following re-exports (and, with ``stars``, star
+        imports). ``trail``: the modules whose star imports are being followed (a package that star-
+        imports a module which imports a name back from the package is a cycle)."""
         for _ in range(8):
             if name not in self.bases and name not in self.aliases:
                 self._load_for(name)
@@ -297,7 +299,7 @@ class ClassIndex:
                 name = self.aliases[name]
                 continue
             break
-        found = self._star_imported(name) if stars else None
+        found = self._star_imported(name, trail) if stars else None
         if found is not None:
             return found
         # Scanned from a different root than the imports assume: match `module.Class` uniquely,
@@ -337,7 +339,12 @@ class ClassIndex:
             if key in self.bases:
                 return key
             if key in self.aliases:
-                return self.lookup(key)
+                if self.aliases[key].rpartition(".")[0] in trail | {module}:
+                    # It imports the name back from the package being resolved (nnsvs: `layers/__init__.py`
+                    # star-imports `residual_block`, which defines Conv1d, then `upsample`, which does
+                    # `from nnsvs.usfgan.layers import Conv1d`): an earlier star import bound it.
+                    continue
+                return self.lookup(key, trail=trail | {module})
             found = self._star_imported(key, trail | {module})
             if found is not None:
                 return found
