@@ -32,6 +32,7 @@ settles (see dpcheck.analysis.index): ``dp:<class>`` (a DataParallel subclass) a
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import re
 import sys
@@ -87,16 +88,18 @@ class BuilderGuard:
     # One alternative per wrapping return (and per wrap reaching it): (test, the truth its arm needs).
     alternatives: tuple[tuple[tuple[ast.AST, bool], ...], ...]
 
-    def fails(self, call: ast.Call, rebound: set[str]) -> bool:
-        """Does ``call`` (of this file) leave every wrapping return unreachable?"""
-        return _alternatives_fail(self.alternatives, _constant_arguments(self.fn, call, self.skip, rebound))
+    def fails(self, call: ast.Call, rebound: set[str], holds_no_wrapper=None) -> bool:
+        """Does ``call`` (of this file) leave every wrapping return unreachable? ``holds_no_wrapper``:
+        whether an argument surely holds no DataParallel wrapper where the call runs."""
+        env = _constant_arguments(self.fn, call, self.skip, rebound, holds_no_wrapper)
+        return _alternatives_fail(self.alternatives, env)
 
     def text(self) -> str:
         """The ``guard:`` entry of the builder's conditions for other files (see guard_fails)."""
         positional = [a.arg for a in self.fn.args.posonlyargs + self.fn.args.args][self.skip:]
         defaults = _constant_defaults(self.fn)
         names = sorted({n.id for alternative in self.alternatives for test, _ in alternative
-                        for n in ast.walk(test) if isinstance(n, ast.Name)})
+                        for n in ast.walk(test) if isinstance(n, ast.Name) and n.id != HOLDS_WRAPPER_TEST})
         params = {name: [positional.index(name) if name in positional else -1,
                          repr(defaults[name]) if name in defaults else None] for name in names}
         alternatives = [[[ast.unparse(test), truth] for test, truth in alternative] for alternative in self.alternatives]
@@ -296,13 +299,27 @@ class ScriptFacts:
             # is the same builder as when imported by name.
             resolved = self.ctx.resolve(func) or ""
         if resolved:
-            return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}{suffix}{_arguments_text(call)}"}))
+            arguments = _arguments_text(call, self._holds_no_wrapper)
+            return Source(call, frozenset({f"{BUILDER_CONDITION}{resolved}{suffix}{arguments}"}))
         if key not in self._builders:
             return None
         guard = self._guards.get(key)
-        if guard is not None and guard.fails(call, self._rebound_in(guard.fn)):
+        if guard is not None and guard.fails(call, self._rebound_in(guard.fn), self._holds_no_wrapper):
             return None
         return self._builders[key]
+
+    def _holds_no_wrapper(self, node: ast.AST) -> bool:
+        """Does an argument surely hold no DataParallel wrapper where it is passed? A call, a name or
+        `self.<attr>` this file never makes or binds one of there; not a parameter of the enclosing
+        function (a caller of another file may hand it a wrapper)."""
+        if not (isinstance(node, ast.Call) or isinstance(node, (ast.Name, ast.Attribute))
+                and target_text(node) is not None and hasattr(node, "lineno")):
+            return False
+        fn = self.ctx.enclosing(node, _FUNCTIONS)
+        if isinstance(node, ast.Name) and fn is not None and node.id in {
+                a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}:
+            return False
+        return self.wrapper_value(node) is None
 
     def _unpacked_builder_call(self, node: ast.AST, text: str) -> Source | None:
         """The wrapper `a, b = build(...)` unpacks into ``text``: the element at its position of the
@@ -487,12 +504,30 @@ class ScriptFacts:
         alternatives: list[tuple[tuple[ast.AST, bool], ...]] = []
         for ret, value in pairs:
             for origin in self._wrap_origins(value, fn):
-                atoms = {id(test): (test, truth) for node in (ret, origin) if node is not None
-                         for test, truth in self._branch_tests(node) if _over_names(test, params)}
+                atoms = {id(raw): (test, truth) for node in (ret, origin) if node is not None
+                         for raw, truth in self._branch_tests(node)
+                         for test in [self._as_guard_test(raw, params)] if _over_names(test, params)}
                 if not atoms:
                     return None
                 alternatives.append(tuple(atoms.values()))
         return BuilderGuard(fn, 1 if "." in key.partition(RETURNED_ELEMENT)[0] else 0, tuple(alternatives))
+
+    def _as_guard_test(self, test: ast.AST, params: set[str]) -> ast.AST:
+        """``test`` with each test of whether a parameter already holds a wrapper
+        (`isinstance(module, nn.DataParallel)`, `hasattr(module, "module")`) written
+        `HOLDS_WRAPPER_TEST(module)`, the form a guard decides in any file."""
+        if not any(isinstance(n, ast.Call) for n in ast.walk(test)):
+            return test
+        wrapper_test = self._wrapper_test
+
+        class Rewrite(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.AST:
+                if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in params \
+                        and wrapper_test(node, node.args[0].id):
+                    return ast.Call(ast.Name(HOLDS_WRAPPER_TEST, ast.Load()), [ast.Name(node.args[0].id, ast.Load())], [])
+                return node
+
+        return Rewrite().visit(copy.deepcopy(test))
 
     def _branch_tests(self, node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
         """The tests ``node`` runs under in its function, with the truth it needs of each: the `if`s
@@ -1086,6 +1121,13 @@ BUILDER_CONDITION = "builder:"
 # those arguments reach a branch that wraps.
 ARGUMENTS_MARK = "?"
 GUARD_CONDITION = "guard:"
+# A guard's test of whether a builder's parameter already holds a wrapper (`if isinstance(module,
+# nn.DataParallel):`, written HOLDS_WRAPPER_TEST(module)): a builder that re-wraps only what it was
+# handed wrapped (sync-batchnorm's `convert_model`) returns no wrapper to a call handing it a bare
+# model, which the call's arguments say with NO_WRAPPER_TEXT (NO_WRAPPER in the test's names).
+HOLDS_WRAPPER_TEST = "__holds_wrapper__"
+NO_WRAPPER_TEXT = "<no wrapper>"
+NO_WRAPPER = object()
 # Its negation, ``bare_builder:<function>``: the function returns no wrapper. A finding about what the
 # value of such a call holds when it is not wrapped (a checkpoint loaded into it) carries it.
 BARE_BUILDER_CONDITION = "bare_builder:"
@@ -1138,9 +1180,11 @@ def _constant_defaults(fn: ast.AST) -> dict[str, object]:
     return {param.arg: default.value for param, default in pairs if isinstance(default, ast.Constant)}
 
 
-def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str]) -> dict[str, object]:
+def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str],
+                        holds_no_wrapper=None) -> dict[str, object]:
     """The parameters of ``fn`` that ``call`` binds to a constant (passed, or left at a constant
-    default), less those the function rebinds."""
+    default), and with ``holds_no_wrapper``, to ``NO_WRAPPER`` where it says the argument holds
+    none; less those the function rebinds."""
     env = _constant_defaults(fn)
     names = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -1149,6 +1193,8 @@ def _constant_arguments(fn: ast.AST, call: ast.Call, skip: int, rebound: set[str
     for name, value in bound:
         if isinstance(value, ast.Constant):
             env[name] = value.value
+        elif holds_no_wrapper is not None and holds_no_wrapper(value):
+            env[name] = NO_WRAPPER
         else:
             env.pop(name, None)
     return {k: v for k, v in env.items() if k not in rebound}
@@ -1170,14 +1216,24 @@ def _over_names(test: ast.AST, names: set[str]) -> bool:
     _truth may decide from constant arguments)?"""
     found = False
     for node in ast.walk(test):
-        if isinstance(node, ast.Name):
-            if node.id not in names:
+        if _holds_wrapper_test(node) in names:
+            found = True
+        elif isinstance(node, ast.Name):
+            if node.id not in names and node.id != HOLDS_WRAPPER_TEST:
                 return False
             found = True
         elif not isinstance(node, (ast.Constant, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.expr_context,
                                    ast.boolop, ast.unaryop, ast.cmpop)):
             return False
     return found
+
+
+def _holds_wrapper_test(node: ast.AST) -> str | None:
+    """The parameter a `HOLDS_WRAPPER_TEST(<param>)` test (see ScriptFacts._as_guard_test) asks about."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == HOLDS_WRAPPER_TEST \
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+        return node.args[0].id
+    return None
 
 
 def _literal_text(node: ast.AST) -> str | None:
@@ -1187,13 +1243,21 @@ def _literal_text(node: ast.AST) -> str | None:
     return None
 
 
-def _arguments_text(call: ast.Call) -> str:
+def _arguments_text(call: ast.Call, holds_no_wrapper=None) -> str:
     """What a call of a builder of another file passes, for its ``guard:``: `?` and a JSON list of
-    [position or keyword, constant's text or null]; empty where `*args`/`**kwargs` hide it."""
+    [position or keyword, constant's text, ``NO_WRAPPER_TEXT`` where ``holds_no_wrapper`` says the
+    argument holds none, or null]; empty where `*args`/`**kwargs` hide it."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return ""
-    passed = [[i, _literal_text(a)] for i, a in enumerate(call.args)]
-    passed += [[k.arg, _literal_text(k.value)] for k in call.keywords]
+
+    def text(value: ast.AST) -> str | None:
+        literal = _literal_text(value)
+        if literal is None and holds_no_wrapper is not None and holds_no_wrapper(value):
+            return NO_WRAPPER_TEXT
+        return literal
+
+    passed = [[i, text(a)] for i, a in enumerate(call.args)]
+    passed += [[k.arg, text(k.value)] for k in call.keywords]
     return ARGUMENTS_MARK + json.dumps(passed, separators=(",", ":"))
 
 
@@ -1213,7 +1277,7 @@ def guard_fails(entry: str, arguments: str) -> bool:
         if value is None:
             env.pop(name, None)
         else:
-            env[name] = literal_eval(value)
+            env[name] = NO_WRAPPER if value == NO_WRAPPER_TEXT else literal_eval(value)
     tests = [[(ast.parse(test, mode="eval").body, truth) for test, truth in alternative] for alternative in alternatives]
     return _alternatives_fail(tests, env)
 
@@ -1226,9 +1290,13 @@ def builder_conditions(facts: ScriptFacts, key: str) -> list[str]:
 
 
 def _truth(test: ast.AST, env: dict[str, object]) -> bool | None:
-    """The value of a branch test where the names in ``env`` hold those constants, if it is decided."""
+    """The value of a branch test where the names in ``env`` hold those constants (or ``NO_WRAPPER``,
+    which decides only a HOLDS_WRAPPER_TEST), if it is decided."""
+    param = _holds_wrapper_test(test)
+    if param is not None:
+        return False if env.get(param) is NO_WRAPPER else None
     if isinstance(test, ast.Name):
-        return bool(env[test.id]) if test.id in env else None
+        return bool(env[test.id]) if test.id in env and env[test.id] is not NO_WRAPPER else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _truth(test.operand, env)
         return None if inner is None else not inner
@@ -1239,7 +1307,7 @@ def _truth(test: ast.AST, env: dict[str, object]) -> bool | None:
             return decisive
         return (not decisive) if all(v is not None for v in values) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-            and test.left.id in env and isinstance(test.comparators[0], ast.Constant):
+            and test.left.id in env and env[test.left.id] is not NO_WRAPPER and isinstance(test.comparators[0], ast.Constant):
         left, right, op = env[test.left.id], test.comparators[0].value, test.ops[0]
         if isinstance(op, ast.Is):
             return left is right
