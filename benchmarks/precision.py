@@ -23,6 +23,10 @@ finding is joined with benchmarks/corpus/verdicts.tsv on (corpus, file, line, co
 - Recall: benchmarks/corpus/misses.tsv lists real hazards dpcheck did not report when the
   verdicts were written; a miss counts as found once a finding with its code (or any code,
   for `NEW` entries) is reported on its line.
+- `whole` (benchmarks/corpus/whole.tsv, restored by `corpus/restore.py --whole`): whole
+  repositories, every Python file and notebook, as users run dpcheck on them. Only a random sample
+  of their findings is judged: their precision is a table of its own, and their other findings are
+  counted, not listed as unjudged.
 Engine codes (DP001 parse errors, DP002 rule crashes) are counted apart, not judged.
 """
 
@@ -42,7 +46,12 @@ PROJECTS = CORPUS_DIR / "projects"
 # Public code is not committed: manifest.tsv names each file's repository, path and commit, and
 # corpus/restore.py downloads them here.
 HELDOUT = CORPUS_DIR / "heldout"
-PER_PROJECT = ("projects", "heldout")
+# Whole repositories (corpus/whole.tsv, restored by restore.py --whole): what users run dpcheck on.
+# Their verdicts are a random sample of the findings, so their precision is reported apart and
+# their unjudged findings are counted, not listed.
+WHOLE = CORPUS_DIR / "whole"
+PER_PROJECT = ("projects", "heldout", "whole")
+SAMPLED = ("whole",)
 VERDICTS = CORPUS_DIR / "verdicts.tsv"
 MISSES = CORPUS_DIR / "misses.tsv"
 
@@ -52,7 +61,7 @@ from zoos import ZOOS, available  # noqa: E402
 
 def roots() -> dict[str, Path | None]:
     out: dict[str, Path | None] = {name: path if path.is_dir() else None
-                                   for name, path in (("projects", PROJECTS), ("heldout", HELDOUT))}
+                                   for name, path in (("projects", PROJECTS), ("heldout", HELDOUT), ("whole", WHOLE))}
     for zoo in ZOOS:
         out[zoo] = available(zoo)
     return out
@@ -123,6 +132,17 @@ def _precision_row(code: str, severity: str, c: Counter) -> list[str]:
     return [code, str(judged), *(str(c[k]) for k in VERDICT_KINDS), pct(real, judged)]
 
 
+def _code_rows(counts: dict[tuple[str, str], Counter], severity: str) -> list[list[str]]:
+    """One precision row per code of that severity, then their total."""
+    rows = []
+    total: Counter = Counter()
+    for (sev, code), c in sorted(counts.items()):
+        if sev == severity:
+            total.update(c)
+            rows.append(_precision_row(code, severity, c))
+    return rows + [_precision_row("all", severity, total)]
+
+
 def miss_is_found(miss: dict, reported: dict[str, set[tuple[str, int, str]]]) -> bool:
     """Is a listed miss reported now: a finding with its code (any code for `NEW`) on its line."""
     hits = {c for (f, l, c) in reported[miss["corpus"]] if f == miss["file"] and l == int(miss["line"])}
@@ -153,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     misses = read_tsv(MISSES)
     wanted = args.corpus or list(roots())
 
-    # per (severity, code): a Counter of verdicts
+    # per (severity, code): a Counter of verdicts (of the sampled corpora apart)
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    sample_counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    sampled_unjudged: Counter = Counter()
     unjudged: list[str] = []
     unjudged_warnings: list[str] = []
     engine: Counter = Counter()
@@ -164,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in wanted:
         root = roots().get(name)
         if root is None:
-            hint = "run benchmarks/corpus/restore.py" if name in PER_PROJECT else f"run benchmarks/zoos.py {name}"
+            hint = ("run benchmarks/corpus/restore.py --whole" if name in SAMPLED else "run benchmarks/corpus/restore.py"
+                    if name in PER_PROJECT else f"run benchmarks/zoos.py {name}")
             print(f"# {name}: not available ({hint})", file=sys.stderr)
             continue
         findings = run_corpus(name, root)
@@ -183,11 +206,13 @@ def main(argv: list[str] | None = None) -> int:
             v = verdicts.get((name, f["file"], f["line"], code))
             c[sev] += 1
             if v:
-                counts[(sev, code)][v["verdict"]] += 1
+                (sample_counts if name in SAMPLED else counts)[(sev, code)][v["verdict"]] += 1
                 c[f"{sev}-judged"] += 1
                 c[f"{sev}-real"] += is_real(sev, v["verdict"])
                 if sev == "error" and v["verdict"] == "real":
                     real_errors[name] += 1
+            elif sev in ("error", "warning") and name in SAMPLED:
+                sampled_unjudged[sev] += 1
             elif sev in ("error", "warning"):
                 row = f"{name}\t{f['file']}\t{f['line']}\t{code}\t{f['message']}"
                 (unjudged if sev == "error" else unjudged_warnings).append(row)
@@ -200,23 +225,23 @@ def main(argv: list[str] | None = None) -> int:
     print(table(per_corpus_rows, ["corpus", "files", "errors", "judged", "precision", "warnings",
                                   "judged", "precision", "info"], args.markdown))
     for sev in ("error", "warning"):
-        rows = []
-        tot = Counter()
-        for (s, code), c in sorted(counts.items()):
-            if s != sev:
-                continue
-            tot.update(c)
-            rows.append(_precision_row(code, sev, c))
-        rows.append(_precision_row("all", sev, tot))
         label = ("Errors (all judged): precision = real / judged" if sev == "error" else
                  "Warnings (judged sample): precision = (real + latent + cost) / judged")
         print(f"\n## {label}, borderline counted as not real\n")
-        print(table(rows, ["code", "judged", *VERDICT_KINDS, "precision"], args.markdown))
+        print(table(_code_rows(counts, sev), ["code", "judged", *VERDICT_KINDS, "precision"], args.markdown))
+    for sev in ("error", "warning"):
+        if any(s == sev for s, _ in sample_counts):
+            print(f"\n## {', '.join(n for n in SAMPLED if n in reported)}: a random sample of the {sev}s judged, "
+                  "borderline counted as not real\n")
+            print(table(_code_rows(sample_counts, sev), ["code", "judged", *VERDICT_KINDS, "precision"], args.markdown))
 
     print(f"\nUnjudged error findings: {len(unjudged)}; unjudged warnings: {len(unjudged_warnings)}")
     if args.list_unjudged:
         for line in unjudged + unjudged_warnings:
             print("  " + line)
+    if sampled_unjudged:
+        print(f"Outside the judged sample of {', '.join(n for n in SAMPLED if n in reported)}: "
+              f"{sampled_unjudged['error']} errors, {sampled_unjudged['warning']} warnings")
     # A verdict that no finding matches any more: either the finding was fixed away (a false one:
     # good) or a real one was lost (a regression), or its line moved with a zoo version.
     gone = [v for (corpus, file, line, code), v in sorted(verdicts.items())
