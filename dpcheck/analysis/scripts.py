@@ -905,6 +905,8 @@ class ScriptFacts:
         `if multigpu: self.net = DataParallel(self.net)` in `__init__` and `if not self.multigpu:` in
         another method are seen to exclude each other."""
         found = _conditions(test, positive)
+        found += [fact for text, truth in found if text in self._test_flags
+                  for fact in _conditions(self._test_flags[text], truth)]
         method = self.ctx.enclosing(node, _FUNCTIONS)
         flags = self._constructor_flags.get(id(method)) if method is not None and method.name == "__init__" else None
         if not flags:
@@ -915,6 +917,27 @@ class ScriptFacts:
                 text = text.replace(f"Name(id='{parameter}', ctx=Load())", attribute)
             translated.append((text, truth))
         return translated
+
+    @cached_property
+    def _test_flags(self) -> dict[str, ast.AST]:
+        """Dump of `self.<attr>` -> the test it keeps, for each attribute this file stores once, from
+        a comparison or a boolean test (`self.is_multi_gpu = True if torch.cuda.device_count() > 1
+        else False`, `bool(...)`, `not ...`): a test of the attribute is a test of that test."""
+        stores: dict[str, list[ast.AST]] = {}
+        for node in self.ctx.nodes(ast.Attribute):
+            if isinstance(node.ctx, ast.Store):
+                stores.setdefault(node.attr, []).append(node)
+        found: dict[str, ast.AST] = {}
+        for attr, targets in stores.items():
+            target = targets[0]
+            parent = self.parents.get(target)
+            if len(targets) != 1 or target_text(target) != f"self.{attr}" or not isinstance(parent, ast.Assign) \
+                    or parent.targets != [target]:
+                continue
+            test = _kept_test(parent.value)
+            if test is not None:
+                found[ast.dump(ast.Attribute(ast.Name("self", ast.Load()), attr, ast.Load()))] = test
+        return found
 
     @cached_property
     def _constructor_flags(self) -> dict[int, dict[str, str]]:
@@ -1157,18 +1180,34 @@ def _builder_like(name: str, resolved: str) -> bool:
 
 
 def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
-    """The conjuncts a branch establishes, each as (dump of a comparison or name, truth)."""
+    """The conjuncts a branch establishes, each as (dump of a comparison or name, truth); for an
+    `and` or `or`, the whole test too, so that the arm where it fails contradicts the other
+    (`if torch.cuda.device_count() > 1 and opt.NUM_GPU > 1:` wraps, its `else` elsewhere reads)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _conditions(test.operand, not positive)
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and positive:
-        return [c for v in test.values for c in _conditions(v, True)]
+        return [c for v in test.values for c in _conditions(v, True)] + [(ast.dump(test), True)]
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and not positive:
-        return [c for v in test.values for c in _conditions(v, False)]
+        return [c for v in test.values for c in _conditions(v, False)] + [(ast.dump(test), False)]
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
         flipped = ast.Compare(test.left, [ast.Eq() if isinstance(test.ops[0], ast.NotEq) else ast.Is()],
                               test.comparators)
         return [(ast.dump(flipped), not positive)]
     return [(ast.dump(test), positive)]
+
+
+def _kept_test(value: ast.AST) -> ast.AST | None:
+    """The test a stored value is, where it is one: a comparison, `not`, `and`/`or` of such, `bool(t)`,
+    `True if t else False` (and `False if t else True`, `not t`)."""
+    if isinstance(value, ast.IfExp) and all(isinstance(v, ast.Constant) and isinstance(v.value, bool)
+                                            for v in (value.body, value.orelse)) and value.body.value != value.orelse.value:
+        return value.test if value.body.value else ast.UnaryOp(ast.Not(), value.test)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "bool" \
+            and len(value.args) == 1 and not value.keywords:
+        return value.args[0]
+    if isinstance(value, (ast.Compare, ast.BoolOp)) or isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+        return value
+    return None
 
 
 def _constant_defaults(fn: ast.AST) -> dict[str, object]:
