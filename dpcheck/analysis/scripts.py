@@ -716,8 +716,8 @@ class ScriptFacts:
                 if not (text.startswith("self.") and wrap.scope is not self.ctx.tree) or (
                         origin is not None and self.ctx.enclosing(node, _FUNCTIONS) is self.ctx.enclosing(origin, _FUNCTIONS)):
                     continue
-                if origin is not None and self._constructed_before(node, origin):
-                    continue
+            if origin is not None and text.startswith("self.") and self._constructed_before(node, origin):
+                continue
             if not self._inside(node, wrap.scope) and not (
                     text.startswith("self.") and self._in_subclass_of(node, wrap.scope, wrap.origin)
                     and not self._rebound_before(node, text)):
@@ -777,19 +777,70 @@ class ScriptFacts:
                 return True
         return False
 
-    def _constructed_before(self, node: ast.AST, origin: ast.AST) -> bool:
+    def _constructed_before(self, node: ast.AST, origin: ast.AST, depth: int = 0) -> bool:
         """Is ``node`` in `__init__` and the wrap ``origin`` in another method of the class that
         `__init__` does not call before ``node`` (`def multi_gpu(self): self.model =
-        nn.DataParallel(self.model)`)? The constructor runs before any other method can."""
+        nn.DataParallel(self.model)`)? The constructor runs before any other method can. So does
+        a method of the class that this file calls only from there, before that call (cifr's
+        `load_checkpoints`, called from `__init__` just before `self.check_and_use_multi_gpu()`),
+        where the file names it nowhere else."""
         init = self.ctx.enclosing(node, _FUNCTIONS)
         method = self.ctx.enclosing(origin, _FUNCTIONS)
-        if init is None or init.name != "__init__" or method is None or method is init \
-                or self.ctx.enclosing(init, ast.ClassDef) is not self.ctx.enclosing(method, ast.ClassDef):
+        if init is None or method is None or method is init or not self._related(
+                self.ctx.enclosing(init, ast.ClassDef), self.ctx.enclosing(method, ast.ClassDef)):
             return False
-        return not any(isinstance(call.func, ast.Attribute) and call.func.attr == method.name
-                       and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
-                       and call.lineno <= node.lineno
-                       for call in self.ctx.tree_index.nodes_within(init, ast.Call))
+        if init.name != "__init__":
+            # (a subclass's override runs where the base's constructor calls `self.<method>()`)
+            sites = self._self_calls_only(init)
+            return depth < 4 and bool(sites) and all(self._constructed_before(site, origin, depth + 1) for site in sites)
+        calls = [call for call in self.ctx.tree_index.nodes_within(init, ast.Call)
+                 if call.lineno <= node.lineno and isinstance(call.func, ast.Attribute)]
+        if self.ctx.enclosing(init, ast.ClassDef) is not self.ctx.enclosing(method, ast.ClassDef) \
+                and any(call.func.attr == "__init__" for call in calls):
+            return False  # a subclass's constructor after `super().__init__()`: the base's may have wrapped
+        return not any(call.func.attr == method.name and isinstance(call.func.value, ast.Name)
+                       and call.func.value.id == "self" for call in calls)
+
+    def _related(self, a: ast.ClassDef | None, b: ast.ClassDef | None) -> bool:
+        """Are two classes of this file the same, or is one a subclass of the other here?"""
+        if a is None or b is None:
+            return False
+        return a is b or self._derives(a, b) or self._derives(b, a)
+
+    def _derives(self, cls: ast.ClassDef, base: ast.ClassDef, depth: int = 0) -> bool:
+        info = self.ctx.classes.get(cls.name)
+        if info is None or depth > 8:
+            return False
+        for name in info.bases:
+            local = self.ctx.local_name(name)
+            parent = self.ctx.classes.get(local) if local is not None else None
+            if parent is not None and (parent.node is base or self._derives(parent.node, base, depth + 1)):
+                return True
+        return False
+
+    def _self_calls_only(self, method: ast.AST) -> list[ast.Call]:
+        """The `self.<method>(...)` calls of this file, where the file names the method nowhere else
+        (no other attribute read, no plain name: not handed on as a callback); empty otherwise."""
+        sites = []
+        for attribute in self._attribute_reads.get(method.name, ()):
+            call = self.parents.get(attribute)
+            if not (isinstance(call, ast.Call) and call.func is attribute and isinstance(attribute.value, ast.Name)
+                    and attribute.value.id == "self"):
+                return []
+            sites.append(call)
+        return [] if method.name in self._plain_names else sites
+
+    @cached_property
+    def _attribute_reads(self) -> dict[str, list[ast.Attribute]]:
+        found: dict[str, list[ast.Attribute]] = {}
+        for node in self.ctx.nodes(ast.Attribute):
+            if isinstance(node.ctx, ast.Load):
+                found.setdefault(node.attr, []).append(node)
+        return found
+
+    @cached_property
+    def _plain_names(self) -> frozenset[str]:
+        return frozenset(n.id for n in self.ctx.nodes(ast.Name))
 
     def _isinstance_guard(self, node: ast.AST, text: str) -> ast.AST | None | bool:
         """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False."""
