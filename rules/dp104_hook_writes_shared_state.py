@@ -10,6 +10,9 @@ A hook that a method registers and removes again before returning (its handle's 
 called there, or the handle used as a `with` context), in a method forward does not reach, is
 not reported: an attention or Grad-CAM probe that runs the module itself in between fires only
 inside that method, on the module it is called on (a DataParallel wrapper has no such method).
+A module-level function that registers hooks on a model it is handed and removes them before
+returning (a `torchsummary`-style `summary(model, *inputs)`) is a warning: its hooks fire under
+DataParallel only if a caller hands it a wrapper, which its own file does not show.
 
 ## Why is this bad?
 Hooks are shared by reference with every DataParallel replica, so they run once per
@@ -97,6 +100,7 @@ class HookWritesSharedState(Rule):
         for call in registrations:
             if id(call) in in_modules:
                 continue
+            probe = _probe_function(call, ctx)
             target = call.args[0]
             hooks, self_name = [], None
             if isinstance(target, ast.Lambda):
@@ -111,7 +115,13 @@ class HookWritesSharedState(Rule):
                 hooks = [owner_of[id(call)].methods[target.attr]]
                 self_name = target.value.id
             for hook in hooks:
-                yield from self._writes(FunctionInfo(hook, None, ctx.tree_index), self_name)
+                for found in self._writes(FunctionInfo(hook, None, ctx.tree_index), self_name):
+                    if probe is not None:
+                        found.severity = Severity.WARNING
+                        found.message += (f"; latent: `{probe.name}()` registers these hooks on the model it is "
+                                          "handed and removes them before it returns, so they run on replicas "
+                                          "only if a caller hands it a DataParallel wrapper")
+                    yield found
 
     @staticmethod
     def _is_registration(call) -> bool:
@@ -151,6 +161,25 @@ class HookWritesSharedState(Rule):
         return self.violation(node, f"Hook writes `{what}`: under DataParallel it runs once per replica "
                               "thread and the last writer wins, keeping one replica's chunk of the batch",
                               subject=Subject(attr=_self_attr(what)))
+
+
+def _probe_function(call: ast.Call, ctx) -> ast.FunctionDef | None:
+    """The module-level function a registration runs in (through functions nested in it: the
+    `register_hook` that `model.apply` runs), where that function removes hooks before it returns
+    (a `.remove()` call in it) and takes the model as a parameter; None otherwise (a script's
+    top level, a function that leaves its hooks in place)."""
+    outer = None
+    node = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+    while node is not None:
+        outer = node
+        node = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        if isinstance(node, ast.ClassDef):
+            return None
+    if outer is None or not (outer.args.args or outer.args.posonlyargs):
+        return None
+    removes = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "remove"
+                  and not n.args for n in ast.walk(outer))
+    return outer if removes else None
 
 
 def _self_attr(written: str) -> str | None:
