@@ -843,7 +843,8 @@ class ScriptFacts:
         return frozenset(n.id for n in self.ctx.nodes(ast.Name))
 
     def _isinstance_guard(self, node: ast.AST, text: str) -> ast.AST | None | bool:
-        """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False."""
+        """Inside `if isinstance(text, DataParallel)`: its test; in the else arm (or under `not`): False.
+        Inside `if isinstance(text, PreTrainedModel)` (a class no wrapper is an instance of): False."""
         child, cur = node, self.parents.get(node)
         while cur is not None:
             if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
@@ -851,6 +852,8 @@ class ScriptFacts:
                 in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
                 if self._wrapper_test(test, text):
                     return test if in_body == positive else False
+                if in_body and positive and self._non_wrapper_test(test, text):
+                    return False
                 if in_body and isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And):
                     # `if n_gpu > 1 and not isinstance(model, DataParallel):` holds only where the
                     # conjunct does (its else arm says nothing about `model`).
@@ -858,6 +861,8 @@ class ScriptFacts:
                         test, positive = _unnot(conjunct)
                         if self._wrapper_test(test, text):
                             return test if positive else False
+                        if positive and self._non_wrapper_test(test, text):
+                            return False
                 if not in_body and isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.Or):
                     # The else arm of `isinstance(model, nn.DataParallel) or isinstance(model, DDP)`
                     # runs only where every disjunct fails (its body says nothing about `model`).
@@ -893,6 +898,22 @@ class ScriptFacts:
             return any(self._dp_name(self.ctx.resolve(k) or "") or "DataParallel" in (self.ctx.resolve(k) or "")
                        for k in kinds)
         return test.func.id == "hasattr" and isinstance(kind, ast.Constant) and kind.value == "module"
+
+    def _non_wrapper_test(self, test: ast.AST, text: str) -> bool:
+        """`isinstance(text, <classes>)` where no class is one a DataParallel wrapper is an instance
+        of (`isinstance(model, PreTrainedModel)` in a Trainer that may have wrapped `model`): where it
+        holds, `text` is no wrapper."""
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+                and len(test.args) == 2 and target_text(test.args[0]) == text):
+            return False
+        kind = test.args[1]
+        kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
+        for k in kinds:
+            resolved = self.ctx.resolve(k) or ""
+            if not resolved or "Parallel" in resolved or self._dp_name(resolved) \
+                    or resolved in _WRAPPER_BASES or resolved.rsplit(".", 1)[-1] in ("Module", "object"):
+                return False
+        return True
 
     def _flag_set_with_wrap(self, flag: str, text: str) -> bool:
         """Is `self.<flag> = True` a statement beside a DataParallel construction assigned to `text`
@@ -1245,6 +1266,11 @@ def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
                               test.comparators)
         return [(ast.dump(flipped), not positive)]
     return [(ast.dump(test), positive)]
+
+
+# Classes a DataParallel wrapper is an instance of (besides DataParallel's own): an isinstance test
+# of one of these says nothing about whether a name holds the wrapper.
+_WRAPPER_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "builtins.object", "object"})
 
 
 def _kept_test(value: ast.AST) -> ast.AST | None:
