@@ -48,6 +48,13 @@ from dpcheck.rule import Rule, Violation
 # A file that mentions none of these has no module code and no DataParallel script:
 # it is parsed (its classes may be bases elsewhere) but no rule runs on it.
 RELEVANT_TOKENS = ("torch", "nn.", "Module", "forward", "DataParallel")
+# Top-level packages no project module is named after: imports of them are not kept (FileResult.imports).
+# (A short list: a project may have a module named like some other one, `code/` or `test.py`.)
+_NOT_PROJECT_ROOTS = frozenset({
+    "torch", "torchvision", "torchaudio", "numpy", "scipy", "pandas", "sklearn", "matplotlib", "PIL", "cv2",
+    "tqdm", "yaml", "os", "sys", "re", "json", "math", "time", "random", "argparse", "logging", "collections",
+    "itertools", "functools", "typing", "pathlib", "copy", "pickle", "shutil", "glob", "warnings", "datetime",
+    "__future__", "abc", "dataclasses", "enum", "subprocess", "csv", "io", "string", "inspect"})
 
 
 
@@ -133,6 +140,8 @@ class FileResult:
     unnamed: list[str] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
     builds_by_name: bool = False
+    # Whether it loads a module by a name it computes (mentions._loads_by_name).
+    loads_by_name: bool = False
     # Attributes of objects other than self it stores a DataParallel wrapper in (scripts.wrapped_attributes).
     wrapped_attributes: list[str] = field(default_factory=list)
     # Classes it builds and only calls outside any module, one entry per binding; the classes it
@@ -155,6 +164,9 @@ class FileResult:
     # The modules its star imports read from, in order (names.ImportMap.star_modules), and the names
     # a literal `__all__` declares (None where it declares none): what a star import of it binds.
     star_imports: list[str] = field(default_factory=list)
+    # The project modules it imports, as its import statements name them (names.ImportMap.modules,
+    # less torch's and the standard library's): the index follows them from the files that wrap.
+    imports: list[str] = field(default_factory=list)
     # `<attr>@<class>` -> what that class's methods put into `self.<attr>` item by item, for a base of
     # another file that wraps every item (wrapping.item_stores).
     item_stores: dict[str, list[str]] = field(default_factory=dict)
@@ -202,6 +214,7 @@ class FileResult:
                 **({"unnamed": " ".join(self.unnamed)} if self.unnamed else {}),
                 **({"mentions": " ".join(self.mentions)} if self.mentions else {}),
                 **({"builds_by_name": True} if self.builds_by_name else {}),
+                **({"loads_by_name": True} if self.loads_by_name else {}),
                 **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {}),
                 **({"bare_built": " ".join(self.bare_built)} if self.bare_built else {}),
                 **({"escaping": " ".join(self.escaping)} if self.escaping else {}),
@@ -215,6 +228,7 @@ class FileResult:
                 **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
                    if self.pairing_helpers else {}),
                 **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
+                **({"imports": " ".join(self.imports)} if self.imports else {}),
                 **({"item_stores": {k: " ".join(v) for k, v in self.item_stores.items()}} if self.item_stores else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
@@ -248,6 +262,7 @@ class FileResult:
                    forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()},
                    unnamed=str(data.get("unnamed", "")).split(), mentions=str(data.get("mentions", "")).split(),
                    builds_by_name=bool(data.get("builds_by_name", False)),
+                   loads_by_name=bool(data.get("loads_by_name", False)),
                    wrapped_attributes=str(data.get("wrapped_attributes", "")).split(),
                    bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),
                    passed_attributes=str(data.get("passed_attributes", "")).split(),
@@ -259,6 +274,7 @@ class FileResult:
                    pairing_helpers={str(k): str(v).split()
                                     for k, v in dict(data.get("pairing_helpers", {})).items()},
                    star_imports=str(data.get("star_imports", "")).split(),
+                   imports=str(data.get("imports", "")).split(),
                    item_stores={str(k): str(v).split() for k, v in dict(data.get("item_stores", {})).items()},
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
@@ -408,6 +424,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
         summarize_text_mentions(text, result)  # (what it names, read off its text)
+        result.loads_by_name = True  # (what it imports is not known: the files it reaches are not)
         if "DataParallel" in text or "data_parallel" in text:
             # A script that may wrap a model but cannot be read: what the project wraps is not fully known.
             result.unresolved_wraps = [row]
@@ -430,6 +447,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
     result.star_imports = imports.star_modules
+    result.imports = sorted(m for m in imports.modules if m.partition(".")[0] not in _NOT_PROJECT_ROOTS)
     if "__all__" in text:
         declared = declared_all(tree)
         result.declared_all = None if declared is None else sorted(declared)

@@ -163,6 +163,13 @@ class ClassIndex:
         self._passed_attributes: set[str] = set()
         self._bare: dict[str, str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
+        # Import reach (see unreached): module -> the modules its imports name; file -> module; the
+        # modules of files that wrap a model; those that look classes up by a computed name.
+        self._imports: dict[str, list[str]] = {}
+        self._module_of_file: dict[str, str] = {}
+        self._wrapping_modules: set[str] = set()
+        self._by_name_modules: set[str] = set()
+        self._reached: frozenset[str] | None = None
         for result in results:
             self._add(result)
         # `module.Class` of the classes this run checks (not of loaded modules; the same file
@@ -176,6 +183,16 @@ class ClassIndex:
 
     def _add(self, result: FileResult) -> None:
         self._loaded.add(result.module)
+        # (Two scripts of one name in different folders are one module here: both its imports count.)
+        self._imports.setdefault(result.module, []).extend(result.imports)
+        self._module_of_file[result.filename] = result.module
+        if result.partial_batches or result.unresolved_wraps or result.wrapped or result.wrap_candidates \
+                or result.wrapped_alone or result.builders or result.init_wrapped or result.wrapping_methods \
+                or result.parallel_helpers:
+            self._wrapping_modules.add(result.module)
+        if result.loads_by_name:
+            self._by_name_modules.add(result.module)
+        self._reached = None
         self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], set()).add(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
@@ -524,6 +541,82 @@ class ClassIndex:
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_roots})
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {shown})"
+
+    def unreached(self, filename: str) -> str | None:
+        """Why the classes of a file are advice only, or None: the scanned files wrap a model, and no
+        file that does, nor any file that imports one of those (transitively), imports this file's
+        module, directly or through other modules. Nothing that runs a wrapped model loads it (a
+        subproject of a monorepo that never wraps, an example beside the one that does). Not where
+        a file on the way loads a module by a computed name (`import_module`, Hydra's
+        `instantiate`), which can load any module (mentions._loads_by_name)."""
+        module = self._module_of_file.get(filename)
+        if module is None or not self._wrapping_modules:
+            return None
+        if self._reached is None:
+            self._reached = self._reach()
+        if not self._reached or module in self._reached:
+            return None
+        return "no file that wraps a model, or runs one that does, imports this module, directly or through others"
+
+    def _reach(self) -> frozenset[str]:
+        """The modules a wrapping file, or an importer of one (transitively), imports, transitively,
+        themselves included; empty (not known) where one of them looks names up by a computed name."""
+        edges = {module: self._imported_modules(names) for module, names in list(self._imports.items())}
+        importers: dict[str, set[str]] = {}
+        for module, targets in edges.items():
+            for target in targets:
+                importers.setdefault(target, set()).add(module)
+        roots, pending = set(), list(self._wrapping_modules)
+        while pending:
+            module = pending.pop()
+            if module not in roots:
+                roots.add(module)
+                pending.extend(importers.get(module, ()))
+        reached, pending = set(), list(roots)
+        while pending:
+            module = pending.pop()
+            if module not in reached:
+                reached.add(module)
+                pending.extend(edges.get(module, ()))
+        if reached & self._by_name_modules or any(self._unscanned_project_import(name) for module in reached
+                                                   for name in self._imports.get(module, ())):
+            return frozenset()
+        return frozenset(reached)
+
+    def _unscanned_project_import(self, name: str) -> bool:
+        """Does an import name a module of the project that is not scanned (its first part is a
+        folder or module of the scanned paths, and no part of it that names a module is indexed:
+        `from models.select_network import define_G` with `models/select_network.py` left out)?
+        Then what the importer reaches is not all known."""
+        if ":" in name or not name.startswith(".") and name.split(".")[0] not in self._path_names:
+            return False  # (`a:c` of `from a import c` may name a class: `a` is checked on its own)
+        name = name.lstrip(".")
+        leaf = name.rpartition(".")[2]
+        # (A scanned module of one part, `models`, says nothing of `vocoderlib.models`.)
+        return name not in self._imports and not any(
+            module.endswith("." + name) or "." in module and name.endswith("." + module)
+            for module in self._modules_by_leaf.get(leaf, ()))
+
+    def _imported_modules(self, names: list[str]) -> set[str]:
+        """The indexed modules some import names stand for: the module itself and the packages
+        above it, and, where the scan's roots differ from the script's `sys.path`, every module
+        whose dotted name ends with it (`from models import resnet` run from `tools/`, with
+        `lib/models/resnet.py` scanned as `lib.models.resnet`) or that it ends with (a folder
+        without `__init__.py`: `synthesizer.models.tacotron` scanned as `models.tacotron`).
+        Generous: a module wrongly taken for imported keeps findings, one wrongly left out would
+        drop them."""
+        found: set[str] = set()
+        for name in names:
+            name = name.replace(":", ".").lstrip(".")
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                if prefix in self._imports:
+                    found.add(prefix)
+            for module in self._modules_by_leaf.get(parts[-1], ()):
+                if module == name or module.endswith("." + name) or name.endswith("." + module):
+                    found.add(module)
+        return found
 
     def offline(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: every scanned class of this simple name

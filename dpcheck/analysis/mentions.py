@@ -52,6 +52,9 @@ _BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subcl
                             r"|import_module|__import__|sys\.modules|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
                             + r")\b")
 _CAPITALISED_WORD = re.compile(r"\b[A-Z]\w*")
+# The same for loading a module by a name (ClassIndex.unreached): a call, not a word of a docstring.
+_LOADS_BY_NAME_WORDS = re.compile(r"\b(?:import_module|__import__|exec|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
+                                   + r")\s*\(")
 
 
 def capitalised(name: str) -> bool:
@@ -70,6 +73,9 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
     result.builds_by_name = _builds_by_name(ctx)
+    result.loads_by_name, loaded = _loads_by_name(ctx)
+    if loaded:
+        result.imports = sorted(set(result.imports).union(loaded))
 
 
 def summarize_text_mentions(text: str, result) -> None:
@@ -77,6 +83,24 @@ def summarize_text_mentions(text: str, result) -> None:
     result.mentions = sorted(set(_CAPITALISED_WORD.findall(text)))
     result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
     result.builds_by_name = _BY_NAME_WORDS.search(text) is not None
+    result.loads_by_name = _LOADS_BY_NAME_WORDS.search(text) is not None
+
+
+def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
+    """Whether the file loads a module by a name it computes (`importlib.import_module("models." +
+    name)`, `__import__(name)`, Hydra's `instantiate(cfg.model)`, `pydoc.locate(path)`, `exec`), and
+    the modules it loads by a constant name (`importlib.import_module("task.pose")`)."""
+    loaded: list[str] = []
+    for call in ctx.nodes(ast.Call):
+        name = _called(call)
+        if name in _PATH_RESOLVING_CALLS or name == "exec" and call.func.__class__ is ast.Name:
+            return True, loaded
+        if name in _IMPORT_CALLS:
+            if call.args and not _computed(call.args[0]):
+                loaded.append(call.args[0].value)
+            else:
+                return True, loaded
+    return False, loaded
 
 
 def _builds_by_name(ctx: FileContext) -> bool:

@@ -51,6 +51,10 @@ class ImportMap:
         # The modules its star imports read names from, in source order (the last one binding a
         # name wins): the project index resolves a name the module neither defines nor imports by name.
         self.star_modules: list[str] = []
+        # Every module an import statement names (`a.b` of `import a.b`, `a` and `a:c` of `from a
+        # import c`, which may be a submodule or a name): what the index follows to tell which files
+        # a wrapping script can reach.
+        self.modules: set[str] = set()
         package = module if is_package else module.rpartition(".")[0]
         star = False
         if import_nodes is None:
@@ -58,6 +62,7 @@ class ImportMap:
         for node in sorted(import_nodes, key=lambda n: n.lineno):
             if isinstance(node, ast.Import):
                 for alias in node.names:
+                    self.modules.add(alias.name)
                     if alias.asname:
                         self.aliases[alias.asname] = alias.name
                     else:
@@ -70,7 +75,13 @@ class ImportMap:
                     if node.level > 1:
                         anchor = anchor[: len(anchor) - (node.level - 1)]
                     base = ".".join([*anchor, base] if base else anchor)
+                # (`.` before a relative import's: a module of the project, wherever it resolves)
+                relative = "." if node.level else ""
+                if base:
+                    self.modules.add(relative + base)
                 for alias in node.names:
+                    if alias.name != "*":  # (`base:name`: a submodule or a name the module binds)
+                        self.modules.add(f"{relative}{base}:{alias.name}" if base else relative + alias.name)
                     if alias.name == "*":
                         star = True
                         if base:

@@ -518,16 +518,7 @@ class ScriptFacts:
         `HOLDS_WRAPPER_TEST(module)`, the form a guard decides in any file."""
         if not any(isinstance(n, ast.Call) for n in ast.walk(test)):
             return test
-        wrapper_test = self._wrapper_test
-
-        class Rewrite(ast.NodeTransformer):
-            def visit_Call(self, node: ast.Call) -> ast.AST:
-                if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in params \
-                        and wrapper_test(node, node.args[0].id):
-                    return ast.Call(ast.Name(HOLDS_WRAPPER_TEST, ast.Load()), [ast.Name(node.args[0].id, ast.Load())], [])
-                return node
-
-        return Rewrite().visit(copy.deepcopy(test))
+        return _WrapperTestRewrite(self._wrapper_test, params).visit(copy.deepcopy(test))
 
     def _branch_tests(self, node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
         """The tests ``node`` runs under in its function, with the truth it needs of each: the `if`s
@@ -1266,6 +1257,21 @@ def _conditions(test: ast.AST, positive: bool) -> list[tuple[str, bool]]:
                               test.comparators)
         return [(ast.dump(flipped), not positive)]
     return [(ast.dump(test), positive)]
+
+
+class _WrapperTestRewrite(ast.NodeTransformer):
+    """Writes each test of whether a parameter holds a wrapper as HOLDS_WRAPPER_TEST(<param>) (see
+    ScriptFacts._as_guard_test). A class of its own, not one made per call: a class object is
+    cyclic, and one closing over the facts would keep the file's tree alive after its analysis."""
+
+    def __init__(self, wrapper_test, params: set[str]) -> None:
+        self.wrapper_test, self.params = wrapper_test, params
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in self.params \
+                and self.wrapper_test(node, node.args[0].id):
+            return ast.Call(ast.Name(HOLDS_WRAPPER_TEST, ast.Load()), [ast.Name(node.args[0].id, ast.Load())], [])
+        return node
 
 
 # Classes a DataParallel wrapper is an instance of (besides DataParallel's own): an isinstance test
