@@ -167,9 +167,15 @@ class AttributeAssignedInForward(Rule):
                             read_back_constructions(model, name) if kind == "read_option" else {}
                         message = (_CONSTRUCTED_OFF if kind == "option" else _READ_CONSTRUCTED_OFF) if settled \
                             else _LIGHTER[kind]
+                        # A cost or a latch on a path that every construction keeps off is advice too
+                        # (BYOL's `self.hook_registered = True`, behind `if self.layer == -1: return`).
+                        dead_path = () if settled or kind == "stash" else \
+                            (option_constructions(model, fn, node) or {}).get("advice_if", ())
+                        # (all may make it advice: an unpassed argument, constructions that keep the option off)
+                        advice = guard.get("advice_if", ()) + settled.get("advice_if", ()) + dead_path
                         yield self.violation(target, message.format(name=name, where=where),
                                              severity=_SEVERITY[kind], subject=Subject(attr=name),
-                                             **guard, **settled)
+                                             **{**guard, **settled, **({"advice_if": advice} if advice else {})})
 
     def fix(self, finding, editor):
         import libcst as cst

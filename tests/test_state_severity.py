@@ -246,3 +246,23 @@ def test_hooks_and_shared_containers_behind_an_early_exit_true_at_the_default_ar
         "fixtures/dp102/flagged_container_behind_option.py", "--select", "DP102")[0]}
     clears = [i + 1 for i, line in enumerate(lines) if "self.hidden.clear()" in line]
     assert [rows[r] for r in clears] == ["warning", "warning", "error"]
+
+
+def test_option_kept_off_by_every_construction_is_advice():
+    # BYOL's NetWrapper (openssl-simcore): the hook path after `if self.layer == -1: return` with
+    # `layer=-1`, and every construction in the file keeps -1 (`layer=hidden_layer` after
+    # `hidden_layer = -1`, or no `layer`): the program never takes it, advice. A construction that
+    # passes another constant (`layer=-2`) takes it: an error. Built by another file too: the
+    # latent option warning.
+    fixture = "fixtures/dp105/flagged_option_kept_by_every_construction.py"
+    rows = {f["location"]["row"]: (f["code"], f["severity"]) for f in run_json(fixture, "--select", "DP101,DP105")[0]}
+    lines = Path(fixture).read_text().splitlines()
+    assert [rows[i + 1] for i, line in enumerate(lines) if "register_forward_hook" in line] == [
+        ("DP105", "info"), ("DP105", "error")]
+    assert [rows[i + 1] for i, line in enumerate(lines) if "self.hook_registered = True" in line] == [
+        ("DP101", "info"), ("DP101", "warning")]
+    got = severities("fixtures/dp105/keptbuiltelsewherepkg", select="DP105")
+    assert got[("DP105", "[*self.net.children()][self.layer].register_forward_hook(self._hook)")] == "warning"
+    got = severities("fixtures/dp102/flagged_container_behind_option.py", select="DP102")
+    assert got[("DP102", "self.seen.append(x.shape[0])")] == "warning"  # a class built nowhere: a knob
+

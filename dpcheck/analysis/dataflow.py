@@ -6,7 +6,7 @@ import ast
 import operator
 from typing import TYPE_CHECKING
 
-from dpcheck.analysis.bindings import statements_before
+from dpcheck.analysis.bindings import reaching_assignment, statements_before
 from dpcheck.analysis.tree import FunctionInfo
 
 if TYPE_CHECKING:
@@ -973,11 +973,27 @@ OPTION_PATH_NOTE = " (on a path behind a non-default option: only when that opti
 BUILT_OUTSIDE_CONDITION = "built_outside:"
 
 
+# `built_only_in_own_file:<module.Class>,...` in a finding's ``advice_if``: advice only where no
+# scanned file but its own builds or imports any of those classes (ClassIndex.built_outside). Said of
+# a path behind an option that every construction of the class, in its file, leaves at its default
+# (or passes off): the scanned program never takes it, so it is dead code there, not a latent knob.
+BUILT_ONLY_IN_OWN_FILE_CONDITION = "built_only_in_own_file:"
+# Entries of a ``built_by`` set that are not classes whose required option their constructions
+# decided (see ``built_outside_requirement``): ``CHANGEABLE_DEFAULT``, the option was decided by a
+# parameter's default that a caller may change (forward's, or a constructor's that no construction
+# in its file shows kept); ``KEPT_DEFAULT`` + a class, every construction of that class in its file
+# keeps the constructor parameter's default.
+CHANGEABLE_DEFAULT = "default:"
+KEPT_DEFAULT = "kept:"
+
+
 def option_constructions(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict | None:
     """None where ``node`` is not behind a non-default option (``behind_non_default_option``); else
     the ``Violation`` keywords for a finding that makes lighter: ``error_if`` the classes whose
     constructions decided the option's default are built elsewhere (an error there, as the path may
-    run); empty where a parameter's own default decided it."""
+    run); ``advice_if`` they are not, where no default a caller may change took part in deciding it
+    (every construction of the classes keeps the option off: the path is dead in the scanned code);
+    empty where a parameter's own default, which no construction shows kept, decided it."""
     built_by: set[str] = set()
     if not behind_non_default_option(model, fn, node, built_by):
         return None
@@ -992,14 +1008,25 @@ def read_back_constructions(model: ModelClass, name: str) -> dict:
 
 
 def _built_outside(built_by: set[str]) -> dict:
-    outside = built_outside_requirement(built_by)
-    return {"error_if": outside} if outside else {}
+    settled = {}
+    if outside := built_outside_requirement(built_by):
+        settled["error_if"] = outside
+    classes = sorted(name.removeprefix(KEPT_DEFAULT) for name in built_by if name != CHANGEABLE_DEFAULT)
+    if classes and CHANGEABLE_DEFAULT not in built_by:
+        settled["advice_if"] = (BUILT_ONLY_IN_OWN_FILE_CONDITION + ",".join(classes),)
+    return settled
 
 
 def built_outside_requirement(built_by: set[str]) -> tuple[frozenset[str], ...]:
     """The condition, in the form of ``Violation.requires``, that a class in ``built_by`` (whose
     constructions in its own file decided an option) is built or imported by another scanned file."""
-    return (frozenset(BUILT_OUTSIDE_CONDITION + name for name in built_by),) if built_by else ()
+    deciders = _required_deciders(built_by)
+    return (frozenset(BUILT_OUTSIDE_CONDITION + name for name in deciders),) if deciders else ()
+
+
+def _required_deciders(built_by: set[str]) -> set[str]:
+    """The classes of ``built_by`` whose constructions decided a required option (not its markers)."""
+    return {name for name in built_by if name != CHANGEABLE_DEFAULT and not name.startswith(KEPT_DEFAULT)}
 
 
 def read_back_only_behind_option(model: ModelClass, name: str, built_by: set[str] | None = None) -> bool:
@@ -1059,6 +1086,8 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
         default = _param_default(fn, subject.id)
         if default is _MISSING and fn.name == "__init__":
             default = _constructor_default(model, fn, subject.id, built_by)
+        elif default is not _MISSING:
+            default = _noted_default(model, fn, subject.id, default, built_by)
         return default
     attr = fn.self_attr(subject)
     facts = model.attrs.get(attr) if attr is not None else None
@@ -1076,7 +1105,50 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
     if default is _MISSING and where.name == "__init__" and value.id in parameters_of(where):
         # `self.keep = keep`, a required flag: off where every construction here passes it off
         default = _constructor_default(model, where, value.id, built_by)
+    elif default is not _MISSING:
+        default = _noted_default(model, where, value.id, default, built_by)
     return default
+
+
+def _noted_default(model: ModelClass, fn: FunctionInfo, name: str, default, built_by: set[str]):
+    """Parameter ``name`` of ``fn`` as its ``default`` decides it, with how it came to hold it noted
+    in ``built_by``: written out by every construction of the class in its file (at least one; BYOL's
+    `NetWrapper(..., layer=hidden_layer)` after `hidden_layer = -1`, `def __init__(self, ..., layer=-1)`),
+    or a default a caller may change (forward's, a constructor's that the file builds nowhere, or
+    that a construction leaves out or passes a value it cannot read). _MISSING where a construction
+    passes another constant: the default does not decide what this program runs."""
+    if fn.name == "__init__" and fn.owner is not None and fn.owner.node is model.info.node \
+            and name not in fn.local_values:
+        kept = _kept_by_constructions(model.ctx, model.info, fn, name, default)
+        if kept is _MISSING:
+            return _MISSING
+        if kept:
+            built_by.add(KEPT_DEFAULT + model.info.qualname)
+            return default
+    built_by.add(CHANGEABLE_DEFAULT)
+    return default
+
+
+def _kept_by_constructions(ctx, info, init: FunctionInfo, name: str, default):
+    """Does every construction of class ``info`` in this file, at least one, pass parameter ``name``
+    its ``default`` written out (as a constant, or a local name whose one reaching assignment is that
+    constant)? One that leaves it out uses the class's knob as it stands, which its users may turn.
+    _MISSING where one passes another constant (`Probe(net, layer=-2)`)."""
+    kept = True
+    found = False
+    for call, arg in _construction_arguments(ctx, info, init, name):
+        kept = kept and arg is not None
+        if arg is not None and arg is not _MISSING:
+            if isinstance(arg, ast.Name) and (bound := reaching_assignment(ctx, arg.id, arg)) is not None \
+                    and bound.value is not None:
+                arg = bound.value  # `hidden_layer = -1` (a plain assignment binds the name to the value)
+            value = _literal(arg)
+            if value is not _MISSING and (type(value) is not type(default) or value != default):
+                return _MISSING
+            kept = kept and value is not _MISSING
+        kept = kept and arg is not _MISSING
+        found = True
+    return kept and found
 
 
 def behind_undecided_flag(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> str | None:
@@ -1131,11 +1203,11 @@ def on_as_built(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
         name = held.id if isinstance(held, ast.Name) else None  # `self.opt = True`: nothing passes it
     if name is not None and name in init.local_values:
         return False  # the parameter is rebound (`batch_first = not time_major`): not what callers pass
-    if not decided and name is not None and init.name == "__init__" and any(
+    if not _required_deciders(decided) and name is not None and init.name == "__init__" and any(
             isinstance(arg, ast.Constant) and arg.value != value
             for _, arg in _construction_arguments(model.ctx, model.info, init, name)):
         return False
-    built_by |= decided
+    built_by |= _required_deciders(decided)  # (not how a default was kept: that is for advice_if)
     return True
 
 
@@ -1170,6 +1242,7 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
             if default is _MISSING:
                 return _MISSING
             found.add(default)
+            deciders.add(CHANGEABLE_DEFAULT)  # left to the default: still the builder's knob
             continue
         if (constant := _literal(arg)) is not _MISSING:
             found.add(constant)
@@ -1188,6 +1261,7 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
         found.add(handed)
     if not found and default is not _MISSING:
         found.add(default)  # built nowhere in this file: its default (built_outside settles the rest)
+        deciders.add(CHANGEABLE_DEFAULT)
     return found.pop() if len(found) == 1 else _MISSING
 
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dpcheck.analysis.bare_calls import EVERY_MENTION
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
-from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION
+from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
@@ -482,6 +482,13 @@ class ClassIndex:
         kind, _, rest = condition.partition(":")
         if f"{kind}:" == OWN_METHOD_CONDITION and rest:
             return self.own_method(rest)
+        if f"{kind}:" == BUILT_ONLY_IN_OWN_FILE_CONDITION and rest:
+            classes = rest.split(",")
+            if any(self.built_outside(name) for name in classes):
+                return None
+            shown = " and ".join(f"`{name.rsplit('.', 1)[-1]}`" for name in classes)
+            return (f"every construction of {shown} (all in its own file) passes the option a value "
+                    "that skips this path, and no other scanned file builds it: the path does not run")
         if f"{kind}:" == UNPASSED_CONDITION and rest and not self.passed(rest):
             param = rest.rpartition(":")[2].partition("@")[0]
             return f"it runs only when `{param}` is passed, and no scanned caller passes it"
