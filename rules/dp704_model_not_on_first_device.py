@@ -10,7 +10,9 @@ it, a parameter, a function or method it is passed to, which may move it). A fun
 wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
 its caller built the model and may have moved it. Nor is a wrapper that is never called: one
 bound to a function's local name and used only for what it holds (`.module`) and by methods that run no forward
-(`load_state_dict`, a wrapper built to load `module.`-prefixed keys and unwrapped at once).
+(`load_state_dict`, a wrapper built to load `module.`-prefixed keys and unwrapped at once). A
+script's module-level name used so, and read in none of the file's functions, is reported only
+where another scanned file imports it or its module (which may call it).
 
 Also (a warning) a model moved to the first GPU of a configured list (`ids[0]`,
 `torch.device('cuda:{}'.format(opt['gpuid'][0]))`, through a name such as `self.device`, and for a
@@ -34,7 +36,7 @@ from __future__ import annotations
 import ast
 import re
 
-from dpcheck.analysis.dataflow import keyword, passed_values
+from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION, keyword, passed_values
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.torch_api import MOVE_METHODS
@@ -90,7 +92,12 @@ class ModelNotOnFirstDevice(Rule):
                     moves.append(grandparent)
             holders = [w for w in facts.wraps if w.call is call]
             if _never_called(call, holders, scope, facts):
-                continue  # no forward through the wrapper, so no scatter to device_ids[0]
+                if not isinstance(scope, ast.Module):
+                    continue  # no forward through the wrapper, so no scatter to device_ids[0]
+                # A module-level name may still be imported and called by another file.
+                imported = (frozenset({f"{BUILT_OUTSIDE_CONDITION}{ctx.module}.{holders[0].name}"}),)
+            else:
+                imported = ()
             for node in ctx.nodes(ast.Call):
                 if isinstance(node.func, ast.Attribute) and node.func.attr in MOVE_METHODS \
                         and any(target_text(node.func.value) == w.name for w in holders) \
@@ -101,14 +108,14 @@ class ModelNotOnFirstDevice(Rule):
                 if index is not None and first is not None and index != first:
                     yield self.violation(move, f"The model goes to cuda:{index} but DataParallel's "
                                          f"device_ids[0] is {first}: forward fails with `module must have "
-                                         f"its parameters and buffers on device cuda:{first}`")
+                                         f"its parameters and buffers on device cuda:{first}`", requires=imported)
             configured = _configured_first_device(inner, call, scope, ctx) if _default_ids(call) else None
             if configured is not None:
                 yield self.violation(call, f"The model goes to the first GPU of `{configured}`, but this "
                                      "DataParallel takes its default device_ids (every visible GPU, from "
                                      f"cuda:0): unless `{configured}` starts at 0, forward fails with `module "
                                      "must have its parameters and buffers on device cuda:0`; pass that list "
-                                     "as device_ids", severity=Severity.WARNING)
+                                     "as device_ids", severity=Severity.WARNING, requires=imported)
             if not moves and _built_here(inner, call, scope, ctx) and not _handed_on(inner, call, holders, scope, facts):
                 # A class of another file may move itself in its constructor: the index settles it.
                 placed = [frozenset({f"{UNPLACED}:{name}"}) for name in _classes_elsewhere(inner, call, scope, ctx)]
@@ -118,7 +125,7 @@ class ModelNotOnFirstDevice(Rule):
                     placed.append(frozenset({f"{HOLDS_WEIGHTS}:{holder}"}))
                 yield self.violation(call, "The wrapped model is never moved to a GPU in this function: "
                                      "DataParallel needs it on device_ids[0] before the first call",
-                                     severity=Severity.WARNING, requires=tuple(placed))
+                                     severity=Severity.WARNING, requires=tuple(placed) + imported)
 
 
 # Calls on a model that do not move it (anything else may: `model.initialize(opt)`).
@@ -158,9 +165,18 @@ def _never_called(call, holders, scope, facts) -> bool:
     call of the wrapper scatters to device_ids[0]; a wrapper built to load `module.`-prefixed
     keys and unwrapped at once runs nothing there. Loads before the wrap count when a loop
     around it can reach them again. Only a function's local: a module-level or global name may
-    be called from anywhere."""
+    be called from anywhere; at a module's top level, a name no function, class or lambda of the file
+    reads (the caller asks whether another file imports it)."""
     assign = facts.parent(call)
-    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+    if isinstance(scope, ast.Module):
+        target = assign.targets[0] if isinstance(assign, ast.Assign) and len(assign.targets) == 1 else None
+        if not isinstance(target, ast.Name) or any(
+                isinstance(n, ast.Name) and n.id == target.id or isinstance(n, ast.Global) and target.id in n.names
+                for body in ast.walk(scope) if isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                                 ast.ClassDef))
+                for n in ast.walk(body)):
+            return False
+    elif not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
             isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(scope)):
         return False
     if not (holders and isinstance(assign, ast.Assign) and assign.value is call and len(assign.targets) == 1

@@ -266,3 +266,10 @@ def test_option_kept_off_by_every_construction_is_advice():
     got = severities("fixtures/dp102/flagged_container_behind_option.py", select="DP102")
     assert got[("DP102", "self.seen.append(x.shape[0])")] == "warning"  # a class built nowhere: a knob
 
+
+def test_module_level_wrapper_never_called_is_reported_only_where_imported():
+    # Understanding-Jailbreaks' `model2`: wrapped at a script's top level, loaded, set to eval and
+    # never called: nothing scatters. The same wrapper imported and called by another file: DP704.
+    assert not run_json("fixtures/dp704/safe_script_wrapper_never_called.py", "--select", "DP704")[0]
+    found = run_json("fixtures/dp704/keptwrapperpkg", "--select", "DP704")[0]
+    assert [(f["code"], f["severity"], f["location"]["row"]) for f in found] == [("DP704", "warning", 16)]
