@@ -58,7 +58,8 @@ from __future__ import annotations
 import ast
 import functools
 
-from dpcheck.analysis.dataflow import argument
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions
+from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     _LIBRARY_ROOTS,
@@ -162,9 +163,16 @@ class WrapperAttributeAccess(Rule):
                     f"Use `{wrap.name}.module.{node.attr}`" + (" (a call then runs on one GPU, outside "
                                                                "DataParallel)" if called else ""),
                     Applicability.UNSAFE if called else Applicability.SAFE)
-                yield self.violation(node, f"`{wrap.name}` holds an nn.DataParallel wrapper{note}, which has no "
-                                     f"attribute `{node.attr}`: AttributeError (use `{wrap.name}.module."
-                                     f"{node.attr}`)", requires=wrap.requires + lacks, fix=fix)
+                message = f"`{wrap.name}` holds an nn.DataParallel wrapper{note}, which has no attribute " \
+                          f"`{node.attr}`: AttributeError (use `{wrap.name}.module.{node.attr}`)"
+                # In a module's method, behind a constructor or forward option off by default
+                # (multimodal-meta-learn's `if new_words:` in `__init__`): latent, as for state rules.
+                settled = _option_path(ctx, node)
+                if settled is not None:
+                    yield self.violation(node, message + OPTION_PATH_NOTE, requires=wrap.requires + lacks, fix=fix,
+                                         severity=Severity.WARNING, **settled)
+                else:
+                    yield self.violation(node, message, requires=wrap.requires + lacks, fix=fix)
                 call = facts.parent(node)
                 if called and lacks and not any(isinstance(a, ast.Starred) for a in call.args):
                     # Where the wrapper's class of another file does define it (a forwarding method),
@@ -485,4 +493,19 @@ def _text(node) -> str | None:
         return node.id
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _option_path(ctx, node: ast.AST) -> dict | None:
+    """``option_constructions`` for a read in a method of one of the file's module classes: the
+    ``Violation`` keywords that make it lighter where it runs only behind a non-default option;
+    None elsewhere (a script's code, a plain class)."""
+    method = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    owner = ctx.enclosing(method, ast.ClassDef) if method is not None else None
+    if owner is None:
+        return None
+    for model in file_models(ctx):
+        if model.info.node is owner:
+            fn = next((f for f in model.all_methods if f.node is method), None)
+            return option_constructions(model, fn, node) if fn is not None else None
     return None

@@ -273,3 +273,12 @@ def test_module_level_wrapper_never_called_is_reported_only_where_imported():
     assert not run_json("fixtures/dp704/safe_script_wrapper_never_called.py", "--select", "DP704")[0]
     found = run_json("fixtures/dp704/keptwrapperpkg", "--select", "DP704")[0]
     assert [(f["code"], f["severity"], f["location"]["row"]) for f in found] == [("DP704", "warning", 16)]
+
+
+def test_dp701_read_behind_a_constructor_option_off_by_default_is_latent():
+    # multimodal-meta-learn's MetaLearner: `self.gpt.resize_token_embeddings(...)` after the wrap in
+    # `__init__`, only under `if new_words:` (default False): a warning; under an option on by default,
+    # an error.
+    fixture = "fixtures/dp701/flagged_read_behind_constructor_option.py"
+    rows = {f["location"]["row"]: f["severity"] for f in run_json(fixture, "--select", "DP701")[0]}
+    assert rows == {29: "warning", 31: "error"}
