@@ -567,7 +567,8 @@ class ClassIndex:
 
     def _reach(self) -> frozenset[str]:
         """The modules a wrapping file, or an importer of one (transitively), imports, transitively,
-        themselves included; empty (not known) where one of them looks names up by a computed name."""
+        themselves included; empty (not known) where one of them loads a module by a computed name or
+        imports a project module that is not scanned."""
         edges = {module: self._imported_modules(names) for module, names in list(self._imports.items())}
         importers: dict[str, set[str]] = {}
         for module, targets in edges.items():
@@ -591,18 +592,15 @@ class ClassIndex:
         return frozenset(reached)
 
     def _unscanned_project_import(self, name: str) -> bool:
-        """Does an import name a module of the project that is not scanned (its first part is a
-        folder or module of the scanned paths, and no part of it that names a module is indexed:
-        `from models.select_network import define_G` with `models/select_network.py` left out)?
-        Then what the importer reaches is not all known."""
+        """Does an import name a module of the project that is not scanned (a relative import, or
+        one whose first part is a folder or module of the scanned paths, that no indexed module
+        matches: `from models.select_network import define_G` with `models/select_network.py` left
+        out)? Then what the importer reaches is not all known."""
         if ":" in name or not name.startswith(".") and name.split(".")[0] not in self._path_names:
             return False  # (`a:c` of `from a import c` may name a class: `a` is checked on its own)
         name = name.lstrip(".")
-        leaf = name.rpartition(".")[2]
         # (A scanned module of one part, `models`, says nothing of `vocoderlib.models`.)
-        return name not in self._imports and not any(
-            module.endswith("." + name) or "." in module and name.endswith("." + module)
-            for module in self._modules_by_leaf.get(leaf, ()))
+        return name not in self._imports and not self._modules_matching(name, whole_names_only=True)
 
     def _imported_modules(self, names: list[str]) -> set[str]:
         """The indexed modules some import names stand for: the module itself and the packages
@@ -620,10 +618,15 @@ class ClassIndex:
                 prefix = ".".join(parts[:i])
                 if prefix in self._imports:
                     found.add(prefix)
-            for module in self._modules_by_leaf.get(parts[-1], ()):
-                if module == name or module.endswith("." + name) or name.endswith("." + module):
-                    found.add(module)
+            found |= self._modules_matching(name)
         return found
+
+    def _modules_matching(self, name: str, whole_names_only: bool = False) -> set[str]:
+        """The indexed modules named ``name``, or whose name ends with it, or that it ends with
+        (with ``whole_names_only``, only modules of more than one part)."""
+        return {module for module in self._modules_by_leaf.get(name.rpartition(".")[2], ())
+                if module == name or module.endswith("." + name)
+                or ("." in module or not whole_names_only) and name.endswith("." + module)}
 
     def offline(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: every scanned class of this simple name

@@ -901,8 +901,9 @@ class ScriptFacts:
         kinds = kind.elts if isinstance(kind, ast.Tuple) else [kind]
         for k in kinds:
             resolved = self.ctx.resolve(k) or ""
+            # (a wrapper is an instance of `torch.nn.Module` and of `object`: those say nothing)
             if not resolved or "Parallel" in resolved or self._dp_name(resolved) \
-                    or resolved in _WRAPPER_BASES or resolved.rsplit(".", 1)[-1] in ("Module", "object"):
+                    or resolved.rsplit(".", 1)[-1] in ("Module", "object"):
                 return False
         return True
 
@@ -1272,11 +1273,6 @@ class _WrapperTestRewrite(ast.NodeTransformer):
                 and self.wrapper_test(node, node.args[0].id):
             return ast.Call(ast.Name(HOLDS_WRAPPER_TEST, ast.Load()), [ast.Name(node.args[0].id, ast.Load())], [])
         return node
-
-
-# Classes a DataParallel wrapper is an instance of (besides DataParallel's own): an isinstance test
-# of one of these says nothing about whether a name holds the wrapper.
-_WRAPPER_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "builtins.object", "object"})
 
 
 def _kept_test(value: ast.AST) -> ast.AST | None:
