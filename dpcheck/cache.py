@@ -28,7 +28,7 @@ from dpcheck import __version__
 from dpcheck.analysis.file import FileResult, read_bytes
 from dpcheck.analysis.names import module_name_for
 
-_FORMAT = 26
+_FORMAT = 27
 
 
 def _digest(data: bytes) -> str:

@@ -90,7 +90,7 @@ class RunResult:
         index = self.index
         try:
             return index.unwrapped(class_name) or index.offline(class_name) or index.unnamed(class_name) \
-                or index.called_bare(class_name) or index.unreached(finding.filename) \
+                or index.called_bare(class_name) or index.unreached(finding.filename, class_name) \
                 or next(filter(None, map(index.advice, finding.advice_if)), None)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
             self._failed(finding, kept, f"how severe {finding.code} is", exc)

@@ -167,6 +167,9 @@ class FileResult:
     # The project modules it imports, as its import statements name them (names.ImportMap.modules,
     # less torch's and the standard library's): the index follows them from the files that wrap.
     imports: list[str] = field(default_factory=list)
+    # Lines of the wrap sites traced to no class that wrap what the code around them is handed (a
+    # parameter, an attribute of self): the caller decides what runs (wrapping.handed_wrap_sites).
+    handed_wraps: list[int] = field(default_factory=list)
     # `<attr>@<class>` -> what that class's methods put into `self.<attr>` item by item, for a base of
     # another file that wraps every item (wrapping.item_stores).
     item_stores: dict[str, list[str]] = field(default_factory=dict)
@@ -229,6 +232,7 @@ class FileResult:
                    if self.pairing_helpers else {}),
                 **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
                 **({"imports": " ".join(self.imports)} if self.imports else {}),
+                **({"handed_wraps": self.handed_wraps} if self.handed_wraps else {}),
                 **({"item_stores": {k: " ".join(v) for k, v in self.item_stores.items()}} if self.item_stores else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
@@ -275,6 +279,7 @@ class FileResult:
                                     for k, v in dict(data.get("pairing_helpers", {})).items()},
                    star_imports=str(data.get("star_imports", "")).split(),
                    imports=str(data.get("imports", "")).split(),
+                   handed_wraps=[int(n) for n in data.get("handed_wraps", [])],
                    item_stores={str(k): str(v).split() for k, v in dict(data.get("item_stores", {})).items()},
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 

@@ -29,6 +29,7 @@ subclass has no attribute <name> of its own; see dpcheck.analysis.scripts).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION
@@ -42,6 +43,7 @@ from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPE
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
+from dpcheck.analysis.reach import ImportGraph
 from dpcheck.analysis.scripts import (
     ARGUMENTS_MARK,
     ARITY_MARK,
@@ -166,10 +168,17 @@ class ClassIndex:
         # Import reach (see unreached): module -> the modules its imports name; file -> module; the
         # modules of files that wrap a model; those that look classes up by a computed name.
         self._imports: dict[str, list[str]] = {}
-        self._module_of_file: dict[str, str] = {}
-        self._wrapping_modules: set[str] = set()
-        self._by_name_modules: set[str] = set()
-        self._reached: frozenset[str] | None = None
+        # File by file (see reach.ImportGraph): file -> (module, its imports); module -> its files; the
+        # files that load a module by a computed name or were not scanned; each file that wraps -> (what it wraps, what it
+        # wraps alone, its wrap candidates, how many wrap sites it did not trace).
+        self._file_imports: dict[str, tuple[str, list[str]]] = {}
+        self._files_of_module: dict[str, set[str]] = {}
+        self._opaque_files: set[str] = set()
+        self._wrap_sites: dict[str, tuple[list[str], set[str], list[list[str]], int]] = {}
+        self._handed_sites: set[str] = set()  # those that wrap what they are handed (wrapping.handed_wrap_sites)
+        # Each wrap site that runs -> the files it reaches (None: not known), and what it uses.
+        self._site_reach: list[tuple[str, frozenset[str] | None]] | None = None
+        self._site_uses: dict[str, tuple[frozenset[str], list[str]]] = {}
         for result in results:
             self._add(result)
         # `module.Class` of the classes this run checks (not of loaded modules; the same file
@@ -181,18 +190,29 @@ class ClassIndex:
         self._add(result)
         self._memo.clear()
 
-    def _add(self, result: FileResult) -> None:
+    def _add(self, result: FileResult, loaded: bool = False) -> None:
         self._loaded.add(result.module)
         # (Two scripts of one name in different folders are one module here: both its imports count.)
         self._imports.setdefault(result.module, []).extend(result.imports)
-        self._module_of_file[result.filename] = result.module
+        filename = os.path.abspath(result.filename)
+        # (A module loaded for an import may be a scanned file again, under a longer dotted name: the
+        # scanned record decides where its imports resolve from.)
+        if filename not in self._file_imports:
+            self._file_imports[filename] = (result.module, result.imports)
+            if loaded:  # (summarised for a name, not scanned: a file left out of the run, which may
+                self._opaque_files.add(filename)  # be the project's way to anything, as far as it shows)
+        self._files_of_module.setdefault(result.module, set()).add(filename)
         if result.partial_batches or result.unresolved_wraps or result.wrapped or result.wrap_candidates \
                 or result.wrapped_alone or result.builders or result.init_wrapped or result.wrapping_methods \
                 or result.parallel_helpers:
-            self._wrapping_modules.add(result.module)
+            self._wrap_sites[filename] = (list(result.wrapped), set(result.wrapped_alone),
+                                          list(result.wrap_candidates), len(result.unresolved_wraps))
+            if result.handed_wraps:
+                self._handed_sites.add(filename)
         if result.loads_by_name:
-            self._by_name_modules.add(result.module)
-        self._reached = None
+            self._opaque_files.add(filename)
+        self._site_reach = None
+        self._site_uses.clear()
         self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], set()).add(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
@@ -289,7 +309,7 @@ class ClassIndex:
                     self._loaded.discard(candidate)
                     raise
                 if result is not None:
-                    self._add(result)
+                    self._add(result, loaded=True)
                     self._memo.clear()
                     return True
                 self._missing.add(candidate)
@@ -546,61 +566,59 @@ class ClassIndex:
         if self._used is _UNKNOWN or class_name in self._used:
             return None
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_roots})
-        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {shown})"
+        return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {_shown(names)})"
 
-    def unreached(self, filename: str) -> str | None:
-        """Why the classes of a file are advice only, or None: the scanned files wrap a model, and no
-        file that does, nor any file that imports one of those (transitively), imports this file's
-        module, directly or through other modules. Nothing that runs a wrapped model loads it (a
-        subproject of a monorepo that never wraps, an example beside the one that does). Not where
-        a file on the way loads a module by a computed name (`import_module`, Hydra's
-        `instantiate`), which can load any module (mentions._loads_by_name)."""
-        module = self._module_of_file.get(filename)
-        if module is None or not self._wrapping_modules:
+    def unreached(self, filename: str, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None, from the wrap sites that can run its file
+        (reach.ImportGraph): none does (a subproject of a monorepo that never wraps, an example
+        beside the one that does, a vendored library no script runs), or every one that does shows
+        what it wraps and no class of this simple name is part of it (a loss called on the gathered
+        output, beside the model a script wraps). Not where the scanned files wrap nothing, or no
+        wrap site is run by a file of the project (a library, whose users wrap its top-level
+        classes); not where a file on the way loads a module by a computed name (`import_module`,
+        Hydra's `instantiate`), which can load any module (mentions._loads_by_name)."""
+        key = os.path.abspath(filename)
+        if key not in self._file_imports or not self._wrap_sites:
             return None
-        if self._reached is None:
-            self._reached = self._reach()
-        if not self._reached or module in self._reached:
+        if self._site_reach is None:
+            self._site_reach = self._wrap_site_reach()
+        if not self._site_reach:
             return None
-        return "no file that wraps a model, or runs one that does, imports this module, directly or through others"
+        sites = [site for site, reach in self._site_reach if reach is None or key in reach]
+        if not sites:
+            return "no file that wraps a model, or runs one that does, imports this module, directly or through others"
+        used: set[str] = set()
+        roots: set[str] = set()
+        for site in sites:
+            if site not in self._site_uses:
+                wrapped, alone, candidates, unresolved = self._wrap_sites[site]
+                self._site_uses[site] = self._uses(wrapped, alone, set(wrapped) - alone, candidates, unresolved)
+            site_used, site_roots = self._site_uses[site]
+            if site_used is _UNKNOWN or class_name in site_used:
+                return None
+            used |= site_used
+            roots.update(n.rsplit(".", 1)[-1] for n in site_roots)
+        files = sorted(_relative(site) for site in sites)
+        return (f"the files that wrap a model and run this module ({_shown(files, '')}) wrap {_shown(sorted(roots))} "
+                f"and build no `{class_name}` into it")
 
-    def _reach(self) -> frozenset[str]:
-        """The modules a wrapping file, or an importer of one (transitively), imports, transitively,
-        themselves included; empty (not known) where one of them loads a module by a computed name or
-        imports a project module that is not scanned."""
-        edges = {module: self._imported_modules(names) for module, names in list(self._imports.items())}
-        importers: dict[str, set[str]] = {}
-        for module, targets in edges.items():
-            for target in targets:
-                importers.setdefault(target, set()).add(module)
-        roots, pending = set(), list(self._wrapping_modules)
-        while pending:
-            module = pending.pop()
-            if module not in roots:
-                roots.add(module)
-                pending.extend(importers.get(module, ()))
-        reached, pending = set(), list(roots)
-        while pending:
-            module = pending.pop()
-            if module not in reached:
-                reached.add(module)
-                pending.extend(edges.get(module, ()))
-        if reached & self._by_name_modules or any(self._unscanned_project_import(name) for module in reached
-                                                   for name in self._imports.get(module, ())):
-            return frozenset()
-        return frozenset(reached)
+    def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
+        """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not
+        known)."""
+        graph = ImportGraph(self._file_imports, self._opaque_files, self._files_named)
+        found = []
+        for site in self._wrap_sites:
+            runners = graph.runners(site)
+            if runners is None:
+                continue
+            # A site that wraps what it is handed, which no scanned file imports: its callers were left
+            # out of the run (a subset without `tools/train.py`), and may hand it any model.
+            found.append((site, None if runners == {site} and site in self._handed_sites else graph.reach(runners)))
+        return found
 
-    def _unscanned_project_import(self, name: str) -> bool:
-        """Does an import name a module of the project that is not scanned (a relative import, or
-        one whose first part is a folder or module of the scanned paths, that no indexed module
-        matches: `from models.select_network import define_G` with `models/select_network.py` left
-        out)? Then what the importer reaches is not all known."""
-        if ":" in name or not name.startswith(".") and name.split(".")[0] not in self._path_names:
-            return False  # (`a:c` of `from a import c` may name a class: `a` is checked on its own)
-        name = name.lstrip(".")
-        # (A scanned module of one part, `models`, says nothing of `vocoderlib.models`.)
-        return name not in self._imports and not self._modules_matching(name, whole_names_only=True)
+    def _files_named(self, name: str) -> set[str]:
+        """The files of the indexed modules an import name may stand for (_imported_modules)."""
+        return {f for module in self._imported_modules([name]) for f in self._files_of_module.get(module, ())}
 
     def _imported_modules(self, names: list[str]) -> set[str]:
         """The indexed modules some import names stand for: the module itself and the packages
@@ -621,12 +639,10 @@ class ClassIndex:
             found |= self._modules_matching(name)
         return found
 
-    def _modules_matching(self, name: str, whole_names_only: bool = False) -> set[str]:
-        """The indexed modules named ``name``, or whose name ends with it, or that it ends with
-        (with ``whole_names_only``, only modules of more than one part)."""
+    def _modules_matching(self, name: str) -> set[str]:
+        """The indexed modules named ``name``, or whose name ends with it, or that it ends with."""
         return {module for module in self._modules_by_leaf.get(name.rpartition(".")[2], ())
-                if module == name or module.endswith("." + name)
-                or ("." in module or not whole_names_only) and name.endswith("." + module)}
+                if module == name or module.endswith("." + name) or name.endswith("." + module)}
 
     def offline(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: every scanned class of this simple name
@@ -743,24 +759,32 @@ class ClassIndex:
                                                              for q in qualnames))
 
     def _classes_in_use(self) -> frozenset[str]:
-        """Simple names of the classes wrapped, their layers (a class built inside one in use, or
-        handed to a wrapped class's constructor), and bases of any of these; empty when the
-        scanned files do not show what runs under DataParallel: they wrap nothing, a wrap site was
-        not traced to a class, or a wrapped class was not scanned (a library model, a file left
-        out), which may build any class as a layer. A wrap site through a builder of another file or
-        a registry counts its candidate classes (wrapping.wrap_candidates), and the classes built
-        as their parts; one whose candidates are not all traced counts as a site not traced. A
-        class built only as a layer of classes not in use (CRD's memory bank, the criterion built
-        bare) is not in use either."""
+        """Simple names of the classes the scanned files wrap, their layers and bases (see _uses);
+        `_wrapped_roots` keeps what they wrap."""
+        used, self._wrapped_roots = self._uses(self._wrapped_names, self._wrapped_alone, self._wrapped_not_alone,
+                                               self._wrap_candidates, self._unresolved_wraps)
+        return used
+
+    def _uses(self, wrapped_names, alone: set[str], not_alone: set[str], candidates: list[list[str]],
+              unresolved: int) -> tuple[frozenset[str], list[str]]:
+        """(Simple names of the classes wrapped, their layers (a class built inside one in use, or
+        handed to a wrapped class's constructor), and bases of any of these; what is wrapped), for
+        the wrap facts of some files: ``_UNKNOWN`` when they do not show what runs under
+        DataParallel: they wrap nothing, a wrap site was not traced to a class, or a wrapped class was
+        not scanned (a library model, a file left out), which may build any class as a layer. A wrap
+        site through a builder of another file or a registry counts its candidate classes
+        (wrapping.wrap_candidates), and the classes built as their parts; one whose candidates are
+        not all traced counts as a site not traced. A class built only as a layer of classes not in
+        use (CRD's memory bank, the criterion built bare) is not in use either."""
         wrapped: list[str] = []
         parts: list[str] = []
         library: list[str] = []
         # (lookup may summarise unscanned modules, which adds names: iterate over a copy)
-        for name in list(self._wrapped_names):
+        for name in list(wrapped_names):
             if self.lookup(name) is not None:
                 wrapped.append(name)
                 continue
-            if name in self._wrapped_alone and name not in self._wrapped_not_alone and self._library_class(name):
+            if name in alone and name not in not_alone and self._library_class(name):
                 # torchaudio's `DataParallel(WaveRNN(n_hidden=...))`: the library's code runs, handed
                 # nothing of the project's.
                 library.append(name)
@@ -770,21 +794,20 @@ class ClassIndex:
             # builder whose returns are not all traced leaves what runs unknown.
             settled = self._settle_leaves([CALL_LEAF + name])
             if settled is None:
-                return _UNKNOWN
+                return _UNKNOWN, []
             wrapped += settled[0]
             parts += settled[1]
         # Torch layers wrapped in place (`nn.DataParallel(nn.Linear(8, 2))`), which no file records as wrapped.
-        library += [name for name in sorted(self._wrapped_alone - self._wrapped_names) if self._library_class(name)]
-        for leaves in list(self._wrap_candidates):
+        library += [name for name in sorted(alone - set(wrapped_names)) if self._library_class(name)]
+        for leaves in list(candidates):
             settled = self._settle_leaves(leaves)
             if settled is None:
-                return _UNKNOWN
+                return _UNKNOWN, []
             wrapped += settled[0]
             parts += settled[1]
-        if self._unresolved_wraps or not (wrapped or library) or not all(
+        if unresolved or not (wrapped or library) or not all(
                 _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
-            return _UNKNOWN
-        self._wrapped_roots = wrapped + library
+            return _UNKNOWN, []
         used: set[str] = set()
         pending = wrapped + parts
         while pending:
@@ -796,7 +819,7 @@ class ClassIndex:
             target = self.lookup(name)
             pending.extend(self.bases.get(target, ()) if target else ())
             pending.extend(self._layers_of.get(simple, ()))
-        return frozenset(used)
+        return frozenset(used), wrapped + library
 
     def _settle_leaves(self, leaves: list[str], trail: frozenset[str] = frozenset(),
                        part: bool = False) -> tuple[list[str], list[str]] | None:
@@ -1166,3 +1189,15 @@ def _tail(qualname: str) -> str:
     the run passes here)."""
     last = qualname.rfind(".")
     return qualname[qualname.rfind(".", 0, last) + 1:] if last > 0 else qualname
+
+
+def _shown(names: list[str], quote: str = "`") -> str:
+    """The first three names, quoted, and how many more."""
+    shown = ", ".join(f"{quote}{n}{quote}" for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _relative(filename: str) -> str:
+    """A file as a message shows it: relative to the working folder where it lies below it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative

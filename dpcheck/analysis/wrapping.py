@@ -83,6 +83,14 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
     return ctx.fact(_wrap_sites).unresolved
 
 
+def handed_wrap_sites(ctx: FileContext) -> list[int]:
+    """Lines of the unresolved wrap sites (``unresolved_wrap_sites``) whose module is what the code
+    around them is handed: a parameter of the function (`def train(model): model =
+    DataParallel(model)`) or an attribute of self (a trainer's `self.model`). What they wrap is
+    the caller's: a file that imports this one, or one the run left out."""
+    return ctx.fact(_wrap_sites).handed
+
+
 def wrapped_alone(ctx: FileContext) -> list[str]:
     """Classes this file wraps that are imported by an absolute import and built, at every wrap
     site of this file, from arguments that hold no module instance (``_holds_no_module``): where
@@ -115,6 +123,7 @@ class _WrapSites(NamedTuple):
     candidates: list[list[str]]  # the candidate leaves of the other wrap sites (``wrap_candidates``)
     alone: list[str]  # ``wrapped_alone``
     wrappers: dict[str, list[str]]  # ``wrappers_of``
+    handed: list[int]  # ``handed_wrap_sites``
 
 
 def _wrap_sites(ctx: FileContext) -> _WrapSites:
@@ -125,8 +134,9 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
     candidates: list[list[str]] = []
     alone: set[str] = set()
     not_alone: set[str] = set()
+    handed: list[int] = []
     if not mentions_script_token(ctx):
-        return _WrapSites(found, unresolved, frozenset(), candidates, [], wrappers)
+        return _WrapSites(found, unresolved, frozenset(), candidates, [], wrappers, handed)
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
@@ -169,7 +179,24 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
             candidates.append(traced)
         else:
             unresolved.append(call.lineno)
-    return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers)
+            if _handed_in(call, ctx):
+                handed.append(call.lineno)
+    return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers, handed)
+
+
+def _handed_in(call: ast.Call, ctx: FileContext) -> bool:
+    """Does the wrapped module come from the caller of the code around the wrap: a wrap in a
+    function of a module that is no script (a training loop's `do_train(model, ...)`, a
+    trainer's `self.model = DataParallel(model)`), whose callers choose what it wraps?"""
+    return ctx.enclosing(call, FunctionNode) is not None and not _is_script(ctx)
+
+
+def _is_script(ctx: FileContext) -> bool:
+    """Does the module run on its own: a `__main__` test, or top-level code that does work (a call,
+    a loop, a `with`), as dcgan's `main.py` does?"""
+    return "__main__" in ctx.source.text or any(
+        isinstance(node, (ast.For, ast.While, ast.With)) or isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        for node in ctx.tree.body)
 
 
 def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
@@ -1055,6 +1082,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
         return
     result.wrapped = sorted(wrapped_classes(ctx))
     result.unresolved_wraps = unresolved_wrap_sites(ctx)
+    result.handed_wraps = handed_wrap_sites(ctx)
     result.wrap_candidates = [sorted(set(leaves)) for leaves in wrap_candidates(ctx)]
     result.wrapped_alone = wrapped_alone(ctx)
     result.replaced_output = replaced_output(ctx)

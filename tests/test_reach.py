@@ -1,0 +1,95 @@
+"""Import reach file by file (dpcheck.analysis.reach.ImportGraph): which scanned files a file that
+wraps a model can run. Paths are synthetic: the graph reads only the index's file records."""
+import os
+
+from dpcheck.analysis.reach import ImportGraph
+
+
+def _graph(files, opaque=(), elsewhere=None):
+    files = {os.path.normpath(f): record for f, record in files.items()}
+    return ImportGraph(files, set(map(os.path.normpath, opaque)),
+                       lambda name: set(map(os.path.normpath, (elsewhere or {}).get(name, ()))))
+
+
+def _n(*paths):
+    return {os.path.normpath(p) for p in paths}
+
+
+MONOREPO = {
+    "repo/a/train.py": ("train", ["model", "model:Net"]),
+    "repo/a/model.py": ("model", []),
+    "repo/b/train.py": ("train", ["model", "model:Regressor"]),
+    "repo/b/model.py": ("model", []),
+}
+
+
+def test_a_scripts_import_is_the_file_beside_it_not_every_module_of_that_name():
+    graph = _graph(MONOREPO, elsewhere={"model": ["repo/a/model.py", "repo/b/model.py"]})
+    runners = graph.runners(os.path.normpath("repo/a/train.py"))
+    assert runners == _n("repo/a/train.py")
+    assert graph.reach(runners) == _n("repo/a/train.py", "repo/a/model.py")
+
+
+def test_an_import_no_file_answers_from_its_folder_falls_back_to_every_module_of_that_name():
+    files = {"repo/tools/train.py": ("train", ["lib.net", "lib.net:Net"]),
+             "repo/lib/__init__.py": ("lib", []), "repo/lib/net.py": ("lib.net", [])}
+    graph = _graph(files, elsewhere={"lib.net": ["repo/lib/__init__.py", "repo/lib/net.py"]})
+    reach = graph.reach(graph.runners(os.path.normpath("repo/tools/train.py")))
+    assert reach == _n("repo/tools/train.py", "repo/lib/__init__.py", "repo/lib/net.py")
+
+
+VENDORED = {
+    "repo/lib/__init__.py": ("lib", [".lib.trainer", ".lib.trainer:Trainer", ".lib.modeling",
+                                     ".lib.modeling:BigModel"]),
+    "repo/lib/trainer.py": ("lib.trainer", []),
+    "repo/lib/modeling.py": ("lib.modeling", []),
+}
+
+
+def test_a_wrap_only_a_packages_init_hands_on_by_a_name_no_file_takes_never_runs():
+    graph = _graph({**VENDORED, "repo/run.py": ("run", ["lib", "lib:BigModel"])})
+    assert graph.runners(os.path.normpath("repo/lib/trainer.py")) is None
+
+
+def test_a_script_that_takes_the_wrapping_name_or_the_whole_package_runs_the_wrap():
+    for imports in (["lib", "lib:BigModel", "lib:Trainer"], ["lib"], ["lib.trainer", "lib.trainer:Trainer"]):
+        graph = _graph({**VENDORED, "repo/run.py": ("run", imports)})
+        runners = graph.runners(os.path.normpath("repo/lib/trainer.py"))
+        assert runners is not None and os.path.normpath("repo/run.py") in runners, imports
+        assert os.path.normpath("repo/lib/modeling.py") in graph.reach(runners)
+
+
+def test_a_wrapping_script_nothing_imports_runs():
+    graph = _graph({"repo/train.py": ("train", [])})
+    assert graph.runners(os.path.normpath("repo/train.py")) == _n("repo/train.py")
+
+
+def test_reach_is_unknown_through_a_file_that_loads_by_a_computed_name():
+    files = {"repo/train.py": ("train", ["models", "models:get"]), "repo/models/__init__.py": ("models", [])}
+    graph = _graph(files, opaque=["repo/models/__init__.py"])
+    assert graph.reach(graph.runners(os.path.normpath("repo/train.py"))) is None
+
+
+def test_reach_is_unknown_through_an_import_of_a_project_file_the_run_left_out(tmp_path):
+    # A corpus subset without `models/select.py` (on disk, not scanned), imported by a script beside
+    # `models/` and by a launcher in `tools/`: that file may import anything.
+    for name in ("models/net.py", "models/select.py", "tools/train.py", "train.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    scanned = {str(tmp_path / "models/net.py"): ("net", [])}
+    for script in ("train.py", "tools/train.py"):
+        graph = _graph({**scanned, str(tmp_path / script): ("train", ["models.select", "models.select:define"])})
+        assert graph.reach(graph.runners(os.path.normpath(str(tmp_path / script)))) is None, script
+    # A module of the project's own folder `models/`, even one the disk does not hold: not all known.
+    script = os.path.normpath(str(tmp_path / "train.py"))
+    graph = _graph({**scanned, script: ("train", ["models.absent", "models.absent:define"])})
+    assert graph.reach(graph.runners(script)) is None
+    # An installed library's module (`transformers.activations` where a vendored `transformers/` lies
+    # in another subproject, without that file): known, the script's alone.
+    (tmp_path / "sub/transformers").mkdir(parents=True)
+    (tmp_path / "sub/transformers/__init__.py").write_text("")
+    vendored = {**scanned, str(tmp_path / "sub/transformers/__init__.py"): ("transformers", [])}
+    for imports in (["timmlib.layers", "timmlib.layers:DropPath"], ["transformers.activations",
+                                                                     "transformers.activations:ACT2FN"]):
+        graph = _graph({**vendored, script: ("train", imports)})
+        assert graph.reach(graph.runners(script)) == {script}, imports
