@@ -29,6 +29,9 @@ DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn
 # `replicate(module, devices)`: the copies a hand-written data-parallel step (replicate, scatter,
 # parallel_apply, gather) runs its chunks on; the code that calls it runs once, on the calling device.
 REPLICATE_FUNCTIONS = frozenset({"torch.nn.parallel.replicate", "torch.nn.parallel.replicate.replicate"})
+# The method `DataParallelWithCallback` / `patch_replication_callback` (Synchronized-BatchNorm-PyTorch)
+# call on every module of each replica after `replicate`: a class defining it coordinates its replicas.
+REPLICATION_CALLBACK = "__data_parallel_replicate__"
 # Modules whose `import *` brings DataParallel into a file.
 DATAPARALLEL_STAR_MODULES = frozenset({"torch.nn", "torch.nn.parallel"})
 

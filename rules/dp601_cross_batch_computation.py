@@ -42,6 +42,12 @@ where forward's code hands it a batch tensor.
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
 observed values) differs only for the rows that take the fallback: a warning (latent).
 
+A class that defines `__data_parallel_replicate__` (the callback `DataParallelWithCallback` or
+`patch_replication_callback` runs on each replica, as Synchronized-BatchNorm-PyTorch's
+`_SynchronizedBatchNorm` does) is written for DataParallel: its batch sums are per-replica partial
+sums that its own code hands to a master replica to reduce across all of them (and, with a stock
+DataParallel that never calls the callback, that path does not run). It is not reported.
+
 A loss module (`*Loss`, `*Criterion`, owning no layers) reduces over the batch by design: it
 is reported only where a scanned file wraps it or builds it inside a module (the wrapped
 model's layer, or a part handed to its constructor). A criterion a script applies to the
@@ -64,6 +70,7 @@ from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_reco
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
 from dpcheck.analysis.scripts import _LIBRARY_ROOTS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
+from dpcheck.constants import REPLICATION_CALLBACK
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -110,6 +117,8 @@ class CrossBatchComputation(Rule):
     def check_class(self, model):
         if not batch_dim_is_zero(model):
             return  # wrapped with `dim=k`: dim 0 of forward's inputs is not what DataParallel splits
+        if model.find_method(REPLICATION_CALLBACK) is not None:
+            return  # replica-aware: its own code exchanges the replicas' partial statistics
         loss_module = is_loss_module(model)
         if loss_module:
             # A loss module reduces over the batch by design, and runs on replicas only inside the
