@@ -39,7 +39,12 @@ A return behind an option the caller leaves out by default (inside `if labels is
 the caller asks for it. It is an error where a call of a DataParallel wrapper of the class in
 the scanned scripts passes the options that a `<option> is not None` test asks for
 (`loss = model(input_ids, labels=labels)` after `model = nn.DataParallel(model)`): the path
-runs when the model is wrapped.
+runs when the model is wrapped. A loss computed or returned behind an optional argument of
+forward with a None or False default (nanoGPT's `GPT.forward(idx, targets=None)`, which computes
+the loss only under `if targets is not None:`) is advice (info) where no scanned call passes that
+argument, through the wrapper or otherwise (the same reading as DP204's): the scripts drive the
+model for its other outputs, and the 0-dim value is never returned. A class no scanned file builds
+(a library model, whose callers are user code) counts as called with it.
 
 ## How to fix
 Return per-sample losses (`reduction="none"`) and reduce after gather, or reduce the
@@ -50,6 +55,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.outputs import (
     added_by_concatenation,
     error_when_passed,
@@ -111,12 +117,21 @@ class ScalarReturnedFromForward(Rule):
                 continue
             reason = scalar_reason(leaf, fn, model)
             if reason:
+                # Computed or returned behind an optional argument of forward (`if targets is not None:`):
+                # advice where no scanned caller passes it, not reported where the path never runs wrapped.
+                guards = [optional_argument_guard(model, fn, leaf)]
+                if anchor is not leaf:
+                    guards.append(optional_argument_guard(model, model.forward, anchor))
+                if None in guards:
+                    continue
+                advice_if = tuple(condition for guard in guards for condition in guard.get("advice_if", ()))
                 severity = optional_severity(anchor, model, leaf)
                 # Behind `if labels is not None:` that a call through the wrapper passes: it runs wrapped.
                 error_if = error_when_passed(anchor, model) if severity is Severity.WARNING and \
                     not optional_path(leaf, model, flags_only=True) else ()
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",
-                                     severity=severity, error_if=error_if, requires=reason_requires(reason))
+                                     severity=severity, error_if=error_if, requires=reason_requires(reason),
+                                     advice_if=advice_if)
 
 
 def _gather_consequence(dim: ast.AST | None) -> str:
