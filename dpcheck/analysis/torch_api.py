@@ -48,6 +48,9 @@ BATCHNORM_LAYERS = frozenset({"BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
                               "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"})
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
                                "Sequential"})
+# The containers among them that define no forward: a DataParallel wrapper of one raises when called
+# (Module.forward is not implemented), so it never runs its modules on replicas.
+FORWARDLESS_CONTAINERS = MODULE_CONTAINERS - {"Sequential"}
 
 PARAMETER_FREE = ("Pad", "Loss", "Softmax", "LogSoftmax", "Softmin", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid",
                    "Tanh", "Dropout", "Identity", "Flatten", "Unflatten", "Pool", "Softplus",

@@ -46,7 +46,8 @@ from dpcheck.analysis.scripts import (
     script_facts,
     target_text,
 )
-from dpcheck.analysis.torch_api import SELF_RETURNING_MODULE_METHODS, FunctionNode, is_torch_nn_class
+from dpcheck.analysis.torch_api import (FORWARDLESS_CONTAINERS, SELF_RETURNING_MODULE_METHODS, FunctionNode,
+                                       is_torch_nn_class)
 from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
@@ -170,6 +171,8 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
         if layer:
             alone.add(layer)  # `nn.DataParallel(nn.Linear(8, 2))`: torch's own code runs, no scanned class's
             continue
+        if _forwardless_container(inner, call, ctx):
+            continue  # (RCAN's `nn.DataParallel(self.loss_module)` of an nn.ModuleList: wraps nothing that runs)
         items = _inherited_items(inner, call, ctx)
         if items:
             candidates.append([items])
@@ -223,6 +226,29 @@ def _torch_layer_alone(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> 
     scope = ctx.enclosing(at, FunctionNode)
     return name if is_torch_nn_class(name) and all(
         _holds_no_module(arg, scope, ctx) for arg in passed_values(inner)) else None
+
+
+def _forwardless_container(inner: ast.AST | None, at: ast.AST, ctx: FileContext) -> bool:
+    """Is the wrapped module a torch container with no forward (`nn.ModuleList()`, `nn.ModuleDict()`),
+    built in place or bound to a name or `self.x` only by such constructions in its scope? Calling its
+    DataParallel wrapper raises, so no module in it runs on replicas: the wrap site wraps nothing."""
+    inner = without_conversions(inner)
+    if isinstance(inner, ast.Call):
+        name = ctx.resolve(inner.func) or ""
+        return is_torch_nn_class(name) and name.rsplit(".", 1)[-1] in FORWARDLESS_CONTAINERS
+    text = target_text(inner)
+    if text is None:
+        return False
+    facts = script_facts(ctx)
+    attribute = text.startswith("self.")
+    scope = facts.scope_of(at, attribute=attribute)
+    values = [sub.value for sub in (ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not ctx.tree
+                                    else ctx.nodes(ast.Assign))
+              if any(target_text(t) == text for t in sub.targets) and facts.scope_of(sub, attribute=attribute) is scope]
+    # (the wrap itself rebinds the name: `self.loss_module = nn.DataParallel(self.loss_module)`)
+    values = [value for value in values if facts.dp_class(without_conversions(value)) is None]
+    return bool(values) and all(isinstance(without_conversions(value), ast.Call)
+                                and _forwardless_container(value, at, ctx) for value in values)
 
 
 def _relatively_imported(ctx: FileContext) -> frozenset[str]:
