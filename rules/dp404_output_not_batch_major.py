@@ -4,9 +4,10 @@ Flags values returned from forward whose dim 0 is not the batch: `torch.stack(ou
 of per-layer or per-step batch tensors with the default `dim=0`, an RNN's final hidden
 state `h_n` (shaped `(layers, B, H)`), a Parameter or buffer, a plain tensor attribute set outside
 forward (`self.priors = Variable(...)` in `__init__`, moved or not), and a forward input
-transposed so that dim 0 is no longer the batch. A returned Parameter or buffer is a
-warning: a class that returns its own weights is almost always a layer used inside the
-wrapped model, not the model itself.
+transposed so that dim 0 is no longer the batch (not a swap that undoes an earlier one of the same
+name: `x = x.transpose(0, 1)` into a sequence-first RNN, then `x = x.transpose(0, 1)` back). A
+returned Parameter or buffer is a warning: a class that returns its own weights is almost always
+a layer used inside the wrapped model, not the model itself.
 
 A list with one entry per sample is batch-major when stacked: a comprehension or loop over a
 forward input (or a name unpacked from one), or over a list built empty and appended to once per
@@ -110,12 +111,9 @@ def _why(leaf, fn, model) -> str | None:
         if name == "torch.stack" and stacks_new_leading_dim(leaf, fn):
             return "`torch.stack(...)` of a list on dim 0 (layers or steps first)"
         func = leaf.func
-        if isinstance(func, ast.Attribute) and func.attr in ("transpose", "permute", "t", "swapaxes") \
-                and isinstance(func.value, ast.Name) and func.value.id in parameters_of(fn):
-            args = [a.value for a in leaf.args if isinstance(a, ast.Constant)]
-            if func.attr == "t" or (args and 0 in args[:2] and args[:1] != [0]) or (
-                    func.attr == "transpose" and 0 in args):
-                return f"the input `{func.value.id}` transposed"
+        if _swaps_batch_dim(leaf) and func.value.id in parameters_of(fn) \
+                and len(_earlier_swaps(func.value.id, leaf, fn)) % 2 == 0:
+            return f"the input `{func.value.id}` transposed"
         if fn.self_attr(func) is not None:
             source = time_major_source(leaf, fn, model)
             if source is not None:
@@ -139,6 +137,25 @@ def _why(leaf, fn, model) -> str | None:
         if _rnn_call(leaf.value, fn, model) and isinstance(leaf.slice, ast.Constant) and leaf.slice.value == 1:
             return "an RNN's final hidden state `h_n` (layers, B, H)"
     return _hidden_state_name(leaf, fn, model)
+
+
+def _swaps_batch_dim(node) -> bool:
+    """`x.transpose(0, 1)`, `x.t()`, `x.permute(1, 0, 2)` of a name: dim 0 moves elsewhere."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("transpose", "permute", "t", "swapaxes") and isinstance(node.func.value, ast.Name)):
+        return False
+    args = [a.value for a in node.args if isinstance(a, ast.Constant)]
+    return node.func.attr == "t" or (args and 0 in args[:2] and args[:1] != [0]) or (
+        node.func.attr == "transpose" and 0 in args)
+
+
+def _earlier_swaps(name: str, leaf: ast.Call, fn) -> list[ast.AST]:
+    """The rebindings of ``name`` before ``leaf`` that swap its dim 0 too (`x = x.transpose(0, 1)`,
+    then a sequence-first RNN, then `x = x.transpose(0, 1)` back: OpenNRE's LSTM layer). An odd count
+    means the returned swap puts the batch back in front."""
+    return [value for value in fn.local_values.get(name, ())
+            if _swaps_batch_dim(value) and value.func.value.id == name
+            and getattr(value, "lineno", leaf.lineno) < leaf.lineno]  # (an unpacked item has no position)
 
 
 _TENSOR_KINDS = frozenset({"tensor", "scalar_tensor", "constant", "other"})
