@@ -75,10 +75,17 @@ class TensorCreatedWithoutDevice(Rule):
     """
 
     def check_class(self, model):
-        from dpcheck.analysis.outputs import gathered_class, returned_leaves
+        from dpcheck.analysis.classes import WRAPPED_CONDITION
+        from dpcheck.analysis.outputs import gathered_verdict, returned_leaves
 
         resolve = model.ctx.resolve
-        returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} if gathered_class(model, cross_file=False) else set()
+        # What forward returns matters where DataParallel gathers it: a class top-level in its file
+        # is gathered on the condition that no other scanned file builds it as a layer (votenet's
+        # QueryAndGroup), which only the returned factories' findings carry.
+        gathered, condition = gathered_verdict(model)
+        returned = {id(leaf) for leaf, _, _ in returned_leaves(model)} \
+            if gathered and not (condition or "").startswith(WRAPPED_CONDITION) else set()
+        returned_requires = (frozenset({condition}),) if condition else ()
         for fn in model.reachable:
             for call, name in model.ctx.named_calls(fn):
                 if not (name.startswith("torch.") and name.count(".") == 1
@@ -87,9 +94,10 @@ class TensorCreatedWithoutDevice(Rule):
                 if any(k.arg == "device" for k in call.keywords) or _zero_dim(call, name) \
                         or without_cuda_only(call, fn.parent, resolve):
                     continue
-                if id(call) in returned:
+                if id(call) in returned and not (returned_requires and _meets_model_tensor(call, fn, model)):
                     yield self.violation(call, f"`{ast.unparse(call.func)}(...)` without device= is returned from "
-                                               "forward: a CPU tensor, which DataParallel's gather rejects")
+                                               "forward: a CPU tensor, which DataParallel's gather rejects",
+                                         requires=returned_requires)
                     continue
                 if not _meets_model_tensor(call, fn, model):
                     continue

@@ -42,18 +42,24 @@ def gathered_class(model: ModelClass, cross_file: bool = True) -> bool:
     With ``cross_file`` the condition is recorded on the model and attached to the findings the
     calling rule yields for it; without, a class gathered only where a file wraps it is not.
     """
-    # Every output rule asks this of every class: decided once per class (the file's facts do
-    # not change), while the cross-file condition is recorded again for each asking rule.
-    verdict = model.__dict__.get("_gathered_verdict")
-    if verdict is None:
-        verdict = model._gathered_verdict = _gathered_verdict(model)
-    gathered, condition = verdict
+    gathered, condition = gathered_verdict(model)
     if condition is None:
         return gathered
     if cross_file:
         model.conditions.add(condition)
         return True
     return not condition.startswith(WRAPPED_CONDITION)
+
+
+def gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
+    """(could its output be gathered, the cross-file condition on which it is, if any): what
+    ``gathered_class`` decides, for a rule that attaches the condition to some findings only."""
+    # Every output rule asks this of every class: decided once per class (the file's facts do
+    # not change), while the cross-file condition is recorded again for each asking rule.
+    verdict = model.__dict__.get("_gathered_verdict")
+    if verdict is None:
+        verdict = model._gathered_verdict = _gathered_verdict(model)
+    return verdict
 
 
 def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
