@@ -1,0 +1,47 @@
+"""Rule-side false findings seen on whole repositories (issue 11, session 36): each mechanism's
+look-alike is not reported (or is advice), and the hazard beside it keeps its severity."""
+
+from conftest import run_json
+
+
+def found(path, select):
+    """(code, severity, file name, row) of every finding of ``path`` for the ``select``ed codes."""
+    findings, _ = run_json(path, "--select", select)
+    return sorted((f["code"], f["severity"], f["filename"].rsplit("/", 1)[-1], f["location"]["row"])
+                  for f in findings)
+
+
+def test_dp601_partial_sums_of_a_replica_aware_class_are_not_reported():
+    # Synchronized-BatchNorm-PyTorch's `_sum_ft`: the class defines `__data_parallel_replicate__` and
+    # hands its chunk's sums to a master replica, which reduces them across all replicas.
+    assert found("fixtures/dp601/safe_replica_synchronised_batchnorm.py", "DP601") == []
+    assert found("fixtures/dp601/flagged_batch_sums_without_replica_exchange.py", "DP601") == [
+        ("DP601", "error", "flagged_batch_sums_without_replica_exchange.py", 8)]
+
+
+def test_dp401_loss_behind_an_argument_no_wrapped_call_passes_is_advice():
+    # nanoGPT's `GPT.forward(idx, targets=None)` driven for its logits only (Understanding-Jailbreaks'
+    # evals), against the training script that passes targets through the wrapper.
+    assert found("fixtures/dp401/targetsnotpassedpkg", "DP401") == [("DP401", "info", "model.py", 18)]
+    assert found("fixtures/dp401/targetspassedpkg", "DP401") == [("DP401", "error", "flagged_model.py", 18)]
+
+
+def test_wrap_of_a_module_list_wraps_nothing_that_runs():
+    # RCAN's `nn.DataParallel(self.loss_module)` of an nn.ModuleList, never called: what the project
+    # wraps is still known (the script's Net), so the criterion in the list is advice only.
+    assert found("fixtures/dp204/lossmodulelistpkg", "DP204") == [("DP204", "info", "loss.py", 11)]
+    assert found("fixtures/dp204/losswrappedpkg", "DP204") == [("DP204", "error", "flagged_loss.py", 11)]
+
+
+def test_dp404_input_swapped_back_to_batch_first_is_not_reported():
+    # OpenNRE's LSTM layer: transposed into the sequence-first LSTM, transposed back on the way out.
+    assert found("fixtures/dp404/safe_input_transposed_back.py", "DP404") == []
+    assert found("fixtures/dp404/flagged_input_transposed_once.py", "DP404") == [
+        ("DP404", "error", "flagged_input_transposed_once.py", 18)]
+
+
+def test_dp303_factory_returned_by_a_layer_built_in_another_file_is_not_reported():
+    # votenet's QueryAndGroup returns a CPU count, but the model of another file builds it as a layer:
+    # its output never reaches DataParallel's gather. Wrapped itself, the same return is an error.
+    assert found("fixtures/dp303/grouplayerpkg", "DP303") == []
+    assert found("fixtures/dp303/groupwrappedpkg", "DP303") == [("DP303", "error", "flagged_grouping.py", 11)]
