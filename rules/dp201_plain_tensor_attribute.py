@@ -22,6 +22,14 @@ Reported as a warning when forward builds the state itself (a decoding cache cre
 input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
 the replicas share a seeded copy only if some caller runs that method on the wrapped model.
 
+Not reported where every read moves it to the replica's device first: `self.t.to(x.device)`,
+`self.t.type_as(x)`, a bare `.cuda()`, or a statement that rebinds `self.t = self.t.to(...)` before the
+read on every path (earlier in the read's block or a block around it, or, for a read in a helper
+method, among the statements forward opens with, before any call). A move to one numbered GPU
+(`.cuda(0)`, `.to("cuda:0")`) is no move to the replica's device and stays reported. Reported as a
+warning where every read runs only behind an option left off by default (`if use_prior:` with
+forward's `use_prior=False`): real only when a caller turns it on.
+
 Not reported when forward only hands values computed from the tensor to its layers
 (`weights = F.softmax(self.alphas, dim=-1)`, then `cell(x, weights)`) and the layers of the
 same file move what they are handed to their input's device (`w.to(x.device)`), as the
@@ -37,7 +45,8 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import under_lazy_guard
+from dpcheck.analysis.bindings import statements_before
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, option_constructions, under_lazy_guard
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
@@ -89,17 +98,18 @@ class PlainTensorAttribute(Rule):
         # and device (parallel_apply sets it) and shared by none: its attributes are its replica's.
         model.conditions.add(f"{OUTLIVES_CALL_CONDITION}{model.info.qualname}")
         used, moved = set(), set()
+        reads: dict[str, list] = {}  # name -> (function, node) of each read that uses it as it is
         for fn in model.reachable:
             for node in fn.nodes(ast.Attribute):
                 name = fn.self_attr(node)
                 if name in candidates and isinstance(node.ctx, ast.Load):
-                    parent = fn.parent(_copied(model, fn, node))
-                    if isinstance(parent, ast.Attribute) and parent.attr in _MOVES_TO_DEVICE:
+                    if _moved_to_replica(fn, _copied(model, fn, node)):
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
-                    elif _fallback_when_no_target(fn, node) or _rebound_moved_before(fn, node, name):
+                    elif _fallback_when_no_target(fn, node) or _rebound_moved_before(model, fn, node, name):
                         moved.add(name)
                     else:
                         used.add(name)
+                        reads.setdefault(name, []).append((fn, node))
         reachable = {id(fn.node) for fn in model.reachable}
         for name in sorted(used):
             if _handed_to_layers_that_move_it(model, name):
@@ -110,6 +120,7 @@ class PlainTensorAttribute(Rule):
                 # replica builds its own copy where it runs; the original's is never shared.
                 continue
             seeded_by = _seeded_by_setup_method(model, name, assignments)
+            behind_option = _read_only_behind_options(model, reads[name])
             for target, value, fn in assignments:
                 kind, _, _ = model.classify(value, fn)
                 if kind == "tensor":
@@ -127,10 +138,13 @@ class PlainTensorAttribute(Rule):
                             "model before a call, DataParallel replicas share the seeded copy on one device",
                             severity=Severity.WARNING, fix=fix, subject=Subject(attr=name))
                     else:
-                        yield self.violation(target, f"`self.{name}` is a plain tensor attribute used in "
-                                             "forward: `.to()` does not move it and DataParallel "
-                                             "replicas share the original's copy on one device", fix=fix,
-                                             subject=Subject(attr=name))
+                        message = (f"`self.{name}` is a plain tensor attribute used in forward: `.to()` does "
+                                   "not move it and DataParallel replicas share the original's copy on one device")
+                        if behind_option is not None:
+                            yield self.violation(target, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
+                                                 fix=fix, subject=Subject(attr=name), **behind_option)
+                        else:
+                            yield self.violation(target, message, fix=fix, subject=Subject(attr=name))
                     break
 
     def fix(self, finding, editor):
@@ -195,18 +209,85 @@ def _fallback_when_no_target(fn, node) -> bool:
     return False
 
 
-def _rebound_moved_before(fn, node, name: str) -> bool:
-    """`self.mean = self.mean.type_as(x)` as a statement of the function's own body, before this
-    read (SwinIR's forward): the read sees the replica's copy moved to the input's device."""
-    for stmt in fn.node.body:
-        if stmt.lineno >= node.lineno:
-            return False
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and fn.self_attr(stmt.targets[0]) == name \
-                and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
-                and stmt.value.func.attr in _MOVES_TO_DEVICE \
-                and fn.self_attr(stmt.value.func.value) == name:
+def _moved_to_replica(fn, node) -> bool:
+    """Is ``node`` moved where it is read (`node.to(x.device)`, `node.cuda()`, `node.type_as(x)`), to
+    a device that follows the replica: not a pinned one (`.cuda(0)`, `.to("cuda:0")`,
+    `.to(torch.device("cuda", 0))`), where every replica but the first would still read a copy on
+    another GPU than its input's."""
+    parent = fn.parent(node)
+    if not (isinstance(parent, ast.Attribute) and parent.attr in _MOVES_TO_DEVICE):
+        return False
+    call = fn.parent(parent)
+    return not (isinstance(call, ast.Call) and call.func is parent and parent.attr != "type_as"
+                and any(_pinned_device(arg) for arg in (*call.args[:1], *(k.value for k in call.keywords
+                                                                         if k.arg == "device"))))
+
+
+def _pinned_device(node) -> bool:
+    """One GPU named by number: `0`, `"cuda:0"`, `torch.device("cuda:1")`, `torch.device("cuda", 0)`."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value.__class__ is int or isinstance(value, str) and value.startswith("cuda:")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "device" \
+        and any(_pinned_device(arg) for arg in node.args)
+
+
+def _moved_rebind(fn, stmt) -> str | None:
+    """The attribute that ``stmt`` rebinds to its own copy moved to the replica's device
+    (`self.mean = self.mean.type_as(x)`), or None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute)):
+        return None
+    name = fn.self_attr(stmt.targets[0])
+    moved = stmt.value.func.value
+    if name is None or fn.self_attr(moved) != name or not _moved_to_replica(fn, moved):
+        return None
+    return name
+
+
+def _rebound_moved_before(model, fn, node, name: str) -> bool:
+    """Does a statement that rebinds `self.<name>` to its copy moved to the replica's device
+    (`self.mean = self.mean.type_as(x)`) run before this read on every path? Earlier in the read's
+    block or in a block around it (SwinIR's forward; DeepCTR's `if self.mode == "mean":` block,
+    which converts `self.eps` first), or, for a read in a helper method forward calls, among the
+    statements forward's own body opens with, before any that may call a method (faster-rcnn's
+    proposal target layer converts its normalising tensors first, then its helpers read them)."""
+    child, cur = node, fn.parent(node)
+    while cur is not None:
+        if isinstance(child, ast.stmt) and any(_moved_rebind(fn, before) == name
+                                               for before in statements_before(cur, child)):
             return True
+        if cur is fn.node:
+            break
+        child, cur = cur, fn.parent(cur)
+    forward = model.forward
+    if forward is None or fn.node is forward.node or fn.name == "__init__" \
+            or not any(f.node is fn.node for f in model.in_forward):
+        return False
+    for stmt in forward.node.body:
+        rebound = _moved_rebind(forward, stmt)
+        if rebound == name:
+            return True
+        if rebound is None and any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+            return False  # a call may run the helper before the conversion
     return False
+
+
+def _read_only_behind_options(model, reads) -> dict | None:
+    """Where every read that uses the tensor as it is runs only behind a non-default option
+    (``option_constructions``: `if use_stereoshape:` with forward's `use_stereoshape=False`), the
+    ``Violation`` keywords of a warning (latent); None where one read is on the default path."""
+    settled = [option_constructions(model, fn, node) for fn, node in reads]
+    if not settled or any(s is None for s in settled):
+        return None
+    found: dict = {}
+    error_if = tuple(dict.fromkeys(c for s in settled for c in s.get("error_if", ())))
+    if error_if:
+        found["error_if"] = error_if
+    advice = {s.get("advice_if", ()) for s in settled}
+    if len(advice) == 1 and (advice_if := advice.pop()):
+        found["advice_if"] = advice_if  # (advice only where every read is dead, so one shared reason)
+    return found
 
 
 def _handed_to_layers_that_move_it(model, name: str) -> bool:
