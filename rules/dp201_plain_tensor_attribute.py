@@ -18,6 +18,9 @@ Not reported for a class that the scanned code builds only inside forward-reacha
 DataParallel has made the replica's device current, so a bare `.cuda()` in its `__init__` lands
 on that device and nothing is shared.
 
+Not reported either where the only writes are in a private helper (`_generate_anchor`) that the
+file calls only from the body of a `forward`, its own class's or a subclass's: per-call set-up.
+
 Reported as a warning when forward builds the state itself (a decoding cache created on the
 input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
 the replicas share a seeded copy only if some caller runs that method on the wrapped model.
@@ -115,7 +118,8 @@ class PlainTensorAttribute(Rule):
             if _handed_to_layers_that_move_it(model, name):
                 continue
             assignments = candidates[name].assignments
-            if all(id(fn.node) in reachable and not under_lazy_guard(fn, target) for target, _, fn in assignments):
+            if all(id(fn.node) in reachable and not under_lazy_guard(fn, target)
+                   or fn.name in model.ctx.fact(_set_up_only_by_forwards) for target, _, fn in assignments):
                 # Set on every call by forward's own code (a decoding cache set up per call): each
                 # replica builds its own copy where it runs; the original's is never shared.
                 continue
@@ -172,6 +176,27 @@ def _copied(model, fn, node):
             node = call
         else:
             return node
+
+
+def _set_up_only_by_forwards(ctx) -> frozenset[str]:
+    """Private methods (`_generate_anchor`) that the file calls on `self` only from the body of some
+    class's `forward`, at least once: per-call set-up. A base class whose forward reads what only such
+    a method writes is used through a subclass whose forward builds the state on each call (TFB's
+    box coders: `pointwhCoder.forward` calls `self._generate_anchor(device=boxes.device)` first),
+    so no replica reads a shared copy; the base alone never has the attribute at all."""
+    calls: dict[str, bool] = {}
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+                and func.attr.startswith("_") and not func.attr.endswith("__")):
+            continue
+        caller = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        in_forward = isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)) and caller.name == "forward"
+        calls[func.attr] = calls.get(func.attr, True) and in_forward
+    for node in ctx.nodes(ast.Attribute):
+        if node.attr in calls and not (isinstance(call := ctx.parent(node), ast.Call) and call.func is node):
+            calls[node.attr] = False  # handed on (`hook(self._setup)`): it may run anywhere
+    return frozenset(name for name, only_forward in calls.items() if only_forward)
 
 
 def _seeded_by_setup_method(model, name, assignments) -> str | None:
