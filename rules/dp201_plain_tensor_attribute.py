@@ -179,8 +179,8 @@ def _copied(model, fn, node):
 
 
 def _set_up_only_by_forwards(ctx) -> frozenset[str]:
-    """Private methods (`_generate_anchor`) that the file calls on `self` only from the body of some
-    class's `forward`, at least once: per-call set-up. A base class whose forward reads what only such
+    """Private methods (`_generate_anchor`) that the file calls on `self` only as statements of the
+    body of some class's `forward`, under no test, at least once: per-call set-up. A base class whose forward reads what only such
     a method writes is used through a subclass whose forward builds the state on each call (TFB's
     box coders: `pointwhCoder.forward` calls `self._generate_anchor(device=boxes.device)` first),
     so no replica reads a shared copy; the base alone never has the attribute at all."""
@@ -190,7 +190,10 @@ def _set_up_only_by_forwards(ctx) -> frozenset[str]:
         if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
                 and func.attr.startswith("_") and not func.attr.endswith("__")):
             continue
-        caller = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        # A statement of forward's own body, under no test: it runs on every call, not once to
+        # build a missing value (`if self.anchor is None: self._generate_anchor()` may seed the original).
+        statement = ctx.parent(call)
+        caller = ctx.parent(statement) if isinstance(statement, (ast.Expr, ast.Assign)) else None
         in_forward = isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)) and caller.name == "forward"
         calls[func.attr] = calls.get(func.attr, True) and in_forward
     for node in ctx.nodes(ast.Attribute):
