@@ -19,7 +19,8 @@ DataParallel has made the replica's device current, so a bare `.cuda()` in its `
 on that device and nothing is shared.
 
 Not reported either where the only writes are in a private helper (`_generate_anchor`) that the
-file calls only from the body of a `forward`, its own class's or a subclass's: per-call set-up.
+file calls only as an unguarded statement of a `forward`'s body, its own class's or a subclass's:
+per-call set-up.
 
 Reported as a warning when forward builds the state itself (a decoding cache created on the
 input's device) and only a method outside forward, never `__init__`, seeds it ahead of time:
@@ -180,10 +181,11 @@ def _copied(model, fn, node):
 
 def _set_up_only_by_forwards(ctx) -> frozenset[str]:
     """Private methods (`_generate_anchor`) that the file calls on `self` only as statements of the
-    body of some class's `forward`, under no test, at least once: per-call set-up. A base class whose forward reads what only such
-    a method writes is used through a subclass whose forward builds the state on each call (TFB's
-    box coders: `pointwhCoder.forward` calls `self._generate_anchor(device=boxes.device)` first),
-    so no replica reads a shared copy; the base alone never has the attribute at all."""
+    body of some class's `forward`, under no test, at least once: per-call set-up. A base class whose
+    forward reads what only such a method writes is used through a subclass whose forward builds the
+    state on each call (TFB's box coders: `pointwhCoder.forward` calls
+    `self._generate_anchor(device=boxes.device)` first), so no replica reads a shared copy; the base
+    alone never has the attribute at all."""
     calls: dict[str, bool] = {}
     for call in ctx.nodes(ast.Call):
         func = call.func
