@@ -192,3 +192,93 @@ def test_notebook_support_is_imported_only_when_a_notebook_is_met(tmp_path):
     assert lines[0] == "False"
     assert lines[1] == "True nb.ipynb"
     assert lines[2] == "DP001"  # stdin named .ipynb is read as a notebook (plain Python is not JSON)
+
+
+FORWARD = "class Net(nn.Module):\n    def forward(self, x):\n        self.a = x\n        return x\n"
+
+
+def test_a_one_line_cell_naming_a_line_magic_runs_it_without_percent(project):
+    # IPython's automagic: `ls /path/` alone in a cell is `%ls /path/`, not a syntax error.
+    nb = notebook(code_cell("import torch.nn as nn\n"), code_cell("ls /data/run_1/128sq/"), code_cell("\ncd ..\n"),
+                  code_cell("pip install -q timm"), code_cell(FORWARD))
+    write(project / "nb.ipynb", nb)
+    assert located(found(project, "nb.ipynb", "--no-cache")) == [("nb.ipynb", 5, 3, 9, "DP101")]
+
+
+def test_automagic_look_alikes_stay_python_or_syntax_errors():
+    from dpcheck.analysis.notebook import python_lines
+
+    assert python_lines("ls") == ["ls"]  # a name as Python: left alone
+    assert python_lines("ls = [1]") == ["ls = [1]"]
+    assert python_lines("ls /data") == ["ls /data"]  # division, valid Python
+    assert python_lines("ls /data/\nprint(1)") == ["ls /data/", "print(1)"]  # IPython: one-line cells only
+    assert python_lines("ls /data/\n\n") == ["ls /data/", ""]  # a second line, even blank
+    assert python_lines("sudo ls /data/") == ["sudo ls /data/"]  # no magic of that name
+    assert python_lines("ls = ") == ["ls = "]  # an assignment is never a magic
+    assert python_lines("ls /data/") == ["pass"]
+
+
+def test_automagic_look_alike_is_still_a_syntax_error(project):
+    # (a notebook reports its first syntax error only: one notebook per look-alike)
+    write(project / "a.ipynb", notebook(code_cell("x = 1\n"), code_cell("ls /data/\nx = 1\n")))
+    write(project / "b.ipynb", notebook(code_cell("sudo ls /data/\n")))
+    assert located(found(project, ".", "--no-cache")) == [("a.ipynb", 2, 1, 10, "DP001"), ("b.ipynb", 1, 1, 3, "DP001")]
+
+
+def test_a_shell_escape_continued_with_backslashes_is_blanked_to_its_end(project):
+    nb = notebook(code_cell("import torch.nn as nn\n"),
+                  code_cell("!python train.py --epochs 3 \\\n--data /tmp/x \\\n    --out y\n" + FORWARD),
+                  code_cell("out = !CUDA_VISIBLE_DEVICES=0 python3 demo.py \\\n--image_folder demo_image/\nout\n"),
+                  code_cell("if True:\n    %run train.py \\\n--fast\n    y = 1\n"))
+    write(project / "nb.ipynb", nb)
+    assert located(found(project, "nb.ipynb", "--no-cache")) == [("nb.ipynb", 2, 6, 9, "DP101")]
+
+
+def test_a_backslash_ends_the_escape_only_at_the_line_end():
+    from dpcheck.analysis.notebook import python_lines
+
+    assert python_lines("!echo a\\ b\nx = (\n") == ["pass", "x = ("]  # not continued: x = ( stays, a DP001
+
+
+def test_a_cell_whose_lines_share_an_indent_is_dedented_and_columns_stay_the_cells(project):
+    indented = "".join("  " + line + "\n" for line in ("import torch.nn as nn", *FORWARD.splitlines()))
+    write(project / "nb.ipynb", notebook(code_cell("x = 1\n"), code_cell(indented), code_cell(" x = 1\n\n y = 2")))
+    findings = found(project, "nb.ipynb", "--no-cache")
+    assert located(findings) == [("nb.ipynb", 2, 4, 11, "DP101")]  # column 9 + the 2-space indent
+    full = run_cli("nb.ipynb", "--no-cache", "--output-format", "full", cwd=project).stdout
+    assert "4 |           self.a = x\n  |           ^^^^^^ DP101" in full
+
+
+def test_an_indent_not_shared_by_every_line_is_still_a_syntax_error(project):
+    write(project / "a.ipynb", notebook(code_cell(" x = 1\ny = 2\n")))
+    write(project / "b.ipynb", notebook(code_cell("\t x = 1\n\ty = 2\n")))
+    assert sorted((f["filename"].rsplit("/", 1)[-1], f["code"]) for f in found(project, ".", "--no-cache")) == [
+        ("a.ipynb", "DP001"), ("b.ipynb", "DP001")]
+
+
+def test_fix_in_an_indented_cell_keeps_the_indent_and_every_other_byte(project):
+    body = ("import torch.nn as nn", "class Net(nn.Module):", "    def forward(self, x):",
+            "        return self.fc(x).to('cuda:0')")
+    cell = code_cell("".join(" " + line + "\n" for line in body))
+    path = write(project / "nb.ipynb", notebook(code_cell("import torch\n"), cell))
+    before = path.read_text()
+    findings = found(project, "nb.ipynb", "--no-cache", "--unsafe-fixes")
+    (dp301,) = [f for f in findings if f["code"] == "DP301"]
+    assert (dp301["cell"], dp301["location"]) == (2, {"row": 4, "column": 31})
+    assert dp301["fix"]["edits"][0]["location"] == {"row": 4, "column": 31}
+    run_cli("nb.ipynb", "--no-cache", "--fix", "--unsafe-fixes", cwd=project)
+    after = path.read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(before.splitlines()) == len(after.splitlines())
+    assert changed == [('    "         return self.fc(x).to(\'cuda:0\')\\n"', '    "         return self.fc(x).to(x.device)\\n"')]
+
+
+def test_fix_writing_a_new_line_in_an_indented_cell_is_withdrawn():
+    from dpcheck.findings import Edit, Finding, Fix
+    from dpcheck.fixes.notebook import _without_magic_edits
+
+    texts = {1: " a = 1\n b = 2\n", 2: "a = 1\nb = 2\n"}
+    for cell, keeps in ((1, False), (2, True)):
+        fix = Fix("add a line", (Edit("c = 3\n", 2, 0 if cell == 2 else 1, 2, 0 if cell == 2 else 1),), "safe")
+        finding = Finding("DP999", "m", "error", "nb.ipynb", 1, 1, 1, 1, "", fix, cell=cell)
+        assert (_without_magic_edits(texts, finding).fix is not None) is keeps

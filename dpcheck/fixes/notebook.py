@@ -5,7 +5,8 @@ cells' ``source`` changed, in the indent, key order, ASCII escaping and final ne
 was read with, so a diff of the file shows the fix and nothing else.
 
 A fix whose edits leave its finding's cell, or touch an IPython line (a magic that the
-virtual source blanks), is not applied.
+virtual source blanks), is not applied; nor, in a cell whose lines share an indent that
+IPython strips, one that writes a new line (it would lack the indent).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dpcheck.analysis.notebook import NotebookError, VirtualSource, load_cells, python_lines
+from dpcheck.analysis.notebook import NotebookError, VirtualSource, load_cells, python_cell, python_lines
 from dpcheck.analysis.source import split_lines
 from dpcheck.findings import Finding
 from dpcheck.fixes import cst as cstfix
@@ -44,10 +45,13 @@ def _without_magic_edits(texts: Mapping[int, str], finding: Finding) -> Finding:
     if finding.fix is None or not finding.fix.edits or finding.cell is None:
         return finding
     text = texts[finding.cell]
-    original, as_python = split_lines(text), python_lines(text)
+    original, python = split_lines(text), python_cell(text)
     for edit in finding.fix.edits:
+        # A new line the edit writes would lack the indent the cell's lines share.
+        if python.offsets and "\n" in edit.content:
+            return _withdrawn(finding)
         for row in range(edit.row, edit.end_row + 1):
-            if row <= len(original) and original[row - 1] != as_python[row - 1]:
+            if row <= len(original) and original[row - 1][python.offset(row):] != python.lines[row - 1]:
                 return _withdrawn(finding)
     return finding
 
