@@ -282,3 +282,17 @@ def test_fix_writing_a_new_line_in_an_indented_cell_is_withdrawn():
         fix = Fix("add a line", (Edit("c = 3\n", 2, 0 if cell == 2 else 1, 2, 0 if cell == 2 else 1),), "safe")
         finding = Finding("DP999", "m", "error", "nb.ipynb", 1, 1, 1, 1, "", fix, cell=cell)
         assert (_without_magic_edits(texts, finding).fix is not None) is keeps
+
+
+def test_a_syntax_error_in_an_indented_cell_points_at_the_cells_own_column(project):
+    write(project / "a.ipynb", notebook(code_cell("  x = [1,\n  2 3]\n")))
+    write(project / "b.ipynb", notebook(code_cell("x = [1,\n2 3]\n")))
+    assert located(found(project, ".", "--no-cache")) == [("a.ipynb", 1, 2, 3, "DP001"), ("b.ipynb", 1, 2, 1, "DP001")]
+
+
+def test_a_cell_magic_after_blank_lines_is_still_the_cells_magic():
+    from dpcheck.analysis.notebook import python_lines
+
+    # IPython drops a cell's leading blank lines before it looks for `%%`.
+    assert python_lines("\n%%bash\necho (\n") == ["", "", ""]
+    assert python_lines("\n%%time\nx = 1\n") == ["", "", "x = 1"]
