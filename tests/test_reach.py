@@ -93,3 +93,17 @@ def test_reach_is_unknown_through_an_import_of_a_project_file_the_run_left_out(t
                                                                      "transformers.activations:ACT2FN"]):
         graph = _graph({**vendored, script: ("train", imports)})
         assert graph.reach(graph.runners(script)) == {script}, imports
+
+
+def test_a_file_in_a_folder_without_init_resolves_from_the_folder_above_too(tmp_path):
+    # KAIR's `models/model_plain.py` (no `models/__init__.py`), run as `models.model_plain` from the
+    # root, imports `models.select_network`, a file of its own folder the run left out.
+    plain = os.path.normpath(str(tmp_path / "models/model_plain.py"))
+    files = {plain: ("model_plain", ["models.select_network", "models.select_network:define_G",
+                                     "models.model_base", "models.model_base:ModelBase"]),
+             os.path.normpath(str(tmp_path / "models/model_base.py")): ("model_base", [])}
+    graph = _graph(files)
+    assert graph.reach(graph.runners(plain)) is None
+    del files[plain][1][:2]  # (without the left-out import: the base beside it, found from above)
+    graph = _graph(files)
+    assert graph.reach(graph.runners(plain)) == set(files)

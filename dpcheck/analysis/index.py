@@ -202,9 +202,9 @@ class ClassIndex:
             if loaded:  # (summarised for a name, not scanned: a file left out of the run, which may
                 self._opaque_files.add(filename)  # be the project's way to anything, as far as it shows)
         self._files_of_module.setdefault(result.module, set()).add(filename)
-        if result.partial_batches or result.unresolved_wraps or result.wrapped or result.wrap_candidates \
-                or result.wrapped_alone or result.builders or result.init_wrapped or result.wrapping_methods \
-                or result.parallel_helpers:
+        # (A file that only holds wrappers other files' builders make, with no wrap of its own, is no
+        # site: those builders' files are, and it runs them.)
+        if result.unresolved_wraps or result.wrapped or result.wrap_candidates or result.wrapped_alone:
             self._wrap_sites[filename] = (list(result.wrapped), set(result.wrapped_alone),
                                           list(result.wrap_candidates), len(result.unresolved_wraps))
             if result.handed_wraps:

@@ -87,14 +87,16 @@ class ImportGraph:
 
     def _roots(self, filename: str) -> tuple[str, ...]:
         """The folders its imports resolve from: its own (a script's `sys.path[0]`) and the folder
-        above its top package."""
+        above its top package, or above its own where it is in none."""
         module = self._files[filename][0]
         folder = os.path.dirname(filename)
         up = module.count(".") + (filename in self._packages)
         top = folder
         for _ in range(up):
             top = os.path.dirname(top)
-        return (folder,) if top == folder else (folder, top)
+        # (A folder without `__init__.py` may be a namespace package its parent's script imports:
+        # `models/model_plain.py` run as `models.model_plain` from KAIR's root.)
+        return (folder, os.path.dirname(folder)) if top == folder else (folder, top)
 
     def _resolve(self, filename: str) -> dict[str, set[str] | None]:
         imports = self._files[filename][1]
