@@ -107,3 +107,14 @@ def test_a_file_in_a_folder_without_init_resolves_from_the_folder_above_too(tmp_
     del files[plain][1][:2]  # (without the left-out import: the base beside it, found from above)
     graph = _graph(files)
     assert graph.reach(graph.runners(plain)) == set(files)
+
+
+def test_a_top_package_beside_the_importer_counts_where_it_holds_only_folders(tmp_path):
+    # `lib/` holds no file of its own, only `lib/models/net.py`: `lib.select`, absent, is the
+    # project's own module left out all the same.
+    (tmp_path / "lib/models").mkdir(parents=True)
+    script = os.path.normpath(str(tmp_path / "train.py"))
+    files = {script: ("train", ["lib.select", "lib.select:build"]),
+             os.path.normpath(str(tmp_path / "lib/models/net.py")): ("net", [])}
+    graph = _graph(files)
+    assert graph.reach(graph.runners(script)) is None

@@ -165,8 +165,8 @@ class ClassIndex:
         self._passed_attributes: set[str] = set()
         self._bare: dict[str, str] | None = None
         self._canonical: tuple[set[str], set[str]] | None = None
-        # Import reach (see unreached): module -> the modules its imports name; file -> module; the
-        # modules of files that wrap a model; those that look classes up by a computed name.
+        # Module -> the import names of its files (FileResult.imports): which modules an import name
+        # may stand for, by name (_imported_modules).
         self._imports: dict[str, list[str]] = {}
         # File by file (see reach.ImportGraph): file -> (module, its imports); module -> its files; the
         # files that load a module by a computed name or were not scanned; each file that wraps -> (what it wraps, what it

@@ -4,9 +4,10 @@ A monorepo holds many `train.py`, `model.py` and `common.py` files, one per subp
 share one dotted module name (a folder without `__init__.py` is no package). Python does not
 confuse them: a script's imports resolve first in its own folder (`sys.path[0]`), and a
 package module's from the folder above its top package. So do these: an import that names a
-scanned file from there is that file alone; only an import that names none (a launcher set
-`sys.path`, the scan's root differs from the script's) falls back to every module of that name
-(``resolve_elsewhere``), which is generous: a file wrongly taken for imported keeps findings.
+scanned file from there is that file alone; one that names none (a launcher set `sys.path`, the
+scan's root differs from the script's) is the scanned files whose paths end with it, or else every
+module of that name (``resolve_elsewhere``), which is generous: a file wrongly taken for imported
+keeps findings.
 
 Reach of a wrapping file W: the files that import W, and their importers, up to the scripts
 (its *runners*), then everything they import, transitively. Through a package `__init__.py`
@@ -55,17 +56,18 @@ class ImportGraph:
         # package's `__init__.py` under its folder's): where an import does not resolve from the
         # importer's roots, some other root on `sys.path` holds it (a launcher's `sys.path.insert`).
         self._by_suffix: dict[tuple[str, ...], list[str]] = {}
-        # The folders that hold scanned files (a folder without `__init__.py` included), by their
-        # last parts.
+        # The folders above scanned files, up to _SUFFIX_DEPTH levels (a folder without
+        # `__init__.py` included), by each run of their last parts.
         self._folders: dict[tuple[str, ...], set[str]] = {}
-        self._dirs: set[str] = set()
+        ancestors = {os.path.dirname(filename) for filename in files}
+        for _ in range(_SUFFIX_DEPTH - 1):
+            ancestors |= {os.path.dirname(folder) for folder in ancestors}
+        for folder in ancestors:
+            parts = folder.replace("\\", "/").split("/")
+            for i in range(1, min(len(parts) - 1, _SUFFIX_DEPTH) + 1):
+                self._folders.setdefault(tuple(parts[-i:]), set()).add(folder)
         for filename in files:
             parts = filename.replace("\\", "/").split("/")
-            folder = os.path.dirname(filename)
-            for i in range(1, min(len(parts) - 1, _SUFFIX_DEPTH) + 1):
-                self._folders.setdefault(tuple(parts[-1 - i:-1]), set()).add(folder)
-                self._dirs.add(folder)
-                folder = os.path.dirname(folder)
             parts[-1] = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
             if parts[-1] == "__init__":
                 parts.pop()
@@ -171,11 +173,11 @@ class ImportGraph:
             return True
         if not parts:
             return False
-        if any(os.path.join(root, parts[0]) in self._dirs for root in roots):
+        beside = self._folders.get((parts[0],), set())
+        if any(os.path.join(root, parts[0]) in beside for root in roots):
             return True
         if len(parts) > 2 and tuple(parts[:-1]) in self._folders:
             return True  # (`model.faster_rcnn.vgg16` beside a scanned `lib/model/faster_rcnn/`: a corpus subset)
-        names = [*parts, attr] if attr else parts
         folders = [os.path.join(root, *parts[:-1]) for root in roots]
         if len(parts) > 1:
             folders += self._folders.get(tuple(parts[:-1]), ())
@@ -183,7 +185,7 @@ class ImportGraph:
             path = os.path.join(folder, parts[-1])
             if os.path.exists(path + ".py") or os.path.isdir(path):
                 return True
-        return bool(attr) and any(os.path.exists(os.path.join(root, *names) + ".py") for root in roots)
+        return bool(attr) and any(os.path.exists(os.path.join(root, *parts, attr) + ".py") for root in roots)
 
     def _under_another_root(self, parts: list[str], attr: str) -> dict[str, set[str] | None]:
         """The files an import names under some other root on `sys.path`: those whose paths end
