@@ -167,8 +167,8 @@ class FileResult:
     # The project modules it imports, as its import statements name them (names.ImportMap.modules,
     # less torch's and the standard library's): the index follows them from the files that wrap.
     imports: list[str] = field(default_factory=list)
-    # Lines of the wrap sites traced to no class that wrap what the code around them is handed (a
-    # parameter, an attribute of self): the caller decides what runs (wrapping.handed_wrap_sites).
+    # Lines of the wrap sites traced to no class inside a function of a module that is no script:
+    # its callers decide what runs (wrapping.handed_wrap_sites).
     handed_wraps: list[int] = field(default_factory=list)
     # `<attr>@<class>` -> what that class's methods put into `self.<attr>` item by item, for a base of
     # another file that wraps every item (wrapping.item_stores).

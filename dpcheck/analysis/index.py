@@ -575,8 +575,9 @@ class ClassIndex:
         what it wraps and no class of this simple name is part of it (a loss called on the gathered
         output, beside the model a script wraps). Not where the scanned files wrap nothing, or no
         wrap site is run by a file of the project (a library, whose users wrap its top-level
-        classes); not where a file on the way loads a module by a computed name (`import_module`,
-        Hydra's `instantiate`), which can load any module (mentions._loads_by_name)."""
+        classes); not where a site's reach is not known (ImportGraph.reach: a file on the way loads
+        a module by a computed name or was not scanned, or imports a project file the run left out;
+        a handed wrap no scanned file imports): it may run anything."""
         key = os.path.abspath(filename)
         if key not in self._file_imports or not self._wrap_sites:
             return None
@@ -587,7 +588,6 @@ class ClassIndex:
         sites = [site for site, reach in self._site_reach if reach is None or key in reach]
         if not sites:
             return "no file that wraps a model, or runs one that does, imports this module, directly or through others"
-        used: set[str] = set()
         roots: set[str] = set()
         for site in sites:
             if site not in self._site_uses:
@@ -596,7 +596,6 @@ class ClassIndex:
             site_used, site_roots = self._site_uses[site]
             if site_used is _UNKNOWN or class_name in site_used:
                 return None
-            used |= site_used
             roots.update(n.rsplit(".", 1)[-1] for n in site_roots)
         files = sorted(_relative(site) for site in sites)
         return (f"the files that wrap a model and run this module ({_shown(files, '')}) wrap {_shown(sorted(roots))} "

@@ -85,10 +85,9 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
 
 
 def handed_wrap_sites(ctx: FileContext) -> list[int]:
-    """Lines of the unresolved wrap sites (``unresolved_wrap_sites``) whose module is what the code
-    around them is handed: a parameter of the function (`def train(model): model =
-    DataParallel(model)`) or an attribute of self (a trainer's `self.model`). What they wrap is
-    the caller's: a file that imports this one, or one the run left out."""
+    """Lines of the unresolved wrap sites (``unresolved_wrap_sites``) inside a function of a module
+    that is no script (`def train(model): model = DataParallel(model)`, a trainer's `self.model`):
+    what they wrap is the caller's, a file that imports this one or one the run left out."""
     return ctx.fact(_wrap_sites).handed
 
 
