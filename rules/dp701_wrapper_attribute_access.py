@@ -68,8 +68,8 @@ from dpcheck.analysis.scripts import (
     INIT_WRAPPED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
     REJECTS_CALL_CONDITION,
-    TRAINING_TOKENS,
     mentions_dataparallel,
+    mentions_training_token,
     own_attributes,
     script_facts,
 )
@@ -193,7 +193,7 @@ class WrapperAttributeAccess(Rule):
         followed (whether anything calls them is not known here). Not where the class, or a base of
         it in this file, stores `self.model` itself (the stores of this file are followed by
         ``script_facts``)."""
-        if not any(token in ctx.source.text for token in TRAINING_TOKENS):
+        if not mentions_training_token(ctx):
             return  # a trainer class: model libraries subclass other files' classes everywhere
         for info in ctx.classes.values():
             init = info.methods.get("__init__")

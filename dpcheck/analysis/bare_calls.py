@@ -113,11 +113,22 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     # A class a decorator may register, and a class named in a string (a registry's key, a config
     # table), may be built by name.
     escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and stmt.decorator_list)
-    escaping.update(value for value in set(map(_value_of, ctx.nodes(ast.Constant)))
-                    if value.__class__ is str and value[:1].isupper() and value.isidentifier())
+    escaping.update(value for value in identifier_constants(ctx) if value[:1].isupper())
     result.bare_built = sorted(bare)
     result.escaping = sorted(escaping)
     result.passed_attributes = sorted(_passed_attributes(ctx, module_classes, known_classes, set(aliases), parents))
+
+
+def identifier_constants(ctx: FileContext) -> frozenset[str]:
+    """The file's string constants that are identifiers (a key a registry or a config table may
+    build a class by): this summary and the mentions' (``mentions.summarize_mentions``) read them,
+    from one pass over the file's constants."""
+    return ctx.fact(_identifier_constants)
+
+
+def _identifier_constants(ctx: FileContext) -> frozenset[str]:
+    return frozenset(value for value in set(map(_value_of, ctx.nodes(ast.Constant)))
+                     if value.__class__ is str and value.isidentifier())
 
 
 def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):

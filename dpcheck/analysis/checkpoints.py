@@ -25,9 +25,12 @@ one run may lint several projects, and a project's scripts sit side by side.)
 from __future__ import annotations
 
 import ast
+from itertools import compress, repeat
+from operator import eq
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.tree import value_of
 
 PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's dotted name>`
 # The condition of a save from the wrapper: the scanned files of its package do not show every load of
@@ -61,9 +64,9 @@ def from_checkpoint(node: ast.AST, ctx: FileContext, depth: int = 0) -> bool:
 def _local_values(name: ast.Name, ctx: FileContext) -> list[ast.AST]:
     """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
     scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
-    nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
-    return [n.value for n in nodes if isinstance(n, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+    # The assignments of the scope sliced from the file's list of them, not its whole subtree filtered.
+    nodes = ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not None else ctx.nodes(ast.Assign)
+    return [n.value for n in nodes if any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
 
 
 def prefix_strips(ctx: FileContext) -> list[ast.AST]:
@@ -75,7 +78,9 @@ def prefix_strips(ctx: FileContext) -> list[ast.AST]:
 
 
 def _prefix_strips(ctx: FileContext) -> list[ast.AST]:
-    found: list[ast.AST] = [node for node in ctx.nodes(ast.Constant) if node.value == _PREFIX]
+    constants = ctx.nodes(ast.Constant)
+    # (compress() and map() compare every constant of the file in C.)
+    found: list[ast.AST] = list(compress(constants, map(eq, map(value_of, constants), repeat(_PREFIX))))
     keys: set[str] = set()
     for loop in (*ctx.nodes(ast.For), *ctx.nodes(ast.comprehension)):
         iterator = loop.iter

@@ -25,8 +25,8 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from dpcheck.analysis.bare_calls import EVERY_MENTION
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
+from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants
+from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -68,8 +68,7 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     imported = ctx.imports.aliases.keys()
     names: set[str] = set(map(_id_of, ctx.nodes(ast.Name)))
     names.update(map(_attr_of, ctx.nodes(ast.Attribute)))
-    names.update(value for value in map(_value_of, ctx.nodes(ast.Constant))
-                 if value.__class__ is str and value.isidentifier())
+    names.update(identifier_constants(ctx))
     result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
     result.builds_by_name = _builds_by_name(ctx)

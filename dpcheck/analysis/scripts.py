@@ -337,7 +337,7 @@ class ScriptFacts:
     def _script_like(self) -> bool:
         """Does the file train or save a model? Only then are imported builders followed (a model
         library calls its own factories everywhere, and none of them wraps)."""
-        return any(token in self.ctx.source.text for token in TRAINING_TOKENS)
+        return mentions_training_token(self.ctx)
 
     # --- functions, call sites, fixpoint ------------------------------------------------
 
@@ -1563,7 +1563,7 @@ def _mentions_dataparallel(ctx: FileContext) -> bool:
         facts = script_facts(ctx)
         return bool(facts.dp_calls or facts.wraps)
     # The imports first: scanning a large file's text for each token costs more.
-    if _imports_project_function(ctx) and any(token in ctx.source.text for token in TRAINING_TOKENS):
+    if _imports_project_function(ctx) and mentions_training_token(ctx):
         return bool(script_facts(ctx).wraps)  # only a builder imported from another file can wrap here
     return False
 
@@ -1642,6 +1642,17 @@ def mentions_script_token(ctx: FileContext) -> bool:
 
 def _mentions_script_token(ctx: FileContext) -> bool:
     return any(token in ctx.source.text for token in SCRIPT_TOKENS)
+
+
+def mentions_training_token(ctx: FileContext) -> bool:
+    """Does the text look like a training script (``TRAINING_TOKENS``)? Asked by the script facts,
+    ``mentions_dataparallel`` and DP701 of the same file: each scan of a large file's text for
+    five tokens that a model library never spells costs as much as a small fact."""
+    return ctx.fact(_mentions_training_token)
+
+
+def _mentions_training_token(ctx: FileContext) -> bool:
+    return any(token in ctx.source.text for token in TRAINING_TOKENS)
 
 
 def _imports_project_function(ctx: FileContext) -> bool:
