@@ -452,3 +452,31 @@ def test_the_walk_is_not_kept_where_bytecode_is_not_written(tmp_path, monkeypatc
     monkeypatch.setattr(tree.os, "replace", refused)  # a folder that cannot be written
     assert tree._compiled_walk(source).co_filename == tree._WALK_FILENAME
     assert not kept.exists() and not list(kept.parent.iterdir())  # nothing left behind
+
+
+def test_shared_text_and_constant_facts_equal_their_plain_readings():
+    """The per-file answers shared since cold round 37 equal what each caller computed apart: the
+    training-token text test, the identifier string constants (the mentions read them all, the
+    bare-call summary the capitalised ones), a name's assignments in its scope sliced from the
+    walk's per-type list, and the `"module."` constants picked in C."""
+    from dpcheck.analysis import checkpoints
+    from dpcheck.analysis.bare_calls import identifier_constants
+    from dpcheck.analysis.scripts import TRAINING_TOKENS, mentions_training_token
+
+    sliced = 0
+    for path, ctx in _fixture_contexts():
+        text = ctx.source.text
+        assert mentions_training_token(ctx) == any(token in text for token in TRAINING_TOKENS), path
+        constants = [node.value for node in ctx.nodes(ast.Constant)]
+        assert identifier_constants(ctx) == {v for v in constants if v.__class__ is str and v.isidentifier()}, path
+        for name in ctx.nodes(ast.Name):
+            scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
+            nodes = ctx.tree_index.subtree(scope) if scope is not None else ctx.nodes(ast.Assign)
+            plain = [n.value for n in nodes if isinstance(n, ast.Assign)
+                     and any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
+            assert checkpoints._local_values(name, ctx) == plain, (path, name.id, name.lineno)
+            sliced += scope is not None and bool(plain)
+        strips = checkpoints._prefix_strips(ctx)
+        assert [n for n in strips if isinstance(n, ast.Constant)] == \
+            [n for n in ctx.nodes(ast.Constant) if n.value == checkpoints._PREFIX], path
+    assert sliced > 100  # the fixtures' functions assign the names they read
