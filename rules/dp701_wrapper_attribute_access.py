@@ -65,6 +65,9 @@ from dpcheck.analysis.scripts import (
     _LIBRARY_ROOTS,
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
+    HANDED_WRAPPER_CONDITION,
+    METHOD_WRAPS_CONDITION,
+    SELF_RETURNING,
     INIT_WRAPPED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
     REJECTS_CALL_CONDITION,
@@ -115,6 +118,8 @@ class WrapperAttributeAccess(Rule):
 
     def check_file(self, ctx):
         yield from self._reads_of_inherited_wrappers(ctx)
+        yield from self._reads_of_handed_wrappers(ctx)
+        yield from self._reads_after_wrapping_calls(ctx)
         if not mentions_dataparallel(ctx):
             return
         facts = script_facts(ctx)
@@ -222,6 +227,116 @@ class WrapperAttributeAccess(Rule):
                     f"`self.{attr}.module.{node.attr}`)",
                     requires=(frozenset(f"{INIT_WRAPPED_CONDITION}{attr}@{base}" for base in outside),))
 
+    def _reads_of_handed_wrappers(self, ctx):
+        """`recmodel.get_time()` in a module-level function or a class's `__init__` whose parameter
+        another scanned file may hand a DataParallel wrapper (LT-OCF's main.py wraps `Recmodel`, then
+        calls `utils.BPRLossT(Recmodel, config)` and `Procedure.Test(dataset, Recmodel, ...)`):
+        ``handed_wrapper:`` (scripts.handed_wrappers), settled by the project index. Only a parameter
+        the function uses as a module (`.parameters()`, `.eval()`, `.state_dict()`...) and never reaches
+        through `.module`; a read after the parameter is rebound to anything but itself
+        (`model = model.eval()` keeps it, `model = model.module` does not) or under `hasattr` /
+        `isinstance` tests that rule the wrapper out is not reported. So is `self.<attr>.<name>` in the
+        class's other methods where `__init__` keeps the parameter in `self.<attr>` and nothing else of
+        the class stores there. A parameter that other calls hand the bare model is reported all the
+        same: the call that hands the wrapper raises."""
+        text = ctx.source.text
+        if not any(f".{name}(" in text for name in _MODULE_ONLY_API):
+            return
+        facts = script_facts(ctx)
+        wrapping_here = mentions_dataparallel(ctx)
+        for fn, owner, skip in _handed_candidates(ctx):
+            callee = f"{ctx.module}.{owner.name if owner is not None else fn.name}"
+            positional = [a.arg for a in fn.args.posonlyargs + fn.args.args][skip:]
+            params = positional + [a.arg for a in fn.args.kwonlyargs]
+            reads = [n for n in ctx.tree_index.nodes_within(fn, ast.Attribute)
+                     if isinstance(n.value, ast.Name) and n.value.id in params]
+            used = {n.value.id for n in reads if n.attr in _MODULE_ONLY_API}
+            unwraps = {n.value.id for n in reads if n.attr == "module"}
+            for param in sorted(used - unwraps):
+                alternatives = {f"{HANDED_WRAPPER_CONDITION}{callee}@{param}"}
+                if param in positional:
+                    alternatives.add(f"{HANDED_WRAPPER_CONDITION}{callee}@{positional.index(param)}")
+                requires = (frozenset(alternatives),)
+                shown = owner.name if owner is not None else fn.name
+                rebinds = _rebindings(fn, param)
+                for node in reads:
+                    if node.value.id != param or not self._handed_read(node, ctx, facts, wrapping_here) \
+                            or any(line < node.lineno for line in rebinds):
+                        continue
+                    yield self._handed_violation(node, param, shown, requires)
+                if owner is None:
+                    continue
+                for attr in _kept_in_self(owner, fn, param):
+                    for method in owner.body:
+                        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method is fn:
+                            continue
+                        for node in ctx.tree_index.nodes_within(method, ast.Attribute):
+                            inner = node.value
+                            if isinstance(inner, ast.Attribute) and inner.attr == attr and _is_self(inner.value, method) \
+                                    and self._handed_read(node, ctx, facts, wrapping_here):
+                                yield self._handed_violation(node, f"self.{attr}", shown, requires)
+
+    def _reads_after_wrapping_calls(self, ctx):
+        """`trainer.tagger.combine(...)` after `trainer.prepare_model(...)` in the same function, where
+        a scanned class's `prepare_model` stores a DataParallel wrapper in `self.tagger` (CoLaDa's
+        TSTrainer.get_word_repr and NERTrainer): ``method_wraps:`` (scripts.wrapping_methods), settled
+        by the project index, since the class of `trainer` is not known here. Not where `trainer` or
+        `trainer.tagger` is bound again between the call and the read, nor under tests that rule
+        the wrapper out."""
+        facts = None
+        calls: dict[tuple[int, str], list[ast.Call]] = {}  # (function, receiver) -> its method calls
+        for call in ctx.nodes(ast.Call):
+            func = call.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                    and func.attr not in MODULE_API and func.attr not in SELF_RETURNING \
+                    and isinstance(ctx.parent(call), ast.Expr):
+                scope = ctx.enclosing(call, _FUNCTIONS)
+                if scope is not None:
+                    calls.setdefault((id(scope), func.value.id), []).append(call)
+        if not calls:
+            return
+        for node in ctx.nodes(ast.Attribute):
+            inner = node.value
+            if not (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)):
+                continue
+            scope = ctx.enclosing(node, _FUNCTIONS)
+            before = [c for c in calls.get((id(scope), inner.value.id), ()) if c.lineno < node.lineno] \
+                if scope is not None else ()
+            if not before:
+                continue
+            facts = facts or script_facts(ctx)
+            wrapping_here = mentions_dataparallel(ctx)
+            if not self._handed_read(node, ctx, facts, wrapping_here):
+                continue
+            rebound = _rebound_between(scope, inner.value.id, inner.attr, before[0].lineno, node.lineno)
+            name = f"{inner.value.id}.{inner.attr}"
+            # One finding for each method called before: settling keeps one per position, of those whose
+            # method wraps.
+            for method in dict.fromkeys(c.func.attr for c in before if c.lineno > rebound):
+                fix = self.offer_fix(f"Use `{name}.module.{node.attr}`", Applicability.UNSAFE)
+                yield self.violation(node, f"`{name}` holds the nn.DataParallel wrapper `{inner.value.id}.{method}()` "
+                                     f"stores there, which has no attribute `{node.attr}`: AttributeError (use "
+                                     f"`{name}.module.{node.attr}`)",
+                                     requires=(frozenset({f"{METHOD_WRAPS_CONDITION}{method}@{inner.attr}"}),), fix=fix)
+
+    @staticmethod
+    def _handed_read(node, ctx, facts, wrapping_here) -> bool:
+        """Is ``node`` a read of an attribute the wrapper lacks, not ruled out by a test around it,
+        and not already followed by this file's own wraps (``script_facts``)?"""
+        if not isinstance(node.ctx, ast.Load) or node.attr in MODULE_API or node.attr.startswith("__"):
+            return False
+        text = _text(node.value)
+        if text is None or facts._isinstance_guard(node.value, text) is False or _hasattr_guarded(node, facts):
+            return False
+        return not (wrapping_here and facts.wrap_for(node.value) is not None)
+
+    def _handed_violation(self, node, name, callee, requires):
+        fix = self.offer_fix(f"Use `{name}.module.{node.attr}` (only right where every caller hands a wrapper)",
+                             Applicability.UNSAFE)
+        return self.violation(node, f"`{name}` holds the nn.DataParallel wrapper another scanned file hands "
+                              f"`{callee}`, which has no attribute `{node.attr}`: AttributeError (use "
+                              f"`{name}.module.{node.attr}`)", requires=requires, fix=fix)
+
     def _stores_missing_the_module(self, stores, ctx, facts):
         """`model.forward_mode = "gru"` on a wrapper whose wrapped class's forward tests
         `self.forward_mode`: the store makes an attribute of the wrapper, and the replicas, copies of
@@ -263,6 +378,75 @@ class WrapperAttributeAccess(Rule):
         elif isinstance(node, cst.Attribute):
             inner = cst.Attribute(value=node.value, attr=cst.Name("module"))
             editor.replace(node, node.with_changes(value=inner))
+
+
+# nn.Module methods a tensor, a dataset or a config does not have: a parameter read so holds a model.
+_MODULE_ONLY_API = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "eval", "train",
+                              "zero_grad", "modules", "named_modules", "children", "named_children"})
+
+
+def _handed_candidates(ctx):
+    """(function, its class or None, leading parameters a call binds itself) for the module-level
+    functions and top-level classes' `__init__` of the file: what another file calls by name."""
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield stmt, None, 0
+        elif isinstance(stmt, ast.ClassDef):
+            init = next((f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is not None:
+                yield init, stmt, 1
+
+
+def _rebindings(fn, name: str) -> list[int]:
+    """Lines where ``fn`` binds ``name`` to anything but itself through a method that returns the
+    module (`model = model.eval()`, `model = model.to(device)` keep the wrapper)."""
+    lines = []
+    # (`Recmodel: model.LTGCCF`, an annotation without a value, binds nothing)
+    annotated = {id(node.target) for node in ast.walk(fn) if isinstance(node, ast.AnnAssign) and node.value is None}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
+                and id(node) not in annotated:
+            lines.append(node.lineno)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == name:
+            value = node.value
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                    and value.func.attr in SELF_RETURNING:
+                value = value.func.value
+            if isinstance(value, ast.Name) and value.id == name:
+                lines.remove(node.targets[0].lineno)
+    return lines
+
+
+def _rebound_between(fn, name: str, attr: str, start: int, end: int) -> int:
+    """The last line in (start, end) where ``fn`` binds `name` or `name.attr` (a call before it no longer
+    decides what the read sees); ``start`` - 1 where none does."""
+    last = start - 1
+    for node in ast.walk(fn):
+        if start <= getattr(node, "lineno", 0) < end and not isinstance(getattr(node, "ctx", None), (ast.Load, type(None))) \
+                and (isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute)
+                     and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == name):
+            last = max(last, node.lineno)
+    return last
+
+
+def _kept_in_self(cls, init, param: str) -> list[str]:
+    """The attributes `__init__` stores ``param`` in (`self.model = recmodel`) that no other statement of
+    the class stores into."""
+    kept = []
+    stores: dict[str, int] = {}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name) \
+                and node.value.id == "self":
+            stores[node.attr] = stores.get(node.attr, 0) + 1
+    for stmt in ast.walk(init):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Name) \
+                and stmt.value.id == param:
+            target = stmt.targets[0]
+            if isinstance(target, ast.Attribute) and _is_self(target.value, init) and stores.get(target.attr) == 1:
+                kept.append(target.attr)
+    return kept
 
 
 def _in_file_chain(info, ctx) -> tuple[list, list[str]]:

@@ -1763,13 +1763,16 @@ def test_wrapping_methods_of_module_classes():
             def distribute(self):
                 self.model = nn.DataParallel(self.model)
     """)
-    assert wrapping_methods(file_context(models)) == {"m.Encoder": ["parallelise"], "m.Runner": ["distribute"]}
+    assert wrapping_methods(file_context(models)) == {"m.Encoder": ["parallelise@conv"], "m.Runner": ["distribute@model"]}
     assert wrapping_methods(file_context("class Plain:\n    def setup(self, m):\n        self.m = m\n")) == {}
     index = ClassIndex([analyze_source(models, "models.py", [], "pkg.models")])
     assert index.condition("wrapping_method:parallelise")
     assert not index.condition("wrapping_method:distribute")  # Runner is not a module
     assert not index.condition("wrapping_method:prepare")  # moves the wrapper parallelise built
     assert not index.condition("wrapping_method:__init__")
+    # Which attribute each such method wraps, for any class (issue 11, CoLaDa's NERTrainer.prepare_model).
+    assert index.condition("method_wraps:distribute@model") and index.condition("method_wraps:parallelise@conv")
+    assert not index.condition("method_wraps:distribute@conv") and not index.condition("method_wraps:prepare@conv")
 
 
 def test_star_import_binds_a_wrapped_class():

@@ -33,6 +33,7 @@ from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.scripts import (
     OWN_METHOD_CONDITION,
     dataparallel_attributes,
+    handed_wrappers,
     init_wrapped_attributes,
     wrapping_methods,
     wrapped_attributes,
@@ -158,8 +159,8 @@ class FileResult:
     # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
     # (scripts.init_wrapped_attributes).
     init_wrapped: dict[str, list[str]] = field(default_factory=dict)
-    # Its classes -> their other methods that store a DataParallel wrapper in an attribute of self
-    # (scripts.wrapping_methods).
+    # Its classes -> `<method>@<attr>` for their other methods that store a DataParallel wrapper in an
+    # attribute of self (scripts.wrapping_methods).
     wrapping_methods: dict[str, list[str]] = field(default_factory=dict)
     # The modules its star imports read from, in order (names.ImportMap.star_modules), and the names
     # a literal `__all__` declares (None where it declares none): what a star import of it binds.
@@ -173,6 +174,9 @@ class FileResult:
     # `<attr>@<class>` -> what that class's methods put into `self.<attr>` item by item, for a base of
     # another file that wraps every item (wrapping.item_stores).
     item_stores: dict[str, list[str]] = field(default_factory=dict)
+    # `<callee>@<k or keyword>` for each call that hands a DataParallel wrapper to an imported function
+    # or class (scripts.handed_wrappers).
+    handed_wrappers: list[str] = field(default_factory=list)
     declared_all: list[str] | None = None
 
     @property
@@ -234,6 +238,7 @@ class FileResult:
                 **({"imports": " ".join(self.imports)} if self.imports else {}),
                 **({"handed_wraps": self.handed_wraps} if self.handed_wraps else {}),
                 **({"item_stores": {k: " ".join(v) for k, v in self.item_stores.items()}} if self.item_stores else {}),
+                **({"handed_wrappers": " ".join(self.handed_wrappers)} if self.handed_wrappers else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
     @classmethod
@@ -281,6 +286,7 @@ class FileResult:
                    imports=str(data.get("imports", "")).split(),
                    handed_wraps=[int(n) for n in data.get("handed_wraps", [])],
                    item_stores={str(k): str(v).split() for k, v in dict(data.get("item_stores", {})).items()},
+                   handed_wrappers=str(data.get("handed_wrappers", "")).split(),
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
 
@@ -498,6 +504,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_pairing_helpers(ctx, result)
     result.init_wrapped = init_wrapped_attributes(ctx)
     result.wrapping_methods = wrapping_methods(ctx)
+    result.handed_wrappers = handed_wrappers(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

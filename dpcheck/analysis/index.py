@@ -24,7 +24,9 @@ or a base of it has a property <attr> whose getter takes `next(self.parameters()
 dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's own forward tests
 `self.<attr>`; see dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
 stock <method>; see dpcheck.analysis.scripts) and ``lacks_attribute:<name>:<class>`` (the DataParallel
-subclass has no attribute <name> of its own; see dpcheck.analysis.scripts).
+subclass has no attribute <name> of its own; see dpcheck.analysis.scripts) and ``handed_wrapper:<function>@<k>``
+(a scanned file hands that function or class a DataParallel wrapper there) and ``method_wraps:<method>@<attr>``
+(a scanned class's method of that name stores a DataParallel wrapper in `self.<attr>`; see dpcheck.analysis.scripts).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from dpcheck.analysis.scripts import (
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
     GUARD_CONDITION,
+    HANDED_WRAPPER_CONDITION,
+    METHOD_WRAPS_CONDITION,
     INIT_WRAPPED_CONDITION,
     WRAPPING_METHOD_CONDITION,
     KEEPS_LAST,
@@ -138,6 +142,10 @@ class ClassIndex:
         self._pairing_helpers: dict[str, frozenset[str]] = {}
         self._init_wrapped: dict[str, set[str]] = {}
         self._wrapping_methods: dict[str, set[str]] = {}  # method name -> the classes defining it
+        self._method_wraps: set[str] = set()  # `<method>@<attr>` some scanned class's method wraps
+        # Imported functions and classes that scripts hand a DataParallel wrapper, as the calling file
+        # resolves them -> the positions and keywords it is handed at (scripts.handed_wrappers).
+        self._handed: dict[str, set[str]] = {}
         # `<attr>@<class>` -> what that class puts into `self.<attr>` item by item (wrapping.item_stores).
         self._item_stores: dict[str, list[str]] = {}
         self._calls_canonical: dict[str, set[str]] | None = None
@@ -290,9 +298,13 @@ class ClassIndex:
             self._item_stores.setdefault(key, []).extend(leaves)
         for name, attrs in result.init_wrapped.items():
             self._init_wrapped.setdefault(name, set()).update(attrs)
-        for name, methods in result.wrapping_methods.items():
-            for method in methods:
-                self._wrapping_methods.setdefault(method, set()).add(name)
+        for entry in result.handed_wrappers:
+            callee, _, position = entry.rpartition("@")
+            self._handed.setdefault(callee, set()).add(position)
+        for name, entries in result.wrapping_methods.items():
+            for entry in entries:
+                self._wrapping_methods.setdefault(entry.partition("@")[0], set()).add(name)
+                self._method_wraps.add(entry)
         self._calls_canonical = None
 
     def _load_for(self, name: str) -> bool:
@@ -1078,6 +1090,29 @@ class ClassIndex:
         not known where it is called (a trainer's constructor argument), so any such class answers."""
         return any(self.is_module(name) for name in self._wrapping_methods.get(method, ()))
 
+    def method_wraps(self, text: str) -> bool:
+        """``<method>@<attr>``: does a method of that name of some scanned class store a DataParallel
+        wrapper in `self.<attr>` (scripts.wrapping_methods)? The class of the object it is called on is
+        not known where it is called (a trainer handed in), so any such class answers."""
+        return text in self._method_wraps
+
+    def handed_wrapper(self, text: str) -> bool:
+        """``<module>.<function>@<k or keyword>``: does a scanned file hand a DataParallel wrapper to that
+        function (or class) there (scripts.handed_wrappers)? A caller's name is followed through
+        re-exports; one resolved from a different root matches by its last two parts (`utils.BPRLossT`
+        for `code.utils.BPRLossT`), as classes do."""
+        name, _, position = text.rpartition("@")
+        for callee, positions in list(self._handed.items()):
+            if position not in positions:
+                continue
+            for _ in range(8):
+                if callee == name or callee not in self.aliases:
+                    break
+                callee = self.aliases[callee]
+            if callee == name or _tail(callee) == _tail(name):
+                return True
+        return False
+
     def forward_flag(self, text: str) -> bool:
         """``<class>:<attr>``: does the class's own forward test `self.<attr>` (see
         model_class.forward_flags)? Its bases are not asked: a class that defines no forward, or
@@ -1171,6 +1206,10 @@ class ClassIndex:
             return self.init_wrapped(name)
         if f"{kind}:" == WRAPPING_METHOD_CONDITION and name:
             return self.wrapping_method(name)
+        if f"{kind}:" == METHOD_WRAPS_CONDITION and name:
+            return self.method_wraps(name)
+        if f"{kind}:" == HANDED_WRAPPER_CONDITION and name:
+            return self.handed_wrapper(name)
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

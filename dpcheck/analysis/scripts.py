@@ -1516,19 +1516,59 @@ def init_wrapped_attributes(ctx: FileContext) -> dict[str, list[str]]:
 # a scanned module class defines a method of that name that stores a DataParallel wrapper in an
 # attribute of self (``wrapping_methods``; ClassIndex.wrapping_method settles it).
 WRAPPING_METHOD_CONDITION = "wrapping_method:"
+# The condition of a read of `x.<attr>.<name>` after a call `x.<method>()` in the same function:
+# ``method_wraps:<method>@<attr>``, a scanned class defines a method of that name that stores a DataParallel
+# wrapper in `self.<attr>` (``wrapping_methods``; ClassIndex.method_wraps settles it).
+METHOD_WRAPS_CONDITION = "method_wraps:"
 
 
 def wrapping_methods(ctx: FileContext) -> dict[str, list[str]]:
-    """This file's classes -> their methods, other than `__init__`, that store a stock DataParallel
-    wrapper in an attribute of self (`def parallelise(self): self.conv1 = nn.DataParallel(self.conv1)`):
-    a model that wraps its own submodules when asked, which a trainer may then wrap whole."""
+    """This file's classes -> `<method>@<attr>` for their methods, other than `__init__`, that store a
+    stock DataParallel wrapper in an attribute of self (`def parallelise(self): self.conv1 =
+    nn.DataParallel(self.conv1)`: `parallelise@conv1`): a model that wraps its own submodules when
+    asked, which a trainer may then wrap whole; a trainer whose `prepare_model()` wraps `self.tagger`
+    (CoLaDa's NERTrainer), whose callers then read `trainer.tagger.combine`."""
     found: dict[str, set[str]] = {}
-    for qualname, method, _, wrap in _self_wraps(ctx):
+    for qualname, method, attr, wrap in _self_wraps(ctx):
         # The wrapper built in that method, not one it only moves (`self.conv1 = self.conv1.cuda()`
         # after another method wrapped it).
         if method.name != "__init__" and ctx.enclosing(wrap.call, _FUNCTIONS) is method:
-            found.setdefault(qualname, set()).add(method.name)
+            found.setdefault(qualname, set()).add(f"{method.name}@{attr}")
     return {name: sorted(methods) for name, methods in found.items()}
+
+
+# The condition of a read through a parameter of a module-level function, or of a class's `__init__`,
+# that a call of another file may hand a DataParallel wrapper (``handed_wrappers``):
+# ``handed_wrapper:<module>.<function or class>@<k>`` (positional k, `self` not counted) or ``@<keyword>``;
+# ClassIndex.handed_wrapper settles it.
+HANDED_WRAPPER_CONDITION = "handed_wrapper:"
+
+
+def handed_wrappers(ctx: FileContext) -> list[str]:
+    """`<callee>@<k>` (positional k) or `<callee>@<keyword>` for each call of this file that hands a
+    DataParallel wrapper to a function or class it imports (LT-OCF's `Procedure.Test(dataset, Recmodel,
+    ...)` and `utils.BPRLossT(Recmodel, config)` after `Recmodel = nn.DataParallel(Recmodel)`), the
+    callee as this file's imports resolve it. A wrapper that holds only on a cross-file condition (a
+    builder of another file, a `dp:` class) is left out: the callee's finding could not carry it."""
+    if not mentions_dataparallel(ctx):
+        return []
+    facts = script_facts(ctx)
+    aliases = ctx.imports.aliases
+    found: set[str] = set()
+    for call in ctx.nodes(ast.Call):
+        if not (call.args or call.keywords) or _root_name(call.func) not in aliases or facts.is_dp_call(call):
+            continue  # (a function of this file: ScriptFacts follows the wrapper into it)
+        resolved = ctx.resolve(call.func) or ""
+        if "." not in resolved or resolved.startswith(_LIBRARY_ROOTS):
+            continue
+        passed = [(str(i), arg) for i, arg in enumerate(call.args) if not any(
+            isinstance(a, ast.Starred) for a in call.args[:i + 1])]
+        passed += [(k.arg, k.value) for k in call.keywords if k.arg is not None]
+        for position, arg in passed:
+            source = facts.wrapper_value(arg, call) if isinstance(arg, (ast.Name, ast.Attribute, ast.Call)) else None
+            if source is not None and not source.requires:
+                found.add(f"{resolved}@{position}")
+    return sorted(found)
 
 
 def _self_wraps(ctx: FileContext) -> Iterator[tuple[str, ast.AST, str, Wrap]]:
