@@ -28,7 +28,18 @@ wrapper's class defines, when it is a DataParallel subclass (`DataParallelMT(mod
 its methods, class attributes and `self.<name>` stores, or any name if it defines `__getattr__`; a
 class of another scanned file, or a base there, is settled by the project index). A read of `self.model`
 in `__init__` sees the bare model when another method wraps it (`def multi_gpu(self): self.model
-= nn.DataParallel(self.model)`) and `__init__` does not call that method first.
+= nn.DataParallel(self.model)`) and `__init__` does not call that method first; so does a read in
+another method of the class (`summary()` reading `self.net`, which `parallelize()` wraps) where every
+scanned call of that method is made on an instance just built, before anything else is done with it
+(`model = eval(arch)(config)` then `model.summary()`, and a trainer calls `parallelize()` later).
+
+Across files, the wrapper is also followed into a module-level function or a class's `__init__` that
+a script hands it to (`Procedure.Test(dataset, model)`, `utils.BPRLoss(model, config)` after `model =
+nn.DataParallel(model)`: the parameter's reads, where the function uses it as a module, and
+`self.<attr>.<name>` in the class's other methods where `__init__` keeps it there), also where other
+calls hand it the bare model (the call that hands the wrapper raises); and through a method of
+another file's class that wraps an attribute of its instance (`trainer.prepare_model(...)`, which stores
+`nn.DataParallel(self.tagger)`, then `trainer.tagger.combine(...)` in the same function).
 
 Also flags a store on the wrapper of a mode the wrapped model's class compares with a string in
 its own `forward` (`model.forward_mode = "gru"`, `model.mode = "encoder"`, where forward has `if
@@ -64,6 +75,7 @@ from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     _LIBRARY_ROOTS,
     BUILDER_CONDITION,
+    CALLED_LATE_CONDITION,
     FALLBACK_GETATTR,
     HANDED_WRAPPER_CONDITION,
     METHOD_WRAPS_CONDITION,
@@ -162,6 +174,7 @@ class WrapperAttributeAccess(Rule):
                                      f"`{node.attr}`: AttributeError (did you mean `{wrap.name}.module`?)",
                                      requires=wrap.requires + lacks, fix=fix)
             elif wrap is not None:
+                lacks += _late_read_condition(node, wrap, ctx)
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
                 fix = self.offer_fix(
@@ -417,6 +430,30 @@ def _rebindings(fn, name: str) -> list[int]:
             if isinstance(value, ast.Name) and value.id == name:
                 lines.remove(node.targets[0].lineno)
     return lines
+
+
+def _late_read_condition(read: ast.Attribute, wrap, ctx) -> tuple[frozenset[str], ...]:
+    """``called_late:<method>`` for a read of `self.<x>` in a method of the class whose other methods,
+    never `__init__` nor a method `__init__` calls, wrap `self.<x>` (FOTS's `summary()` and
+    `parallelize()`): the read sees the wrapper only where the method runs after the wrapping one, which
+    the callers decide (the project index: not where every scanned call of it is on an instance just
+    built). Empty where this file calls the method on `self` (its order is this file's) or where it is
+    part of nn.Module's API."""
+    if not wrap.name.startswith("self.") or not isinstance(wrap.scope, ast.ClassDef):
+        return ()
+    method = ctx.enclosing(read, _FUNCTIONS)
+    cls = ctx.enclosing(method, ast.ClassDef) if method is not None else None
+    if method is None or cls is None or method.name == "__init__" or method.name in MODULE_API \
+            or method.name.startswith("__"):
+        return ()
+    wrapping = {ctx.enclosing(root, _FUNCTIONS) for root in (wrap.roots or (wrap.origin,)) if root is not None}
+    if not wrapping or any(fn is None or fn.name == "__init__" or fn is method for fn in wrapping):
+        return ()
+    names = {fn.name for fn in wrapping} | {method.name}
+    for node in ctx.nodes(ast.Attribute):
+        if node.attr in names and isinstance(node.value, ast.Name) and node.value.id == "self":
+            return ()  # called by the class itself (from `__init__`, or in an order this file decides)
+    return (frozenset({f"{CALLED_LATE_CONDITION}{method.name}"}),)
 
 
 def _rebound_between(fn, name: str, attr: str, start: int, end: int) -> int:

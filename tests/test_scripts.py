@@ -1990,3 +1990,80 @@ def test_torch_nn_classes_that_are_no_modules_make_no_module():
     # Autograd Functions and a mixin alone are no modules; a layer on a mixin and a private base is.
     assert sure == {"CountedScatter": False, "PaddedGather": False, "LazyOnly": False, "LazyLinear": True,
                     "SNConv": True, "Wrapper": True}
+
+
+def test_handed_wrappers_name_the_imported_callee_and_position():
+    """scripts.handed_wrappers: a wrapper handed to an imported function or class, by position or
+    keyword, the callee as the file's imports resolve it; not a local function's call (ScriptFacts
+    follows it), not the bare model, not a library call (issue 11, LT-OCF's `Procedure.Test(dataset,
+    Recmodel, ...)` and `utils.BPRLossT(Recmodel, config)`); the index matches a callee scanned under
+    another root by its last two parts."""
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import handed_wrappers
+
+    script = textwrap.dedent("""
+        import argparse
+        import torch
+        import torch.nn as nn
+        import Procedure
+        import utils
+        from models import Net
+
+        def local(model):
+            return model
+
+        model = Net()
+        bare = Net()
+        if torch.cuda.device_count() > 1:
+            model = nn.DataParallel(model)
+        model = model.cuda()
+        loss = utils.BPRLossT(model, {})
+        Procedure.Test(None, model, epoch=0)
+        Procedure.Report(bare)
+        Procedure.Evaluate(net=model)
+        torch.save(model.state_dict(), "m.pt")
+        local(model)
+    """)
+    ctx = file_context(script)
+    assert handed_wrappers(ctx) == ["Procedure.Evaluate@net", "Procedure.Test@1", "utils.BPRLossT@0"]
+    index = ClassIndex([analyze_source(script, "main.py", [], "main")])
+    assert index.condition("handed_wrapper:code.Procedure.Test@1")
+    assert index.condition("handed_wrapper:code.utils.BPRLossT@0")
+    assert not index.condition("handed_wrapper:code.Procedure.Test@0")
+    assert not index.condition("handed_wrapper:code.Procedure.Report@0")
+
+
+def test_method_calls_tell_calls_on_an_instance_just_built():
+    """scripts.method_calls: `summary()` called right after the model is built (FOTS's train.py,
+    `model = eval(config['arch'])(config)` then `model.summary()`) is fresh; a call after another use
+    of the name, on an attribute, or after a builder function is not; a part's call inside the method
+    of the same name (`self.net.summary()` in `summary`) is not counted. The index answers
+    `called_late:<method>` false only for a method every scanned call of which is fresh (issue 11)."""
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import method_calls
+
+    script = textwrap.dedent("""
+        import argparse
+        import torch
+        from models import Net, build
+
+        class Holder:
+            def summary(self):
+                self.net.summary()
+
+        def main(config):
+            model = eval(config["arch"])(config)
+            model.summary()
+            other = Net()
+            other.prepare()
+            other.describe()
+            built = build(config)
+            built.report()
+            model.fit()
+    """)
+    fresh, later = method_calls(file_context(script))
+    assert fresh == ["prepare", "summary"]
+    assert {"describe", "report", "fit"} <= set(later) and "summary" not in later
+    index = ClassIndex([analyze_source(script, "train.py", [], "train")])
+    assert not index.condition("called_late:summary")
+    assert index.condition("called_late:describe") and index.condition("called_late:unknown")

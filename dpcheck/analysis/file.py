@@ -35,6 +35,7 @@ from dpcheck.analysis.scripts import (
     dataparallel_attributes,
     handed_wrappers,
     init_wrapped_attributes,
+    method_calls,
     wrapping_methods,
     wrapped_attributes,
 )
@@ -177,6 +178,10 @@ class FileResult:
     # `<callee>@<k or keyword>` for each call that hands a DataParallel wrapper to an imported function
     # or class (scripts.handed_wrappers).
     handed_wrappers: list[str] = field(default_factory=list)
+    # The method names it calls on an instance it has only just built, and those it calls otherwise
+    # (scripts.method_calls).
+    fresh_calls: list[str] = field(default_factory=list)
+    later_calls: list[str] = field(default_factory=list)
     declared_all: list[str] | None = None
 
     @property
@@ -239,6 +244,8 @@ class FileResult:
                 **({"handed_wraps": self.handed_wraps} if self.handed_wraps else {}),
                 **({"item_stores": {k: " ".join(v) for k, v in self.item_stores.items()}} if self.item_stores else {}),
                 **({"handed_wrappers": " ".join(self.handed_wrappers)} if self.handed_wrappers else {}),
+                **({"fresh_calls": " ".join(self.fresh_calls)} if self.fresh_calls else {}),
+                **({"later_calls": " ".join(self.later_calls)} if self.later_calls else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
     @classmethod
@@ -287,6 +294,8 @@ class FileResult:
                    handed_wraps=[int(n) for n in data.get("handed_wraps", [])],
                    item_stores={str(k): str(v).split() for k, v in dict(data.get("item_stores", {})).items()},
                    handed_wrappers=str(data.get("handed_wrappers", "")).split(),
+                   fresh_calls=str(data.get("fresh_calls", "")).split(),
+                   later_calls=str(data.get("later_calls", "")).split(),
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
 
@@ -505,6 +514,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.init_wrapped = init_wrapped_attributes(ctx)
     result.wrapping_methods = wrapping_methods(ctx)
     result.handed_wrappers = handed_wrappers(ctx)
+    result.fresh_calls, result.later_calls = method_calls(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
     # Only scanned files tell how the project loads its checkpoints (a module summary is of a file

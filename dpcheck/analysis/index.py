@@ -26,7 +26,8 @@ dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's o
 stock <method>; see dpcheck.analysis.scripts) and ``lacks_attribute:<name>:<class>`` (the DataParallel
 subclass has no attribute <name> of its own; see dpcheck.analysis.scripts) and ``handed_wrapper:<function>@<k>``
 (a scanned file hands that function or class a DataParallel wrapper there) and ``method_wraps:<method>@<attr>``
-(a scanned class's method of that name stores a DataParallel wrapper in `self.<attr>`; see dpcheck.analysis.scripts).
+(a scanned class's method of that name stores a DataParallel wrapper in `self.<attr>`) and ``called_late:<method>``
+(a call of the method may follow another method's call on its instance; see dpcheck.analysis.scripts).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from dpcheck.analysis.scripts import (
     BUILDER_CONDITION,
     FALLBACK_GETATTR,
     GUARD_CONDITION,
+    CALLED_LATE_CONDITION,
     HANDED_WRAPPER_CONDITION,
     METHOD_WRAPS_CONDITION,
     INIT_WRAPPED_CONDITION,
@@ -143,6 +145,9 @@ class ClassIndex:
         self._init_wrapped: dict[str, set[str]] = {}
         self._wrapping_methods: dict[str, set[str]] = {}  # method name -> the classes defining it
         self._method_wraps: set[str] = set()  # `<method>@<attr>` some scanned class's method wraps
+        # Method names some scanned file calls on an instance it has just built; those called otherwise.
+        self._fresh_calls: set[str] = set()
+        self._later_calls: set[str] = set()
         # Imported functions and classes that scripts hand a DataParallel wrapper, as the calling file
         # resolves them -> the positions and keywords it is handed at (scripts.handed_wrappers).
         self._handed: dict[str, set[str]] = {}
@@ -298,6 +303,8 @@ class ClassIndex:
             self._item_stores.setdefault(key, []).extend(leaves)
         for name, attrs in result.init_wrapped.items():
             self._init_wrapped.setdefault(name, set()).update(attrs)
+        self._fresh_calls.update(result.fresh_calls)
+        self._later_calls.update(result.later_calls)
         for entry in result.handed_wrappers:
             callee, _, position = entry.rpartition("@")
             self._handed.setdefault(callee, set()).add(position)
@@ -1090,6 +1097,12 @@ class ClassIndex:
         not known where it is called (a trainer's constructor argument), so any such class answers."""
         return any(self.is_module(name) for name in self._wrapping_methods.get(method, ()))
 
+    def called_late(self, method: str) -> bool:
+        """May a call of the method run after another method of its instance has (scripts.method_calls)?
+        False only where some scanned file calls it on an instance it has just built and none calls it
+        any other way; a method no scanned file calls is not known to run early."""
+        return method not in self._fresh_calls or method in self._later_calls
+
     def method_wraps(self, text: str) -> bool:
         """``<method>@<attr>``: does a method of that name of some scanned class store a DataParallel
         wrapper in `self.<attr>` (scripts.wrapping_methods)? The class of the object it is called on is
@@ -1206,6 +1219,8 @@ class ClassIndex:
             return self.init_wrapped(name)
         if f"{kind}:" == WRAPPING_METHOD_CONDITION and name:
             return self.wrapping_method(name)
+        if f"{kind}:" == CALLED_LATE_CONDITION and name:
+            return self.called_late(name)
         if f"{kind}:" == METHOD_WRAPS_CONDITION and name:
             return self.method_wraps(name)
         if f"{kind}:" == HANDED_WRAPPER_CONDITION and name:

@@ -1571,6 +1571,77 @@ def handed_wrappers(ctx: FileContext) -> list[str]:
     return sorted(found)
 
 
+# The condition of a read, in a method of a class, of an attribute another method of the class wraps
+# when a caller asks it (FOTS's `summary()` reading `self.sharedConv`, which `parallelize()` wraps):
+# ``called_late:<method>``, some call of that method may run after the wrapping one (ClassIndex.called_late
+# settles it from each file's ``method_calls``: not where every scanned call of it is made on an instance
+# just built).
+CALLED_LATE_CONDITION = "called_late:"
+
+
+def method_calls(ctx: FileContext) -> tuple[list[str], list[str]]:
+    """(fresh, later): the method names this file calls on an instance it has only just built
+    (`model = eval(config["arch"])(config)` then `model.summary()`, nothing else done with `model` in
+    between: no method of it, no call it is handed to, can have run), and those it calls any other way.
+    Only a training script or trainer (TRAINING_TOKENS, or a DataParallel form named) is read: that is
+    where the model's methods are called in order. A call of `self.<attr>.<m>()` inside a method named
+    `m` hands the call on to a part (FOTS's `summary()` summarising each of its networks) and is not
+    counted: it runs when the outer method does."""
+    text = ctx.source.text
+    if not (any(token in text for token in TRAINING_TOKENS) or mentions_dataparallel(ctx)):
+        return [], []
+    fresh: set[str] = set()
+    later: set[str] = set()
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr.startswith("__"):
+            continue
+        receiver = func.value
+        if isinstance(receiver, ast.Name):
+            if receiver.id in ctx.imports.aliases:
+                continue  # a module's function (`torch.save(...)`)
+            (fresh if _on_fresh_instance(call, receiver.id, ctx) else later).add(func.attr)
+        else:
+            method = ctx.enclosing(call, _FUNCTIONS) if isinstance(receiver, ast.Attribute) else None
+            if method is None or method.name != func.attr:
+                later.add(func.attr)
+    return sorted(fresh - later), sorted(later)
+
+
+def _on_fresh_instance(call: ast.Call, name: str, ctx: FileContext) -> bool:
+    """Is ``call`` (`name.m(...)`, a statement of its own) made on the instance the statements just
+    before it built (`name = Net(...)`, `name = eval(arch)(config)`, `name = MODELS[key](config)`), with
+    nothing between them naming ``name``?"""
+    statement = ctx.parent(call)
+    block_owner = ctx.parent(statement) if isinstance(statement, ast.Expr) else None
+    if block_owner is None:
+        return False
+    block = next((stmts for field in ("body", "orelse", "finalbody")
+                  if isinstance(stmts := getattr(block_owner, field, None), list) and statement in stmts), None)
+    if block is None:
+        return False
+    for prev in reversed(block[:block.index(statement)]):
+        if isinstance(prev, ast.Assign) and len(prev.targets) == 1 and isinstance(prev.targets[0], ast.Name) \
+                and prev.targets[0].id == name:
+            return _builds_instance(prev.value)
+        if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(prev)):
+            return False
+    return False
+
+
+def _builds_instance(value: ast.AST) -> bool:
+    """A construction: a class called by a capitalised name (`Net(...)`, `models.Net(...)`), or a class
+    looked up by a computed name and called (`eval(arch)(config)`, `MODELS[key](config)`), not a
+    function that may do more (`build_model(cfg)`)."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, (ast.Call, ast.Subscript)):
+        return True
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name[:1].isupper()
+
+
 def _self_wraps(ctx: FileContext) -> Iterator[tuple[str, ast.AST, str, Wrap]]:
     """(class qualname, method, attribute, wrap) for each stock DataParallel wrapper a method of a
     class of this file stores in a plain attribute of self, on some path."""
