@@ -33,6 +33,11 @@ another method of the class (`summary()` reading `self.net`, which `parallelize(
 scanned call of that method is made on an instance just built, before anything else is done with it
 (`model = eval(arch)(config)` then `model.summary()`, and a trainer calls `parallelize()` later).
 
+A read behind a command-line switch off by default (`if args.reset_decoder:` on an
+`add_argument("--reset_decoder", action="store_true")`, or `if encoder_only:` on a parameter that
+defaults to False and that every call of the file leaves out or fills from such a switch) is latent,
+a warning, except behind a switch the wrap itself runs under (`if args.multi_gpu:`).
+
 Across files, the wrapper is also followed into a module-level function or a class's `__init__` that
 a script hands it to (`Procedure.Test(dataset, model)`, `utils.BPRLoss(model, config)` after `model =
 nn.DataParallel(model)`: the parameter's reads, where the function uses it as a module, and
@@ -186,6 +191,8 @@ class WrapperAttributeAccess(Rule):
                 # In a module's method, behind a constructor or forward option off by default
                 # (multimodal-meta-learn's `if new_words:` in `__init__`): latent, as for state rules.
                 settled = _option_path(ctx, node)
+                if settled is None and _behind_flag_off_by_default(node, ctx, _switches_around(wrap, ctx)):
+                    settled = {}  # a script's command-line switch, off unless the user turns it on
                 if settled is not None:
                     yield self.violation(node, message + OPTION_PATH_NOTE, requires=wrap.requires + lacks, fix=fix,
                                          severity=Severity.WARNING, **settled)
@@ -266,17 +273,14 @@ class WrapperAttributeAccess(Rule):
             used = {n.value.id for n in reads if n.attr in _MODULE_ONLY_API}
             unwraps = {n.value.id for n in reads if n.attr == "module"}
             for param in sorted(used - unwraps):
-                alternatives = {f"{HANDED_WRAPPER_CONDITION}{callee}@{param}"}
-                if param in positional:
-                    alternatives.add(f"{HANDED_WRAPPER_CONDITION}{callee}@{positional.index(param)}")
-                requires = (frozenset(alternatives),)
+                positions = [param] + ([str(positional.index(param))] if param in positional else [])
                 shown = owner.name if owner is not None else fn.name
                 rebinds = _rebindings(fn, param)
                 for node in reads:
                     if node.value.id != param or not self._handed_read(node, ctx, facts, wrapping_here) \
                             or any(line < node.lineno for line in rebinds):
                         continue
-                    yield self._handed_violation(node, param, shown, requires)
+                    yield self._handed_violation(node, param, shown, callee, positions)
                 if owner is None:
                     continue
                 for attr in _kept_in_self(owner, fn, param):
@@ -287,7 +291,7 @@ class WrapperAttributeAccess(Rule):
                             inner = node.value
                             if isinstance(inner, ast.Attribute) and inner.attr == attr and _is_self(inner.value, method) \
                                     and self._handed_read(node, ctx, facts, wrapping_here):
-                                yield self._handed_violation(node, f"self.{attr}", shown, requires)
+                                yield self._handed_violation(node, f"self.{attr}", shown, callee, positions)
 
     def _reads_after_wrapping_calls(self, ctx):
         """`trainer.tagger.combine(...)` after `trainer.prepare_model(...)` in the same function, where
@@ -298,19 +302,23 @@ class WrapperAttributeAccess(Rule):
         the wrapper out."""
         facts = None
         calls: dict[tuple[int, str], list[ast.Call]] = {}  # (function, receiver) -> its method calls
+        aliases = ctx.imports.aliases
         for call in ctx.nodes(ast.Call):
             func = call.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-                    and func.attr not in MODULE_API and func.attr not in SELF_RETURNING \
-                    and isinstance(ctx.parent(call), ast.Expr):
+            # (Not `self`: this file's wrapping methods are followed by ``script_facts``; not a module.)
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id != "self" \
+                    and func.value.id not in aliases and func.attr not in MODULE_API \
+                    and func.attr not in SELF_RETURNING and isinstance(ctx.parent(call), ast.Expr):
                 scope = ctx.enclosing(call, _FUNCTIONS)
                 if scope is not None:
                     calls.setdefault((id(scope), func.value.id), []).append(call)
         if not calls:
             return
+        receivers = {name for _, name in calls}
         for node in ctx.nodes(ast.Attribute):
             inner = node.value
-            if not (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)):
+            if not (isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name)
+                    and inner.value.id in receivers):
                 continue
             scope = ctx.enclosing(node, _FUNCTIONS)
             before = [c for c in calls.get((id(scope), inner.value.id), ()) if c.lineno < node.lineno] \
@@ -343,11 +351,12 @@ class WrapperAttributeAccess(Rule):
             return False
         return not (wrapping_here and facts.wrap_for(node.value) is not None)
 
-    def _handed_violation(self, node, name, callee, requires):
+    def _handed_violation(self, node, name, shown, callee, positions):
+        requires = (frozenset(f"{HANDED_WRAPPER_CONDITION}{callee}@{p}:{node.attr}" for p in positions),)
         fix = self.offer_fix(f"Use `{name}.module.{node.attr}` (only right where every caller hands a wrapper)",
                              Applicability.UNSAFE)
         return self.violation(node, f"`{name}` holds the nn.DataParallel wrapper another scanned file hands "
-                              f"`{callee}`, which has no attribute `{node.attr}`: AttributeError (use "
+                              f"`{shown}`, which has no attribute `{node.attr}`: AttributeError (use "
                               f"`{name}.module.{node.attr}`)", requires=requires, fix=fix)
 
     def _stores_missing_the_module(self, stores, ctx, facts):
@@ -715,6 +724,91 @@ def _text(node) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return f"{node.value.id}.{node.attr}"
     return None
+
+
+def _flags_off_by_default(ctx) -> frozenset[str]:
+    """The destinations of the file's `add_argument("--reset_decoder", action="store_true")` options
+    that no `default=` turns on: False unless the command line names them."""
+    found = set()
+    for call in ctx.nodes(ast.Call):
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        options = {k.arg: k.value for k in call.keywords}
+        action, default, dest = options.get("action"), options.get("default"), options.get("dest")
+        if not (isinstance(action, ast.Constant) and action.value == "store_true") or default is not None and not (
+                isinstance(default, ast.Constant) and not default.value):
+            continue
+        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+            found.add(dest.value)
+            continue
+        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        long = [n for n in names if n.startswith("--")] or names
+        if long:
+            found.add(long[0].lstrip("-").replace("-", "_"))
+    return frozenset(found)
+
+
+def _switches_around(wrap, ctx) -> frozenset[str]:
+    """The `args.<x>` switches the `if`s around the wrap test (`if args.multi_gpu: model = DP(model)`): a
+    read behind the same switch runs whenever the model is wrapped."""
+    found = set()
+    for root in wrap.roots or (wrap.origin,):
+        cur = ctx.parent(root) if root is not None else None
+        while cur is not None and not isinstance(cur, ast.Module):
+            if isinstance(cur, (ast.If, ast.IfExp, ast.While)):
+                found.update(n.attr for n in ast.walk(cur.test) if isinstance(n, ast.Attribute))
+                found.update(n.id for n in ast.walk(cur.test) if isinstance(n, ast.Name))
+            cur = ctx.parent(cur)
+    return frozenset(found)
+
+
+def _behind_flag_off_by_default(node: ast.AST, ctx, wrapping_switches: frozenset[str] = frozenset()) -> bool:
+    """Is ``node`` in the body of an `if` on a command-line switch off by default (``_flags_off_by_default``):
+    `if args.reset_decoder:`, or `if encoder_only:` on a parameter whose default is False or None and
+    that every call of this file leaves out or passes such a switch or a false constant
+    (`iteration(..., encoder_only=args.encoder_only)`, Skip-BART)? Also as a conjunct of an `and`."""
+    flags = None
+    child, cur = node, ctx.parent(node)
+    while cur is not None and not isinstance(cur, (ast.Module, ast.ClassDef)):
+        if isinstance(cur, ast.If) and child in cur.body:
+            flags = _flags_off_by_default(ctx) - wrapping_switches if flags is None else flags
+            if not flags:
+                return False
+            fn = ctx.enclosing(cur, _FUNCTIONS)
+            tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
+                else [cur.test]
+            if any(_switch_off_by_default(test, fn, flags, ctx) for test in tests):
+                return True
+        child, cur = cur, ctx.parent(cur)
+    return False
+
+
+def _switch_off_by_default(test: ast.AST, fn, flags: frozenset[str], ctx) -> bool:
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
+        return test.attr in flags
+    if not (isinstance(test, ast.Name) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        return False
+    args = fn.args
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    default = defaults.get(test.id)
+    if not (isinstance(default, ast.Constant) and not default.value):
+        return False
+    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    if not calls:
+        return False
+    index = next((i for i, a in enumerate(positional) if a.arg == test.id), None)
+    for call in calls:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return False
+        passed = [k.value for k in call.keywords if k.arg == test.id]
+        if index is not None and index < len(call.args):
+            passed.append(call.args[index])
+        if not all(isinstance(v, ast.Constant) and not v.value or isinstance(v, ast.Attribute)
+                   and isinstance(v.value, ast.Name) and v.attr in flags for v in passed):
+            return False
+    return True
 
 
 def _option_path(ctx, node: ast.AST) -> dict | None:

@@ -245,7 +245,7 @@ def test_file_result_round_trips_through_the_cache_format():
     result.parallel_helpers = {"data_parallel": ["0", "1"]}
     result.init_wrapped = {"base.BaseTrainer": ["model", "teacher"]}
     result.wrapping_methods = {"models.Encoder": ["parallelise@conv", "split@head"]}
-    result.handed_wrappers = ["Procedure.Test@1", "utils.Loss@model"]
+    result.handed_wrappers = ["Procedure.Test@1", "utils.Loss@model=lr_regime"]
     result.pairing_helpers = {"do_mixup": ["0", "1"]}
     result.star_imports = ["losses", "pkg.models"]
     result.declared_all = []
@@ -269,7 +269,7 @@ def test_file_result_round_trips_through_the_cache_format():
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).parallel_helpers == {}
     assert back.init_wrapped == {"base.BaseTrainer": ["model", "teacher"]}
     assert back.wrapping_methods == {"models.Encoder": ["parallelise@conv", "split@head"]}
-    assert back.handed_wrappers == ["Procedure.Test@1", "utils.Loss@model"]
+    assert back.handed_wrappers == ["Procedure.Test@1", "utils.Loss@model=lr_regime"]
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).handed_wrappers == []
     assert FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict()))).init_wrapped == {}
     assert back.pairing_helpers == {"do_mixup": ["0", "1"]}

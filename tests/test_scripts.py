@@ -2017,6 +2017,7 @@ def test_handed_wrappers_name_the_imported_callee_and_position():
         if torch.cuda.device_count() > 1:
             model = nn.DataParallel(model)
         model = model.cuda()
+        model.lr_regime = [0, 100]
         loss = utils.BPRLossT(model, {})
         Procedure.Test(None, model, epoch=0)
         Procedure.Report(bare)
@@ -2025,12 +2026,14 @@ def test_handed_wrappers_name_the_imported_callee_and_position():
         local(model)
     """)
     ctx = file_context(script)
-    assert handed_wrappers(ctx) == ["Procedure.Evaluate@net", "Procedure.Test@1", "utils.BPRLossT@0"]
+    assert handed_wrappers(ctx) == ["Procedure.Evaluate@net=lr_regime", "Procedure.Test@1=lr_regime",
+                                    "utils.BPRLossT@0=lr_regime"]
     index = ClassIndex([analyze_source(script, "main.py", [], "main")])
-    assert index.condition("handed_wrapper:code.Procedure.Test@1")
-    assert index.condition("handed_wrapper:code.utils.BPRLossT@0")
-    assert not index.condition("handed_wrapper:code.Procedure.Test@0")
-    assert not index.condition("handed_wrapper:code.Procedure.Report@0")
+    assert index.condition("handed_wrapper:code.Procedure.Test@1:getUsersRating")
+    assert index.condition("handed_wrapper:code.utils.BPRLossT@0:get_time")
+    assert not index.condition("handed_wrapper:code.utils.BPRLossT@0:lr_regime")  # set on the wrapper itself
+    assert not index.condition("handed_wrapper:code.Procedure.Test@0:getUsersRating")
+    assert not index.condition("handed_wrapper:code.Procedure.Report@0:getUsersRating")
 
 
 def test_method_calls_tell_calls_on_an_instance_just_built():

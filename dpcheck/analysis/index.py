@@ -149,7 +149,7 @@ class ClassIndex:
         self._fresh_calls: set[str] = set()
         self._later_calls: set[str] = set()
         # Imported functions and classes that scripts hand a DataParallel wrapper, as the calling file
-        # resolves them -> the positions and keywords it is handed at (scripts.handed_wrappers).
+        # resolves them -> `<position or keyword>=<attributes set on wrappers there>` (scripts.handed_wrappers).
         self._handed: dict[str, set[str]] = {}
         # `<attr>@<class>` -> what that class puts into `self.<attr>` item by item (wrapping.item_stores).
         self._item_stores: dict[str, list[str]] = {}
@@ -306,8 +306,9 @@ class ClassIndex:
         self._fresh_calls.update(result.fresh_calls)
         self._later_calls.update(result.later_calls)
         for entry in result.handed_wrappers:
-            callee, _, position = entry.rpartition("@")
-            self._handed.setdefault(callee, set()).add(position)
+            callee, _, position = entry.partition("=")[0].rpartition("@")
+            stored = entry.partition("=")[2]
+            self._handed.setdefault(callee, set()).add(f"{position}={stored}")
         for name, entries in result.wrapping_methods.items():
             for entry in entries:
                 self._wrapping_methods.setdefault(entry.partition("@")[0], set()).add(name)
@@ -1110,13 +1111,15 @@ class ClassIndex:
         return text in self._method_wraps
 
     def handed_wrapper(self, text: str) -> bool:
-        """``<module>.<function>@<k or keyword>``: does a scanned file hand a DataParallel wrapper to that
-        function (or class) there (scripts.handed_wrappers)? A caller's name is followed through
-        re-exports; one resolved from a different root matches by its last two parts (`utils.BPRLossT`
-        for `code.utils.BPRLossT`), as classes do."""
+        """``<module>.<function>@<k or keyword>:<attr>``: does a scanned file hand a DataParallel wrapper
+        to that function (or class) there (scripts.handed_wrappers), without setting <attr> on a wrapper
+        itself? A caller's name is followed through re-exports; one resolved from a different root
+        matches by its last two parts (`utils.BPRLossT` for `code.utils.BPRLossT`), as classes do."""
+        text, _, attr = text.rpartition(":")
         name, _, position = text.rpartition("@")
-        for callee, positions in list(self._handed.items()):
-            if position not in positions:
+        for callee, entries in list(self._handed.items()):
+            if not any(p == position and attr not in stored.split(",")
+                       for p, _, stored in (e.partition("=") for e in entries)):
                 continue
             for _ in range(8):
                 if callee == name or callee not in self.aliases:

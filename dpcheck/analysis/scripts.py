@@ -1539,8 +1539,8 @@ def wrapping_methods(ctx: FileContext) -> dict[str, list[str]]:
 
 # The condition of a read through a parameter of a module-level function, or of a class's `__init__`,
 # that a call of another file may hand a DataParallel wrapper (``handed_wrappers``):
-# ``handed_wrapper:<module>.<function or class>@<k>`` (positional k, `self` not counted) or ``@<keyword>``;
-# ClassIndex.handed_wrapper settles it.
+# ``handed_wrapper:<module>.<function or class>@<k>:<attr>`` (positional k, `self` not counted, or
+# ``@<keyword>``; <attr> what the read takes); ClassIndex.handed_wrapper settles it.
 HANDED_WRAPPER_CONDITION = "handed_wrapper:"
 
 
@@ -1548,11 +1548,15 @@ def handed_wrappers(ctx: FileContext) -> list[str]:
     """`<callee>@<k>` (positional k) or `<callee>@<keyword>` for each call of this file that hands a
     DataParallel wrapper to a function or class it imports (LT-OCF's `Procedure.Test(dataset, Recmodel,
     ...)` and `utils.BPRLossT(Recmodel, config)` after `Recmodel = nn.DataParallel(Recmodel)`), the
-    callee as this file's imports resolve it. A wrapper that holds only on a cross-file condition (a
-    builder of another file, a `dp:` class) is left out: the callee's finding could not carry it."""
+    callee as this file's imports resolve it, then `=` and the attributes the file sets on a wrapper
+    (`model.LR_REGIME = [...]`, MEAL-V2: the callee reads them back without error), comma-separated. A
+    wrapper that holds only on a cross-file condition (a builder of another file, a `dp:` class) is
+    left out: the callee's finding could not carry it."""
     if not mentions_dataparallel(ctx):
         return []
     facts = script_facts(ctx)
+    stored = ",".join(sorted({n.attr for n in ctx.nodes(ast.Attribute) if isinstance(n.ctx, ast.Store)
+                              and facts.wrap_for(n.value) is not None}))
     aliases = ctx.imports.aliases
     found: set[str] = set()
     for call in ctx.nodes(ast.Call):
@@ -1567,7 +1571,7 @@ def handed_wrappers(ctx: FileContext) -> list[str]:
         for position, arg in passed:
             source = facts.wrapper_value(arg, call) if isinstance(arg, (ast.Name, ast.Attribute, ast.Call)) else None
             if source is not None and not source.requires:
-                found.add(f"{resolved}@{position}")
+                found.add(f"{resolved}@{position}" + (f"={stored}" if stored else ""))
     return sorted(found)
 
 
