@@ -277,7 +277,7 @@ class WrapperAttributeAccess(Rule):
                 shown = owner.name if owner is not None else fn.name
                 rebinds = _rebindings(fn, param)
                 for node in reads:
-                    if node.value.id != param or not self._handed_read(node, ctx, facts, wrapping_here) \
+                    if node.value.id != param or not self._handed_read(node, facts, wrapping_here) \
                             or any(line < node.lineno for line in rebinds):
                         continue
                     yield self._handed_violation(node, param, shown, callee, positions)
@@ -290,7 +290,7 @@ class WrapperAttributeAccess(Rule):
                         for node in ctx.tree_index.nodes_within(method, ast.Attribute):
                             inner = node.value
                             if isinstance(inner, ast.Attribute) and inner.attr == attr and _is_self(inner.value, method) \
-                                    and self._handed_read(node, ctx, facts, wrapping_here):
+                                    and self._handed_read(node, facts, wrapping_here):
                                 yield self._handed_violation(node, f"self.{attr}", shown, callee, positions)
 
     def _reads_after_wrapping_calls(self, ctx):
@@ -327,7 +327,7 @@ class WrapperAttributeAccess(Rule):
                 continue
             facts = facts or script_facts(ctx)
             wrapping_here = mentions_dataparallel(ctx)
-            if not self._handed_read(node, ctx, facts, wrapping_here):
+            if not self._handed_read(node, facts, wrapping_here):
                 continue
             rebound = _rebound_between(scope, inner.value.id, inner.attr, before[0].lineno, node.lineno)
             name = f"{inner.value.id}.{inner.attr}"
@@ -341,7 +341,7 @@ class WrapperAttributeAccess(Rule):
                                      requires=(frozenset({f"{METHOD_WRAPS_CONDITION}{method}@{inner.attr}"}),), fix=fix)
 
     @staticmethod
-    def _handed_read(node, ctx, facts, wrapping_here) -> bool:
+    def _handed_read(node, facts, wrapping_here) -> bool:
         """Is ``node`` a read of an attribute the wrapper lacks, not ruled out by a test around it,
         and not already followed by this file's own wraps (``script_facts``)?"""
         if not isinstance(node.ctx, ast.Load) or node.attr in MODULE_API or node.attr.startswith("__"):
