@@ -179,7 +179,8 @@ class WrapperAttributeAccess(Rule):
                                      f"`{node.attr}`: AttributeError (did you mean `{wrap.name}.module`?)",
                                      requires=wrap.requires + lacks, fix=fix)
             elif wrap is not None:
-                lacks += _late_read_condition(node, wrap, ctx)
+                # (`called_late:` rides on this finding alone: the rejected-call one below reads `lacks`)
+                requires = wrap.requires + lacks + _late_read_condition(node, wrap, ctx)
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
                 fix = self.offer_fix(
@@ -194,10 +195,10 @@ class WrapperAttributeAccess(Rule):
                 if settled is None and _behind_flag_off_by_default(node, ctx, _switches_around(wrap, ctx)):
                     settled = {}  # a script's command-line switch, off unless the user turns it on
                 if settled is not None:
-                    yield self.violation(node, message + OPTION_PATH_NOTE, requires=wrap.requires + lacks, fix=fix,
+                    yield self.violation(node, message + OPTION_PATH_NOTE, requires=requires, fix=fix,
                                          severity=Severity.WARNING, **settled)
                 else:
-                    yield self.violation(node, message, requires=wrap.requires + lacks, fix=fix)
+                    yield self.violation(node, message, requires=requires, fix=fix)
                 call = facts.parent(node)
                 if called and lacks and not any(isinstance(a, ast.Starred) for a in call.args):
                     # Where the wrapper's class of another file does define it (a forwarding method),
@@ -289,8 +290,8 @@ class WrapperAttributeAccess(Rule):
                             continue
                         for node in ctx.tree_index.nodes_within(method, ast.Attribute):
                             inner = node.value
-                            if isinstance(inner, ast.Attribute) and inner.attr == attr and _is_self(inner.value, method) \
-                                    and self._handed_read(node, facts, wrapping_here):
+                            if isinstance(inner, ast.Attribute) and inner.attr == attr \
+                                    and _is_self(inner.value, method) and self._handed_read(node, facts, wrapping_here):
                                 yield self._handed_violation(node, f"self.{attr}", shown, callee, positions)
 
     def _reads_after_wrapping_calls(self, ctx):
@@ -470,9 +471,10 @@ def _rebound_between(fn, name: str, attr: str, start: int, end: int) -> int:
     decides what the read sees); ``start`` - 1 where none does."""
     last = start - 1
     for node in ast.walk(fn):
-        if start <= getattr(node, "lineno", 0) < end and not isinstance(getattr(node, "ctx", None), (ast.Load, type(None))) \
-                and (isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute)
-                     and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == name):
+        stored = not isinstance(getattr(node, "ctx", None), (ast.Load, type(None)))
+        if stored and start <= node.lineno < end and (
+                isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute)
+                and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == name):
             last = max(last, node.lineno)
     return last
 

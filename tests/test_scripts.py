@@ -1763,7 +1763,8 @@ def test_wrapping_methods_of_module_classes():
             def distribute(self):
                 self.model = nn.DataParallel(self.model)
     """)
-    assert wrapping_methods(file_context(models)) == {"m.Encoder": ["parallelise@conv"], "m.Runner": ["distribute@model"]}
+    assert wrapping_methods(file_context(models)) == {"m.Encoder": ["parallelise@conv"],
+                                                      "m.Runner": ["distribute@model"]}
     assert wrapping_methods(file_context("class Plain:\n    def setup(self, m):\n        self.m = m\n")) == {}
     index = ClassIndex([analyze_source(models, "models.py", [], "pkg.models")])
     assert index.condition("wrapping_method:parallelise")
