@@ -24,6 +24,9 @@ DATAPARALLEL_CLASSES = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.Da
 # DistributedDataParallel, under every dotted name torch exposes it.
 DISTRIBUTED_DATAPARALLEL_CLASSES = frozenset({"torch.nn.parallel.DistributedDataParallel",
                                               "torch.nn.parallel.distributed.DistributedDataParallel"})
+# The class name other libraries give their DistributedDataParallel (apex's `apex.parallel`, fairscale's):
+# a wrapper around the same module, never the model itself.
+DISTRIBUTED_DATAPARALLEL_NAME = "DistributedDataParallel"
 # The functional form: `nn.parallel.data_parallel(module, inputs, ...)`.
 DATAPARALLEL_FUNCTIONS = frozenset({"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"})
 # `replicate(module, devices)`: the copies a hand-written data-parallel step (replicate, scatter,

@@ -47,6 +47,7 @@ from dpcheck.constants import (
     DATAPARALLEL_FUNCTIONS,
     DATAPARALLEL_STAR_MODULES,
     DISTRIBUTED_DATAPARALLEL_CLASSES,
+    DISTRIBUTED_DATAPARALLEL_NAME,
 )
 from dpcheck.record import record
 
@@ -463,7 +464,7 @@ class ScriptFacts:
         if not isinstance(value, ast.Call) or target_text(argument(value, 0, "module")) != text:
             return False
         resolved = self.ctx.resolve(value.func) or ""
-        if resolved not in DISTRIBUTED_DATAPARALLEL_CLASSES and resolved.rsplit(".", 1)[-1] != "DistributedDataParallel":
+        if resolved not in DISTRIBUTED_DATAPARALLEL_CLASSES and resolved.rsplit(".", 1)[-1] != DISTRIBUTED_DATAPARALLEL_NAME:
             return False
         return self.guarded_apart(later, node)
 

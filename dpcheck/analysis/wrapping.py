@@ -53,6 +53,7 @@ from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
     DISTRIBUTED_DATAPARALLEL_CLASSES,
+    DISTRIBUTED_DATAPARALLEL_NAME,
     REPLICATE_FUNCTIONS,
 )
 from dpcheck.record import record
@@ -344,9 +345,9 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         if any(target_text(t) == text for t in sub.targets) \
                 and facts.scope_of(sub, attribute=attribute) is scope:
             wrap = without_conversions(sub.value)
-            if facts.dp_class(wrap) is not None and target_text(
-                    without_conversions(argument(wrap, 0, "module"))) == text:
-                continue  # (`self.model = DataParallelModel(self.model)`: the wrapper, not the model)
+            if (facts.dp_class(wrap) is not None or isinstance(wrap, ast.Call) and _wrapper_class(
+                    ctx.resolve(wrap.func) or "")) and target_text(without_conversions(argument(wrap, 0, "module"))) == text:
+                continue  # (`self.model = DataParallelModel(self.model)`, `model = DDP(model)`: the wrapper, not the model)
             found += _constructions_of(sub.value, sub, ctx, depth + 1, imported_calls)
     return found
 
@@ -760,13 +761,19 @@ def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> 
 _WRAPPER_CLASSES = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
 
 
+def _wrapper_class(resolved: str) -> bool:
+    """Is the resolved name torch's (Distributed)DataParallel, or another library's
+    DistributedDataParallel (apex's)? A wrapper around the module it is handed."""
+    return resolved in _WRAPPER_CLASSES or resolved.rpartition(".")[2] == DISTRIBUTED_DATAPARALLEL_NAME
+
+
 def _wraps_name(value: ast.AST, name: str, ctx: FileContext) -> bool:
     """Is ``value`` the name itself (`model.cuda()`) or a (Distributed)DataParallel wrapper of it
-    (`nn.DataParallel(model.cuda())`)?"""
+    (`nn.DataParallel(model.cuda())`, apex's `DDP(model)`)?"""
     value = without_conversions(value)
     if isinstance(value, ast.Name):
         return value.id == name
-    if not isinstance(value, ast.Call) or (ctx.resolve(value.func) or "") not in _WRAPPER_CLASSES:
+    if not isinstance(value, ast.Call) or not _wrapper_class(ctx.resolve(value.func) or ""):
         return False
     inner = without_conversions(argument(value, 0, "module"))
     return isinstance(inner, ast.Name) and inner.id == name
