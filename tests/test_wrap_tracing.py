@@ -24,3 +24,22 @@ def test_an_apex_distributed_wrapper_of_the_model_is_the_model_not_a_class_of_it
 
 def test_a_library_class_built_around_the_model_leaves_the_wrap_unknown():
     assert _severities("dp401/emapkg") == {"net.py": "error", "heads.py": "error"}
+
+
+def test_a_file_that_does_not_parse_reaches_only_what_its_text_imports():
+    # A Python 2 demo wraps a model of its own: what it wraps is not known, but its imports, read off
+    # its text, do not reach the head beside the traced script; the look-alike's demo imports the head.
+    assert _severities("dp401/py2pkg") == {"net.py": "error", "heads.py": "info"}
+    assert _severities("dp401/py2headpkg") == {"net.py": "error", "heads.py": "error"}
+
+
+def test_the_imports_of_a_file_that_does_not_parse_are_read_statement_by_statement():
+    from dpcheck.analysis.file import _text_imports
+
+    text = ("import torch.nn as nn\nfrom models import (Net,\n    Head)  # the heads\nfrom .loss import a, \\\n"
+            "    b\ntry: import apex\nexcept ImportError: pass\n# import nothing\nx = 1; import utils.io as io\n"
+            'print "Python 2"\n')
+    assert _text_imports(text, "pkg.train", False) == [
+        ".pkg.loss", ".pkg.loss:a", ".pkg.loss:b", "apex", "models", "models:Head", "models:Net", "utils.io"]
+    # The word outside an import statement (a docstring's): what the file imports is not known.
+    assert _text_imports('"""Run it, or import it."""\nprint "x"\n', "m", False) is None

@@ -13,6 +13,7 @@ import ast
 import errno
 import gc
 import os
+import re
 import stat
 import warnings
 from pathlib import Path
@@ -420,6 +421,49 @@ def _parse(text: str, display: str) -> ast.Module:
             raise exc from None
 
 
+# A word `import` on a line of code (a comment's is not), and where an import statement starts on it:
+# at the line's start or after `;` or `:` (`try: import apex`).
+_IMPORT_WORD = re.compile(r"\bimport\b")
+_IMPORT_STATEMENT = re.compile(r"(?:^|[;:])[ \t]*((?:from[ \t]+[\w.]+[ \t]+)?import\b)")
+
+
+def _text_imports(text: str, module: str, is_package: bool) -> list[str] | None:
+    """The project modules a file that does not parse imports (as ``FileResult.imports``), read off
+    its text: each import statement parsed alone, to the end of its line (a parenthesised or
+    backslash-continued one to its end; a `;` ends it). None where a line holds the word `import`
+    outside a comment and no import statement that parses (a docstring's, a Python 2 idiom): what the
+    file imports is then not known. A Python 2 script (`print "..."`) or one with a typo still runs
+    what it imports, wherever the rest of it fails."""
+    lines = text.splitlines()
+    nodes: list[ast.stmt] = []
+    row = 0
+    while row < len(lines):
+        code = lines[row].partition("#")[0]
+        start = row
+        row += 1
+        if not _IMPORT_WORD.search(code):
+            continue
+        match = _IMPORT_STATEMENT.search(code)
+        if match is None:
+            return None
+        statement = code[match.start(1):]
+        # (continued: `from a import (b,` to its closing parenthesis, `import a, \` to its last line)
+        while row < len(lines) and (statement.rstrip().endswith("\\") or "(" in statement and ")" not in statement):
+            statement = statement.rstrip().removesuffix("\\") + " " + lines[row].partition("#")[0].strip()
+            row += 1
+        try:
+            parsed = ast.parse(statement.partition(";")[0].strip()).body
+        except SyntaxError:
+            return None
+        if not all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in parsed):
+            return None
+        for node in parsed:
+            node.lineno = start + 1
+        nodes += parsed
+    imports = ImportMap(ast.Module(body=[], type_ignores=[]), module, is_package, nodes)
+    return sorted(m for m in imports.modules if m.partition(".")[0] not in _NOT_PROJECT_ROOTS)
+
+
 def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
                     is_package: bool) -> FileResult:
     source = SourceFile(display, text)
@@ -444,7 +488,11 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         result.findings.append(Finding(SYNTAX_ERROR, f"SyntaxError: {msg}", "error", display, row,
                                        max(col, 1), row, max(col, 1), source.line(row), None, row))
         summarize_text_mentions(text, result)  # (what it names, read off its text)
-        result.loads_by_name = True  # (what it imports is not known: the files it reaches are not)
+        imported = _text_imports(text, module, is_package)
+        if imported is None:
+            result.loads_by_name = True  # (what it imports is not known: the files it reaches are not)
+        else:
+            result.imports = imported
         if "DataParallel" in text or "data_parallel" in text:
             # A script that may wrap a model but cannot be read: what the project wraps is not fully known.
             result.unresolved_wraps = [row]
