@@ -43,3 +43,10 @@ def test_the_imports_of_a_file_that_does_not_parse_are_read_statement_by_stateme
         ".pkg.loss", ".pkg.loss:a", ".pkg.loss:b", "apex", "models", "models:Head", "models:Net", "utils.io"]
     # The word outside an import statement (a docstring's): what the file imports is not known.
     assert _text_imports('"""Run it, or import it."""\nprint "x"\n', "m", False) is None
+
+
+def test_a_getter_of_a_registry_class_of_another_file_is_traced_to_every_entry():
+    # `get_backbone_class(args.model)()`: the registry holds a class and a builder whose returns are
+    # traced; the look-alike's registry also holds a library's builder (`timm.create_model`).
+    assert _severities("dp401/getterpkg") == {"methods.py": "info"}
+    assert _severities("dp401/getterhubpkg") == {"methods.py": "error"}

@@ -71,7 +71,7 @@ from dpcheck.analysis.scripts import (
     guard_fails,
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
-from dpcheck.analysis.wrapping import CALL_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF, UNTRACED_ITEM
+from dpcheck.analysis.wrapping import CALL_LEAF, CALLED_RETURN, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF, UNTRACED_ITEM
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -865,13 +865,18 @@ class ClassIndex:
                 (parts if is_part else classes).append(leaf)
                 continue
             name = leaf[len(CALL_LEAF):]
+            # (`models.get_backbone_class()`: a call of the class the function returns; the function's
+            # name is what re-exports forward)
+            called = CALLED_RETURN if name.endswith(CALLED_RETURN) else ""
+            name = name.removesuffix(CALLED_RETURN)
             for _ in range(8):
-                if name not in self._returns and name not in self.aliases:
+                if name + called not in self._returns and name not in self.aliases:
                     self._load_for(name)
-                if name in self._returns or name not in self.aliases:
+                if name + called in self._returns or name not in self.aliases:
                     break
                 name = self.aliases[name]
-            if name not in self._returns and self.lookup(leaf[len(CALL_LEAF):]) is not None:
+            name += called
+            if name not in self._returns and not called and self.lookup(leaf[len(CALL_LEAF):]) is not None:
                 # A lower-case class of another file (MEAL-V2's `discriminatorLoss(d)`).
                 (parts if is_part else classes).append(leaf[len(CALL_LEAF):])
                 continue

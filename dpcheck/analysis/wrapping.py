@@ -467,6 +467,9 @@ def _item_puts(method: ast.AST, ctx: FileContext) -> Iterator[tuple[ast.AST, ast
 
 # A leaf of ``instance_leaves`` that the project index settles: a call of another module's function.
 CALL_LEAF = "call:"
+# After a function's name in a ``CALL_LEAF`` and a ``function_returns`` key: a call of what the function
+# returns, a class (`get_backbone_class(name)()`), not of the function.
+CALLED_RETURN = "()"
 # A leaf of ``wrap_candidates`` that the project index settles: the items that a class, or a subclass of
 # it in any scanned file, puts into a container on self (``_inherited_items``): `items:<attr>@<class>`.
 ITEMS_LEAF = "items:"
@@ -528,6 +531,8 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
         func, construction = func.value, None
     if isinstance(func, ast.Subscript):  # `MODELS[name](...)`
         return _with_parts(_registry_leaves(func, None, ctx), construction, scope, ctx, depth)
+    if isinstance(func, ast.Call):  # `get_backbone_class(name)(...)`: the class a getter returns
+        return _with_parts(_returned_class_leaves(func, ctx, depth), construction, scope, ctx, depth)
     if isinstance(func, ast.Name) and func.id in ctx.fact(_imported_twice):
         # `from models.resnet_cifar import resnet18` in one branch, `resnet_stl`'s in another: either.
         targets = ctx.fact(_imported_twice)[func.id]
@@ -552,7 +557,7 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
     local = ctx.local_name(name)
     if _reads_as_class(name, ctx):
         return _with_parts([name], construction, scope, ctx, depth)
-    if local is None:
+    if local is None or "." in local:  # (another module's, a submodule's of a package `__init__`)
         return [CALL_LEAF + name]
     builder = ctx.module_functions.get(local)
     return _returns_of(builder, ctx, depth + 1) if isinstance(builder, ast.FunctionDef) else None
@@ -706,6 +711,51 @@ def _returns_its_arguments(value: ast.AST, name: str, position: int, ctx: FileCo
         and value.args[position].id == name
 
 
+def _returned_class_leaves(call: ast.Call, ctx: FileContext, depth: int) -> list[str] | None:
+    """What calling the value ``call`` returns builds, where the callee returns a class (or a
+    builder) of a registry: for a function of another module ``CALL_LEAF`` + its name +
+    ``CALLED_RETURN``, which the project index settles; for one of this file, ``_class_returns``."""
+    name = ctx.resolve(call.func) or ""
+    if not name or name.startswith(("torch.", "builtins.")) or name in _BUILTIN_NAMES:
+        return None
+    local = ctx.local_name(name)
+    if local is None or "." in local:  # (another module's, a submodule's of a package `__init__`)
+        return [CALL_LEAF + name + CALLED_RETURN]
+    getter = ctx.module_functions.get(local)
+    return _class_returns(getter, ctx) if isinstance(getter, ast.FunctionDef) and depth < _LEAF_DEPTH else None
+
+
+def _class_returns(fn: ast.FunctionDef, ctx: FileContext) -> list[str] | None:
+    """What calling the value of every return of ``fn`` builds, where each returns a class or a builder
+    function by name or from a registry (`return _backbone_class_map[key]`, `return {"unet": UNet,
+    ...}[name]`): its leaves (``_registry_leaves``); None where one returns anything else."""
+    found: list[str] = []
+    for stmt in _scope_statements(fn.body):
+        if not isinstance(stmt, ast.Return) or stmt.value is None:
+            continue
+        value = stmt.value
+        leaves = _registry_leaves(value, None, ctx) if isinstance(value, ast.Subscript) \
+            else _callable_leaves(value, ctx) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        if leaves is None:
+            return None
+        found += leaves
+    return found or None
+
+
+def _callable_leaves(value: ast.AST, ctx: FileContext) -> list[str] | None:
+    """[what calling ``value`` builds] where it names a class ([the class]) or a function of the
+    project (``CALL_LEAF`` + its name, which the project index settles); None otherwise (a name bound
+    in a scope, torch's or a builtin)."""
+    name = _unambiguous_name(value, ctx)
+    if not name or name.startswith(("torch.", "builtins.")) or name in _BUILTIN_NAMES:
+        return None
+    if _reads_as_class(name, ctx):
+        return [name]
+    local = ctx.local_name(name)
+    # (a package's `__init__` names its submodules' functions under its own prefix: `models.vit.vit_tiny`)
+    return [CALL_LEAF + name] if local is None or local in ctx.module_functions or "." in local else None
+
+
 def _class_named(value: ast.AST, ctx: FileContext) -> list[str] | None:
     """[the class] a name is bound to directly (`model_class = BertForQA`), or None."""
     name = _unambiguous_name(value, ctx)
@@ -798,17 +848,19 @@ def _binds_otherwise(stmt: ast.stmt, name: str) -> bool:
 
 
 def _registry_leaves(subscript: ast.Subscript, position: int | None, ctx: FileContext) -> list[str] | None:
-    """Every class a module-level dict of classes holds (at ``position`` of its tuples, when it
-    holds tuples), when ``subscript`` indexes one by name: a registry looked up at run time."""
-    if not isinstance(subscript.value, ast.Name):
-        return None
-    registry = None
-    for stmt in ctx.tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == subscript.value.id
-                                                for t in stmt.targets):
-            registry = stmt.value
-        elif _binds_otherwise(stmt, subscript.value.id):
-            return None
+    """What calling each entry builds (``_callable_leaves``: a class, or a builder function's
+    ``CALL_LEAF``) of a module-level dict of classes and builders (at ``position`` of its tuples,
+    when it holds tuples), or of a dict literal, when ``subscript`` indexes it by name: a registry
+    looked up at run time."""
+    registry = subscript.value
+    if isinstance(registry, ast.Name):
+        registry = None
+        for stmt in ctx.tree.body:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == subscript.value.id
+                                                    for t in stmt.targets):
+                registry = stmt.value
+            elif _binds_otherwise(stmt, subscript.value.id):
+                return None
     if not isinstance(registry, ast.Dict) or not registry.values or None in registry.keys:
         return None
     found = []
@@ -817,10 +869,10 @@ def _registry_leaves(subscript: ast.Subscript, position: int | None, ctx: FileCo
             if not isinstance(value, (ast.Tuple, ast.List)) or position >= len(value.elts):
                 return None
             value = value.elts[position]
-        name = _unambiguous_name(value, ctx)
-        if not name or not _reads_as_class(name, ctx):
+        leaves = _callable_leaves(value, ctx)
+        if leaves is None:
             return None
-        found.append(name)
+        found += leaves
     return found
 
 
@@ -836,6 +888,9 @@ def _find_function_returns(ctx: FileContext) -> dict[str, list[str]]:
     for name, fn in ctx.module_functions.items():
         if isinstance(fn, ast.FunctionDef) and (leaves := _returns_of(fn, ctx, 0)):
             found[f"{ctx.module}.{name}"] = sorted(set(leaves))
+        # (A getter of a registry's class: what calling its return builds, `CALLED_RETURN` after its name.)
+        if isinstance(fn, ast.FunctionDef) and (leaves := _class_returns(fn, ctx)):
+            found[f"{ctx.module}.{name}{CALLED_RETURN}"] = sorted(set(leaves))
     return found
 
 
