@@ -50,3 +50,31 @@ def test_a_getter_of_a_registry_class_of_another_file_is_traced_to_every_entry()
     # traced; the look-alike's registry also holds a library's builder (`timm.create_model`).
     assert _severities("dp401/getterpkg") == {"methods.py": "info"}
     assert _severities("dp401/getterhubpkg") == {"methods.py": "error"}
+
+
+def test_a_partial_handed_to_a_constructor_builds_what_its_callable_builds():
+    from conftest import file_context
+
+    from dpcheck.analysis.wrapping import function_returns
+
+    ctx = file_context("""
+        from functools import partial
+        import torch.nn as nn
+        from blocks import Block
+
+        def vit_tiny(**kwargs):
+            return VisionTransformer(norm_layer=partial(nn.LayerNorm, eps=1e-6), **kwargs)
+
+        def vit_block(**kwargs):
+            return VisionTransformer(block=partial(Block, mlp_ratio=4), **kwargs)
+
+        def vit_hub(**kwargs):
+            return VisionTransformer(block=partial(make_block(), mlp_ratio=4), **kwargs)
+
+        class VisionTransformer(nn.Module):
+            pass
+    """, module="vit")
+    returns = function_returns(ctx)
+    assert returns["vit.vit_tiny"] == ["vit.VisionTransformer"]  # (torch's layer: no part of the project)
+    assert returns["vit.vit_block"] == ["part:blocks.Block", "vit.VisionTransformer"]
+    assert "vit.vit_hub" not in returns  # (what `make_block()` returns is not known)

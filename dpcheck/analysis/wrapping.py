@@ -606,7 +606,21 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
     if name.startswith("torch.") or isinstance(func, ast.Name) and func.id in _BUILTIN_NAMES and (
             not name or name == func.id) or isinstance(func, ast.Attribute) and not name:
         return []
+    if name in _PARTIAL_FUNCTIONS and node.args:
+        # `norm_layer=partial(nn.LayerNorm, eps=1e-6)`: the constructor may build what the callable
+        # builds (torch's layer: nothing of the project), with the other arguments as parts.
+        built = without_conversions(node.args[0])
+        leaves = [] if (ctx.resolve(built) or "").startswith("torch.") else _callable_leaves(built, ctx)
+        for arg in [*node.args[1:], *(k.value for k in node.keywords)]:
+            if leaves is not None:
+                more = _part_leaves(arg, scope, ctx, depth + 1)
+                leaves = None if more is None else leaves + more
+        return leaves
     return instance_leaves(node, scope, ctx, depth)
+
+
+# `functools.partial`: a callable that builds what its first argument builds.
+_PARTIAL_FUNCTIONS = frozenset({"functools.partial"})
 
 
 def _returns_of(fn: ast.FunctionDef, ctx: FileContext, depth: int) -> list[str] | None:
