@@ -78,3 +78,10 @@ def test_a_partial_handed_to_a_constructor_builds_what_its_callable_builds():
     assert returns["vit.vit_tiny"] == ["vit.VisionTransformer"]  # (torch's layer: no part of the project)
     assert returns["vit.vit_block"] == ["part:blocks.Block", "vit.VisionTransformer"]
     assert "vit.vit_hub" not in returns  # (what `make_block()` returns is not known)
+
+
+def test_a_wrap_in_a_comprehension_over_a_literal_list_of_models_is_traced_to_each():
+    # `a, b = [x.to(device) for x in [a, b]]` keeps the instances; `[nn.DataParallel(x) for x in [a, b]]`
+    # wraps each. The look-alike replaces each by a library's `apply_adapter(x)` first.
+    assert _severities("dp401/listwrappkg") == {"losses.py": "info"}
+    assert _severities("dp401/listwraphubpkg") == {"losses.py": "error"}

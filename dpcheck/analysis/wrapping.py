@@ -177,7 +177,15 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
         if items:
             candidates.append([items])
             continue
-        traced = instance_leaves(inner, ctx.enclosing(call, FunctionNode), ctx, flow=True)
+        scope = ctx.enclosing(call, FunctionNode)
+        items = _comprehension_items(inner, call, ctx)
+        if items is not None:  # `[nn.DataParallel(x) for x in [text_encoder, image_encoder]]`: each item
+            traced = []
+            for item in items:
+                leaves = instance_leaves(item, scope, ctx, flow=True)
+                traced = None if leaves is None or traced is None else traced + leaves
+        else:
+            traced = instance_leaves(inner, scope, ctx, flow=True)
         if traced:
             candidates.append(traced)
         else:
@@ -185,6 +193,28 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
             if _handed_in(call, ctx):
                 handed.append(call.lineno)
     return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers, handed)
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _comprehension_items(node: ast.AST | None, at: ast.AST, ctx: FileContext) -> list[ast.expr] | None:
+    """The items of the literal list or tuple that the comprehension around ``at`` binds the name
+    ``node`` to, one at a time (`[nn.DataParallel(x) for x in [text_encoder, image_encoder]]`); None
+    where ``node`` is no such name (a comprehension of one loop over a literal)."""
+    node = without_conversions(node)
+    if not isinstance(node, ast.Name):
+        return None
+    parent = ctx.parent(at)
+    while parent is not None and not isinstance(parent, _COMPREHENSIONS) and not isinstance(parent, FunctionNode):
+        parent = ctx.parent(parent)
+    if not isinstance(parent, _COMPREHENSIONS) or len(parent.generators) != 1:
+        return None
+    loop = parent.generators[0]
+    if not (isinstance(loop.target, ast.Name) and loop.target.id == node.id
+            and isinstance(loop.iter, (ast.List, ast.Tuple)) and not loop.ifs):
+        return None
+    return list(loop.iter.elts)
 
 
 def _handed_in(call: ast.Call, ctx: FileContext) -> bool:
@@ -697,7 +727,8 @@ def _name_leaves(name: str, scope: ast.AST | None, ctx: FileContext, follow, unb
                 elif isinstance(target, (ast.Tuple, ast.List)) and any(
                         isinstance(e, ast.Name) and e.id == name for e in target.elts):
                     position = next(i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name)
-                    if _returns_its_arguments(stmt.value, name, position, ctx):
+                    if _returns_its_arguments(stmt.value, name, position, ctx) \
+                            or _item_rewrapped(stmt.value, name, position, ctx):
                         continue  # (`model, optimizer = amp.initialize(model, optimizer)`: the same instance)
                     leaves = _registry_leaves(stmt.value, position, ctx) if isinstance(stmt.value, ast.Subscript) \
                         else None
@@ -768,6 +799,17 @@ def _callable_leaves(value: ast.AST, ctx: FileContext) -> list[str] | None:
     local = ctx.local_name(name)
     # (a package's `__init__` names its submodules' functions under its own prefix: `models.vit.vit_tiny`)
     return [CALL_LEAF + name] if local is None or local in ctx.module_functions or "." in local else None
+
+
+def _item_rewrapped(value: ast.AST, name: str, position: int, ctx: FileContext) -> bool:
+    """Is ``value`` a list comprehension over a literal that holds ``name`` at ``position`` and makes
+    each item the item itself, converted or wrapped (`a, b = [x.to(device) for x in [a, b]]`)?"""
+    if not isinstance(value, ast.ListComp) or len(value.generators) != 1:
+        return False
+    loop = value.generators[0]
+    return isinstance(loop.target, ast.Name) and isinstance(loop.iter, (ast.List, ast.Tuple)) and not loop.ifs \
+        and position < len(loop.iter.elts) and isinstance(loop.iter.elts[position], ast.Name) \
+        and loop.iter.elts[position].id == name and _wraps_name(value.elt, loop.target.id, ctx)
 
 
 def _class_named(value: ast.AST, ctx: FileContext) -> list[str] | None:
