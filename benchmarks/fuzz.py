@@ -43,9 +43,11 @@ def load_seeds() -> list[str]:
     for folder in SEED_FOLDERS:
         for path in sorted(folder.rglob("*.py")):
             try:
-                seeds.append(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError):
+                text = path.read_text(encoding="utf-8")
+                ast.parse(text)  # (a fixture that does not parse on purpose, a DP001 one, is no seed)
+            except (OSError, UnicodeDecodeError, SyntaxError):
                 continue
+            seeds.append(text)
     return seeds
 
 
