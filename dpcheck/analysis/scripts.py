@@ -1762,7 +1762,7 @@ def _mentions_script_token(ctx: FileContext) -> bool:
 
 def mentions_training_token(ctx: FileContext) -> bool:
     """Does the text look like a training script (``TRAINING_TOKENS``)? Asked by the script facts,
-    ``mentions_dataparallel`` and DP701 of the same file: each scan of a large file's text for
+    ``mentions_dataparallel`` and the wrapper-attribute rule of the same file: each scan of a large file's text for
     five tokens that a model library never spells costs as much as a small fact."""
     return ctx.fact(_mentions_training_token)
 
