@@ -55,10 +55,13 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.functional import parallel_functions
 from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.outputs import (
+    CodeOfNoClass,
     added_by_concatenation,
     error_when_passed,
+    function_leaves,
     gathered_class,
     optional_path,
     optional_severity,
@@ -132,6 +135,20 @@ class ScalarReturnedFromForward(Rule):
                 yield self.violation(anchor, f"forward returns a 0-dim tensor ({reason}): {consequence}",
                                      severity=severity, error_if=error_if, requires=reason_requires(reason),
                                      advice_if=advice_if)
+
+
+    def check_file(self, ctx):
+        # A plain function over a dict of weights, run as the model by a data-parallel helper of the
+        # project (szagoruyko's functional zoo): what it returns is gathered like forward's output.
+        consequence = _gather_consequence(None)
+        for run in parallel_functions(ctx):
+            plain = CodeOfNoClass(ctx)
+            for leaf, fn, anchor in function_leaves(run.fn, plain):
+                reason = scalar_reason(leaf, fn, plain)
+                if reason:
+                    yield self.violation(anchor, f"`{run.fn.name}`, run as the model by `{run.helper}`, "
+                                         f"returns a 0-dim tensor ({reason}): {consequence}",
+                                         requires=run.requires + reason_requires(reason))
 
 
 def _gather_consequence(dim: ast.AST | None) -> str:

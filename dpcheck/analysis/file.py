@@ -184,6 +184,8 @@ class FileResult:
     fresh_calls: list[str] = field(default_factory=list)
     later_calls: list[str] = field(default_factory=list)
     declared_all: list[str] | None = None
+    # Its module-level functions every return of which is 0-dim (outputs.scalar_functions).
+    scalar_functions: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -211,6 +213,7 @@ class FileResult:
                 **({"returns": {k: " ".join(v) for k, v in self.returns.items()}} if self.returns else {}),
                 **({"scalar_forwards": {k: " ".join(v) for k, v in self.scalar_forwards.items()}}
                    if self.scalar_forwards else {}),
+                **({"scalar_functions": " ".join(self.scalar_functions)} if self.scalar_functions else {}),
                 **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
                 **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
                 **({"dataparallel_attributes": {k: " ".join(v) for k, v in self.dataparallel_attributes.items()}}
@@ -297,7 +300,8 @@ class FileResult:
                    handed_wrappers=str(data.get("handed_wrappers", "")).split(),
                    fresh_calls=str(data.get("fresh_calls", "")).split(),
                    later_calls=str(data.get("later_calls", "")).split(),
-                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
+                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
+                   scalar_functions=str(data.get("scalar_functions", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:

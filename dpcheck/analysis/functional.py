@@ -19,7 +19,7 @@ import ast
 from typing import TYPE_CHECKING, NamedTuple
 
 from dpcheck.analysis.dataflow import argument
-from dpcheck.analysis.torch_api import MODULE_CONTAINERS
+from dpcheck.analysis.torch_api import MODULE_CONTAINERS, FunctionNode
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS
 
 if TYPE_CHECKING:
@@ -45,8 +45,10 @@ class FunctionalCall(NamedTuple):
 
 def parallel_helpers(ctx: FileContext) -> dict[str, list[str]]:
     """This file's module-level functions that pass parameter i as the module and parameter j as the
-    inputs of a functional data_parallel call -> [str(i), str(j)]."""
-    if "data_parallel" not in ctx.source.text:
+    inputs of a functional data_parallel call -> [str(i), str(j)]; also those that do its steps by
+    hand (``_hand_written_steps``)."""
+    text = ctx.source.text
+    if "data_parallel" not in text and "parallel_apply" not in text:
         return {}
     found: dict[str, list[str]] = {}
     for name, node in ctx.module_functions.items():
@@ -59,7 +61,62 @@ def parallel_helpers(ctx: FileContext) -> dict[str, list[str]]:
                         and module.id in params and inputs.id in params:
                     found[name] = [str(params.index(module.id)), str(params.index(inputs.id))]
                     break
+        else:
+            positions = _hand_written_steps(ctx, node, params) if "parallel_apply" in text else None
+            if positions is not None:
+                found[name] = positions
     return found
+
+
+# torch's steps of a data-parallel call: run callables on their chunks in threads, and concatenate
+# their outputs on one device.
+_PARALLEL_APPLY = frozenset({"torch.nn.parallel.parallel_apply", "torch.nn.parallel.parallel_apply.parallel_apply"})
+_GATHER = frozenset({"torch.nn.parallel.gather", "torch.nn.parallel.scatter_gather.gather"})
+
+
+def _hand_written_steps(ctx: FileContext, node: ast.FunctionDef, params: list[str]) -> list[str] | None:
+    """[str(i), str(j)] where the function does data_parallel's steps itself on its parameters i and
+    j: it hands `parallel_apply` callables made from parameter i (the parameter, or a value naming it:
+    `[partial(f, params=p) for p in replicas]`) and chunks made from parameter j (`scatter([input],
+    devices)`), and returns `gather(...)` of the outputs (szagoruyko's `utils.data_parallel(f, input,
+    params, mode, device_ids)`, which runs a function over a dict of weights); else None."""
+    fn = ctx.function(node, None)
+    if not any(isinstance(value, ast.Call) and (ctx.resolve(value.func) or "") in _GATHER
+               for value in fn.returns()):
+        return None
+    for call, name in ctx.named_calls(fn):
+        if name in _PARALLEL_APPLY and len(call.args) >= 2:
+            module = _named_parameter(call.args[0], fn, ctx, params)
+            inputs = _named_parameter(call.args[1], fn, ctx, params)
+            if module is not None and inputs is not None and module != inputs:
+                return [str(module), str(inputs)]
+    return None
+
+
+# Calls whose first argument a hand-written data-parallel step hands on whole: a callable bound to
+# options (`partial(f, params=p)`), or the values scattered over the devices.
+_HANDING_ON = frozenset({"functools.partial", "torch.nn.parallel.scatter", "torch.nn.parallel.scatter_gather.scatter"})
+
+
+def _named_parameter(value: ast.AST, fn: FunctionInfo, ctx: FileContext, params: list[str],
+                     depth: int = 0) -> int | None:
+    """The position of the one parameter that ``value`` hands on whole: the parameter, a local bound
+    to such a value, an item of a list display or comprehension of one, the callable of `partial(f,
+    ...)` or the values of `scatter(value, devices)`."""
+    if depth > 3:
+        return None
+    if isinstance(value, ast.Name):
+        if value.id in params:
+            return params.index(value.id)
+        found = {_named_parameter(v, fn, ctx, params, depth + 1) for v in fn.local_values.get(value.id, ())}
+        return found.pop() if len(found) == 1 else None
+    if isinstance(value, ast.ListComp):
+        return _named_parameter(value.elt, fn, ctx, params, depth + 1)
+    if isinstance(value, (ast.List, ast.Tuple)) and len(value.elts) == 1:
+        return _named_parameter(value.elts[0], fn, ctx, params, depth + 1)
+    if isinstance(value, ast.Call) and value.args and (ctx.resolve(value.func) or "") in _HANDING_ON:
+        return _named_parameter(value.args[0], fn, ctx, params, depth + 1)
+    return None
 
 
 def functional_calls_by_class(ctx: FileContext) -> dict[str, list[FunctionalCall]]:
@@ -106,6 +163,58 @@ def functional_calls(fn: FunctionInfo, ctx: FileContext) -> list[FunctionalCall]
                     condition = f"{PARALLEL_HELPER_CONDITION}{name}@{k}@{m}"
                     found.append(FunctionalCall(call, fn, attr, arg, inputs, (frozenset({condition}),)))
     return found
+
+
+class ParallelFunction(NamedTuple):
+    """A function of this file that a data-parallel helper of the project runs as the model (the
+    model is a plain function over a dict of weights), on ``requires``."""
+
+    fn: FunctionInfo
+    helper: str  # the helper as the call names it
+    requires: tuple[frozenset[str], ...]
+
+
+def parallel_functions(ctx: FileContext) -> list[ParallelFunction]:
+    """The functions of this file handed, by name, as the model to a helper of the project that does
+    data_parallel's steps itself (``_hand_written_steps``: `utils.data_parallel(f, inputs, params, mode,
+    range(ngpu))`, `f` a function of the calling scope or one around it): each replica runs it on its
+    chunk and gather concatenates what it returns. A helper of this file is decided here; one of
+    another file carries ``parallel_helper:<dotted name>@<position>``."""
+    if "parallel" not in ctx.source.text:
+        return []
+    helpers = parallel_helpers(ctx)
+    found: dict[int, ParallelFunction] = {}
+    for call in ctx.nodes(ast.Call):
+        if not call.args or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            continue
+        local = call.func.id if isinstance(call.func, ast.Name) and call.func.id in ctx.module_functions else None
+        name = ctx.resolve(call.func) or ""
+        if local is None and ("." not in name or name.startswith(_LIBRARY_ROOTS)
+                              or name in DATAPARALLEL_FUNCTIONS):
+            continue
+        if local is not None and local not in helpers:
+            continue
+        for k, arg in enumerate(call.args):
+            if not isinstance(arg, ast.Name) or local is not None and helpers[local][0] != str(k):
+                continue
+            requires = () if local is not None else (frozenset({f"{PARALLEL_HELPER_CONDITION}{name}@{k}"}),)
+            for node in _visible_functions(ctx, call, arg.id):
+                found.setdefault(id(node), ParallelFunction(ctx.function(node, None), ast.unparse(call.func),
+                                                            requires))
+    return list(found.values())
+
+
+def _visible_functions(ctx: FileContext, node: ast.AST, name: str) -> list[ast.FunctionDef]:
+    """The functions named ``name`` defined in the scopes around ``node`` (the functions enclosing it,
+    innermost first, then the module), each scope's own definitions (not those nested further)."""
+    named = [d for d in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef) if d.name == name]
+    scope = ctx.enclosing(node, FunctionNode)
+    while named:
+        defs = [d for d in named if ctx.enclosing(d, FunctionNode) is scope]
+        if defs or scope is None:
+            return defs
+        scope = ctx.enclosing(scope, FunctionNode)
+    return []
 
 
 def _splits_dim0(call: ast.Call) -> bool:

@@ -19,7 +19,8 @@ dpcheck.analysis.placement), ``holds_weights:<class>`` (the class may hold weigh
 not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes:<class>:<param>@<k>``
 (some call through a DataParallel wrapper of the class passes that parameter of its forward; see
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
-value when called so; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
+value when called so; see dpcheck.analysis.outputs) and ``scalar_function:<function>`` (every return of
+the function is 0-dim; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
 dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's own forward tests
 `self.<attr>`; see dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
@@ -43,7 +44,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
-from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, scalar_call
+from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, SCALAR_FUNCTION_CONDITION, scalar_call
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.reach import ImportGraph
@@ -135,6 +136,7 @@ class ClassIndex:
         self._self_placing: set[str] = set()  # classes whose constructor moves them (placement)
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
+        self._scalar_functions: set[str] = set()  # functions every return of which is 0-dim (outputs)
         self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
         self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
         # Attributes of other objects that scripts store wrappers in -> the packages of those scripts.
@@ -278,6 +280,7 @@ class ClassIndex:
         self._self_placing.update(result.self_placing)
         self._weightless.update(result.weightless)
         self._scalar_forwards.update(result.scalar_forwards)
+        self._scalar_functions.update(f"{module}.{name}" for name in result.scalar_functions)
         self._kept_modules.update(result.kept_modules)
         if result.partial_batches:
             self._wrapping_files += 1
@@ -868,14 +871,7 @@ class ClassIndex:
             # (`models.get_backbone_class()`: a call of the class the function returns; the function's
             # name is what re-exports forward)
             called = CALLED_RETURN if name.endswith(CALLED_RETURN) else ""
-            name = name.removesuffix(CALLED_RETURN)
-            for _ in range(8):
-                if name + called not in self._returns and name not in self.aliases:
-                    self._load_for(name)
-                if name + called in self._returns or name not in self.aliases:
-                    break
-                name = self.aliases[name]
-            name += called
+            name = self._function(name.removesuffix(CALLED_RETURN), self._returns, called) + called
             if name not in self._returns and not called and self.lookup(leaf[len(CALL_LEAF):]) is not None:
                 # A lower-case class of another file (MEAL-V2's `discriminatorLoss(d)`).
                 (parts if is_part else classes).append(leaf[len(CALL_LEAF):])
@@ -1027,6 +1023,23 @@ class ClassIndex:
         name, _, passed = text.rpartition(":")
         tokens = self._scalar_forwards.get(self.lookup(name) or name)
         return tokens is not None and scalar_call(tokens, passed)
+
+    def scalar_function(self, name: str) -> bool:
+        """Is every return of the function ``name`` 0-dim (outputs.scalar_functions)? The module that
+        defines it is summarised when it was not scanned; a name another module re-exports is followed."""
+        return self._function(name, self._scalar_functions) in self._scalar_functions
+
+    def _function(self, name: str, known, suffix: str = "") -> str:
+        """The function ``name`` names, as ``known`` (a summary of functions, keyed by the name and
+        ``suffix``) holds it: re-exports followed, the module that should define it summarised when
+        it was not scanned."""
+        for _ in range(8):
+            if name + suffix not in known and name not in self.aliases:
+                self._load_for(name)
+            if name + suffix in known or name not in self.aliases:
+                break
+            name = self.aliases[name]
+        return name
 
     def unresumed(self, package: str) -> bool:
         """Do the scanned files of ``package`` (the scripts beside a save) not show that every
@@ -1209,6 +1222,8 @@ class ClassIndex:
             return self.holds_weights(name)
         if f"{kind}:" == SCALAR_FORWARD_CONDITION and name:
             return self.returns_scalar(name)
+        if f"{kind}:" == SCALAR_FUNCTION_CONDITION and name:
+            return self.scalar_function(name)
         if f"{kind}:" == KEPT_MODULE_CONDITION and name:
             return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:

@@ -168,6 +168,12 @@ def returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, 
     return iter(known)
 
 
+def function_leaves(fn: FunctionInfo, plain: "CodeOfNoClass") -> Iterator[tuple[ast.AST, FunctionInfo, ast.AST]]:
+    """``returned_leaves`` of a function of no class that runs as the model (functional.parallel_functions)."""
+    for value in fn.returns():
+        yield from _leaves(value, fn, plain, 0, set(), None)
+
+
 def _returned_leaves(model: ModelClass) -> Iterator[tuple[ast.AST, FunctionInfo, ast.AST]]:
     forward = model.forward
     if forward is None:
@@ -199,6 +205,10 @@ def _leaves(node, fn, model, depth, seen, anchor):
     if isinstance(node, ast.IfExp):
         yield from _leaves(node.body, fn, model, depth + 1, seen, anchor)
         yield from _leaves(node.orelse, fn, model, depth + 1, seen, anchor)
+        return
+    if isinstance(node, ast.ListComp):
+        # `[at_loss(x, y) for x, y in zip(a, b)]`: gather walks the list; each item is what `elt` makes.
+        yield from _leaves(node.elt, fn, model, depth + 1, seen, anchor or node)
         return
     if _tuple_concatenation(node):
         # `outputs = (loss,) + outputs` (the transformers v2 heads and the scripts that copy them):
@@ -557,6 +567,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
         callee = _callee(node, fn, model)
         if callee is not None:
             return _returned_scalar(callee, None, model, depth)
+        return _imported_scalar_function(node, name, ctx)
     return reason
 
 
@@ -588,6 +599,20 @@ def _callee(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> FunctionInfo
         if node is not None:
             return model.ctx.function(node, None)
     return None
+
+
+def _imported_scalar_function(call: ast.Call, name: str, ctx: FileContext) -> str | None:
+    """`utils.at_loss(x, y)`, `dice_loss(p, y)`: a function imported from another module of the
+    project, 0-dim on the condition that every return of it is (``scalar_functions`` of its file)."""
+    if "." not in name or name.startswith(_LIBRARY_PREFIXES) or not _class_reference(call.func, ctx):
+        return None
+    found = Reason(f"`{ast.unparse(call.func)}(...)`, every return of which is one")
+    found.requires = (frozenset({f"{SCALAR_FUNCTION_CONDITION}{name}"}),)
+    return found
+
+
+# Packages whose functions no project module defines: a call of one is not looked up in the index.
+_LIBRARY_PREFIXES = ("torch.", "numpy.", "math.", "np.", "scipy.", "einops.", "builtins.")
 
 
 def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass, depth: int) -> str | None:
@@ -1161,10 +1186,46 @@ def _option_constants(test: ast.AST, options: dict) -> Iterator[tuple[str, list]
             yield sub.left.id, [e.value for e in elts if isinstance(e, ast.Constant)]
 
 
+SCALAR_FUNCTION_CONDITION = "scalar_function:"
+
+
+class CodeOfNoClass:
+    """What ``scalar_reason`` reads of a class, for code that belongs to none (a module-level
+    function, a function nested in a script's `main`): no attributes of self, no stores, no methods."""
+
+    attrs: dict = {}
+    self_stores: dict = {}
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def find_method(self, name: str, after=None) -> None:
+        return None
+
+    def function(self, node: FunctionNode, owner) -> FunctionInfo:
+        return self.ctx.function(node, owner)
+
+
+def scalar_functions(ctx: FileContext) -> list[str]:
+    """This file's module-level functions every return of which is 0-dim, in this file alone
+    (`def at_loss(x, y): return (at(x) - at(y)).pow(2).mean()`): a call of one from another file is
+    0-dim on ``scalar_function:<its dotted name>``."""
+    plain = CodeOfNoClass(ctx)
+    found = []
+    for name, node in ctx.module_functions.items():
+        fn = ctx.function(node, None)
+        returns = list(fn.returns())
+        if returns and all(_every_value_scalar(value, fn, plain) for value in returns):
+            found.append(name)
+    return found
+
+
 def summarize_scalar_forwards(ctx: FileContext, result) -> None:
-    """Fill ``result.scalar_forwards`` for the class index (see ``scalar_forwards``)."""
+    """Fill ``result.scalar_forwards`` and ``result.scalar_functions`` for the class index (see
+    ``scalar_forwards``, ``scalar_functions``)."""
     if "return" in ctx.source.text:
         result.scalar_forwards = scalar_forwards(ctx)
+        result.scalar_functions = scalar_functions(ctx)
 
 
 def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
