@@ -1019,9 +1019,10 @@ class ClassIndex:
 
     def returns_scalar(self, text: str) -> bool:
         """``<class>:<passed>``: does the class's forward return a 0-dim value when called passing
-        ``passed`` (see outputs.scalar_call)?"""
+        ``passed`` (see outputs.scalar_call)? ``<class>[k]:<passed>``: in element k of its tuples?"""
         name, _, passed = text.rpartition(":")
-        tokens = self._scalar_forwards.get(self.lookup(name) or name)
+        name, bracket, element = name.partition("[")  # `<class>[k]`: element k of the tuples it returns
+        tokens = self._scalar_forwards.get((self.lookup(name) or name) + bracket + element)
         return tokens is not None and scalar_call(tokens, passed)
 
     def scalar_function(self, name: str) -> bool:

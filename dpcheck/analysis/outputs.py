@@ -624,11 +624,38 @@ def _returned_scalar(callee: FunctionInfo, index: int | None, model: ModelClass,
                     or not -len(value.elts) <= index < len(value.elts):
                 return None
             value = value.elts[index]
+        if _constant_tensor(value, model.ctx):
+            continue  # `if x.shape[0] == 1: return torch.tensor([0.0])`: one value per replica as well
         reason = scalar_reason(value, callee, model, depth + 1)
         if reason is None:
             return None
         reasons.append(reason)
     return _reason(f"{reasons[0]}, returned by `{callee.name}()`", *reasons) if reasons else None
+
+
+# torch's factories of a tensor from data (the first two also take a bare number: a 0-dim tensor;
+# the legacy constructors read a bare int as a size), and of a filled one from a shape.
+_DATA_FACTORIES = ("torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.cuda.FloatTensor")
+_FILLED_FACTORIES = frozenset({"torch.zeros", "torch.ones"})
+
+
+def _constant_tensor(node: ast.AST, ctx: FileContext) -> bool:
+    """A tensor of one constant value: `torch.tensor(0.0)`, `torch.tensor([0], device=x.device)`,
+    `torch.zeros(1)`, `torch.zeros(())`, moved or converted (`.cuda()`, `.float()`)."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CONVERSIONS:
+        node = node.func.value
+    if not isinstance(node, ast.Call) or len(node.args) != 1:
+        return False
+    name = ctx.resolve(node.func) or ""
+    arg = node.args[0]
+    listed = isinstance(arg, (ast.List, ast.Tuple))
+    if listed and len(arg.elts) > 1:
+        return False
+    item = (arg.elts[0] if arg.elts else None) if listed else arg
+    number = isinstance(item, ast.Constant) and type(item.value) in (int, float)
+    if name in _DATA_FACTORIES:
+        return number and (listed or name in _DATA_FACTORIES[:2])
+    return name in _FILLED_FACTORIES and (item is None or number and item.value == 1)
 
 
 # Names of the values a loss module returns next to its loss for logging.
@@ -667,6 +694,10 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
             # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises).
             return not any(_sequence_value(v) for v in fn.local_values.get(node.id, ()))
         values = fn.local_values.get(node.id)
+        if not values and not isinstance(fn.node, ast.Lambda):
+            # `def forward(self, x, loss_coef=1)`: a weight the caller may set, a number by default.
+            default = parameter_defaults(fn.node.args).get(node.id)
+            return isinstance(default, ast.Constant) and type(default.value) in (int, float)
         return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
     if isinstance(node, ast.Attribute) and (attr := fn.self_attr(node)) is not None:
         return _stored_number(attr, model, resolving, depth)
@@ -877,9 +908,10 @@ SCALAR_FORWARD_CONDITION = "scalar_forward:"
 DEFAULT_VALUE = "*"
 
 
-def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | None:
+def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass, index: int | None = None) -> str | None:
     """`self.crf(emissions, tags, mask)`: a call of a module of a project class (held by `self` or
-    a local, built by one constructor) whose forward returns a 0-dim value when called so."""
+    a local, built by one constructor) whose forward returns a 0-dim value when called so (with
+    ``index``: element ``index`` of the tuples it returns, for a class of another file)."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None  # `*args`, `**kwargs`: which options it passes cannot be told
     name = _module_class(call, fn, model)
@@ -887,6 +919,10 @@ def _scalar_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> 
         return None
     passed = ",".join([str(len(call.args)), *(f"{k.arg}={_option_value(k.value) or ''}" for k in call.keywords)])
     reason = f"`{ast.unparse(call.func)}(...)`, whose `{name.rsplit('.', 1)[-1]}.forward` returns one"
+    if index is not None:
+        reason = f"element {index} of `{ast.unparse(call.func)}(...)`, which `{name.rsplit('.', 1)[-1]}.forward` " \
+                 "makes 0-dim in every tuple it returns"
+        name += _ELEMENT.format(index)
     local = model.ctx.local_name(name)
     if local is not None:  # a class of this file: decided here
         tokens = _class_scalar_tokens(model.ctx, local)
@@ -939,13 +975,14 @@ def _scalar_module_element(call: ast.Call, index: int, model: ModelClass, fn: Fu
                            depth: int) -> str | None:
     """`heads, loss = self.heads(x)` (element ``index`` of a module call): why that element is 0-dim
     where the module is of a class of this file whose forward returns tuples, each one long enough
-    to have it holding a 0-dim value there (a return too short cannot be the one unpacked so), or None."""
+    to have it holding a 0-dim value there (a return too short cannot be the one unpacked so), or None.
+    A class of another file is decided by its summary (``scalar_forwards``, the element's entry)."""
     name = _module_class(call, fn, model)
     local = model.ctx.local_name(name) if name else None
     held = _models_by_name(model.ctx).get(local) if local else None
     forward = held.forward if held is not None else None
     if forward is None:
-        return None
+        return _scalar_module_call(call, fn, model, index) if name and local is None else None
     reasons = []
     for value in forward.returns():
         if not isinstance(value, (ast.Tuple, ast.List)) or any(isinstance(e, ast.Starred) for e in value.elts):
@@ -1013,7 +1050,27 @@ def _find_scalar_forwards(ctx: FileContext) -> dict[str, list[str]]:
         tokens = _class_scalar_tokens(ctx, name)
         if tokens is not None:
             found[info.qualname] = tokens
+        # `y, aux_loss = self.moe(x)` in another file: element k of a forward that returns tuples.
+        model = ctx.fact(_models_by_name).get(name)
+        forward = model.forward if model is not None else None
+        if forward is not None and forward.owner is model.info:
+            for index in range(_tuple_length(forward)):
+                tokens = _scalar_forward_tokens(model, forward, index)
+                if tokens is not None:
+                    found[f"{info.qualname}{_ELEMENT.format(index)}"] = tokens
     return found
+
+
+# How a summary names element k of what a class's forward returns (`pkg.layers.MoE[1]`).
+_ELEMENT = "[{}]"
+
+
+def _tuple_length(forward: FunctionInfo) -> int:
+    """The length of the tuples forward returns where every return is a tuple display of that one
+    length (no starred item), else 0."""
+    lengths = {len(v.elts) if isinstance(v, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in v.elts)
+               else 0 for v in forward.returns()}
+    return lengths.pop() if len(lengths) == 1 else 0
 
 
 _PENDING = object()
@@ -1044,7 +1101,8 @@ def _models_by_name(ctx: FileContext) -> dict[str, ModelClass]:
     return {model.name: model for model in file_models(ctx)}
 
 
-def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str] | None:
+def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo, index: int | None = None) -> list[str] | None:
+    """``scalar_forwards``' tokens of forward's returns (of element ``index`` of each, a tuple display)."""
     returns = [node for node in forward.nodes(ast.Return)
                if node.value is not None and forward.enclosing(node, FunctionNode) is forward.node]
     if not returns:
@@ -1065,7 +1123,8 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo) -> list[str
         reachable = [n for n in returns if _reachable(n, forward, values)]
         for node in reachable:
             if id(node) not in memo:
-                memo[id(node)] = _every_value_scalar(node.value, forward, model)
+                memo[id(node)] = _every_value_scalar(
+                    node.value if index is None else node.value.elts[index], forward, model)
             if not memo[id(node)]:
                 return False
         return bool(reachable)
@@ -1095,7 +1154,11 @@ def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> b
     each returned value; a summary must hold for all of them, and a layer's output usually disproves it
     at its first value.)"""
     if isinstance(node, ast.Name):
-        values = fn.local_values.get(node.id)
+        # `loss *= loss_coef`, `loss = loss / n`: a 0-dim total weighed by a number stays 0-dim (it is
+        # the other values that decide).
+        values = [v for v in fn.local_values.get(node.id, ()) if not (
+            isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == node.id
+            and isinstance(v.op, _ARITHMETIC) and _python_number(v.right, fn, model, frozenset()))]
         if not values:
             return False
         if len(values) > 1:
