@@ -12,7 +12,20 @@ means). Also what a module of
 a project class returns, of this file or another, where every return of that class's forward
 that can run with the options the call passes is 0-dim (`loss = self.crf(emissions, tags)`,
 pytorch-crf's mean log-likelihood, unless the call asks for `reduction="none"`); an option given
-by position or with a value the call does not show is not guessed at.
+by position or with a value the call does not show is not guessed at. Element k of such a call
+(`y, aux_loss = self.gate(x)`) is 0-dim where every tuple that forward returns holds a 0-dim value
+there (a sparsely gated mixture's load-balancing loss). A function imported from another module of
+the project is 0-dim where every return of it is (`utils.at_loss(x, y)`); a helper's return of a
+constant one-value tensor (`if x.shape[0] == 1: return torch.tensor([0])`) leaves the others to
+decide, and a 0-dim total weighed by a number (`loss *= loss_coef`, a parameter with a numeric
+default) stays 0-dim. Each item of a returned list comprehension is a returned value.
+
+A plain function over a dict of weights that a helper of the project runs as the model is checked
+like forward: the helper does DataParallel's steps itself (`parallel_apply` over callables made
+from its parameter, `partial(f, params=p)`, on chunks `scatter` makes of another, and returns
+`gather(...)` of the outputs: szagoruyko's `utils.data_parallel(f, inputs, params, mode,
+range(ngpu))`), and the function handed to it by name is one defined in the calling scope or one
+around it.
 
 ## Why is this bad?
 DataParallel gathers outputs by concatenating them along dim 0. A 0-dim tensor has no
