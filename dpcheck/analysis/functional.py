@@ -182,11 +182,14 @@ def parallel_functions(ctx: FileContext) -> list[ParallelFunction]:
     another file carries ``parallel_helper:<dotted name>@<position>``."""
     if "parallel" not in ctx.source.text:
         return []
-    helpers = parallel_helpers(ctx)
+    defined = {d.name for d in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
+    helpers = None
     found: dict[int, ParallelFunction] = {}
     for call in ctx.nodes(ast.Call):
-        if not call.args or not isinstance(call.func, (ast.Name, ast.Attribute)):
-            continue
+        if not any(isinstance(a, ast.Name) and a.id in defined for a in call.args) \
+                or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            continue  # (handed no function of this file by name: most calls, cheaply)
+        helpers = parallel_helpers(ctx) if helpers is None else helpers
         local = call.func.id if isinstance(call.func, ast.Name) and call.func.id in ctx.module_functions else None
         name = ctx.resolve(call.func) or ""
         if local is None and ("." not in name or name.startswith(_LIBRARY_ROOTS)

@@ -1053,12 +1053,29 @@ def _find_scalar_forwards(ctx: FileContext) -> dict[str, list[str]]:
         # `y, aux_loss = self.moe(x)` in another file: element k of a forward that returns tuples.
         model = ctx.fact(_models_by_name).get(name)
         forward = model.forward if model is not None else None
-        if forward is not None and forward.owner is model.info:
-            for index in range(_tuple_length(forward)):
+        length = _tuple_length(forward) if forward is not None and forward.owner is model.info else 0
+        if length and _may_reduce(model.in_forward):
+            for index in range(length):
                 tokens = _scalar_forward_tokens(model, forward, index)
                 if tokens is not None:
                     found[f"{info.qualname}{_ELEMENT.format(index)}"] = tokens
     return found
+
+
+def _may_reduce(fns: list[FunctionInfo], ctx: FileContext | None = None) -> bool:
+    """Can these functions make a 0-dim value at all: does one of them call a full reduction (no
+    dim), a loss function, something named like a loss or criterion, or (with ``ctx``) a module-level
+    function of the file? A cheap test that spares the summaries most functions and layers."""
+    for fn in fns:
+        for call in fn.nodes(ast.Call):
+            func = call.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            lowered = last.lower()
+            if last in _FULL_REDUCTIONS and not _has_dim(call) or last in _LOSS_FUNCTIONS \
+                    or "loss" in lowered or "crit" in lowered \
+                    or ctx is not None and isinstance(func, ast.Name) and last in ctx.module_functions:
+                return True
+    return False
 
 
 # How a summary names element k of what a class's forward returns (`pkg.layers.MoE[1]`).
@@ -1278,7 +1295,7 @@ def scalar_functions(ctx: FileContext) -> list[str]:
     for name, node in ctx.module_functions.items():
         fn = ctx.function(node, None)
         returns = list(fn.returns())
-        if returns and all(_every_value_scalar(value, fn, plain) for value in returns):
+        if returns and _may_reduce([fn], ctx) and all(_every_value_scalar(value, fn, plain) for value in returns):
             found.append(name)
     return found
 
