@@ -694,10 +694,6 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
             # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises).
             return not any(_sequence_value(v) for v in fn.local_values.get(node.id, ()))
         values = fn.local_values.get(node.id)
-        if not values and not isinstance(fn.node, ast.Lambda):
-            # `def forward(self, x, loss_coef=1)`: a weight the caller may set, a number by default.
-            default = parameter_defaults(fn.node.args).get(node.id)
-            return isinstance(default, ast.Constant) and type(default.value) in (int, float)
         return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
     if isinstance(node, ast.Attribute) and (attr := fn.self_attr(node)) is not None:
         return _stored_number(attr, model, resolving, depth)
