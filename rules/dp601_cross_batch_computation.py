@@ -6,7 +6,8 @@ tensors computed from forward's inputs: reductions and normalisations over dim 0
 similarity matrices (`q @ k.T`, `torch.mm(a, b.t())` of two batch tensors), labels
 from `torch.arange(batch_size)` (contrastive losses), order statistics over every element of a
 batch tensor whose value then meets the samples or the returned value (`torch.median(x)`,
-`x.quantile(q)` without a dim, `x.view(-1).topk(k)`, `torch.median(x[x > 0])`), and samples
+`x.quantile(q)` without a dim, `x.view(-1).topk(k)`, `torch.median(x[x > 0])`), extremes over every
+element that divide the samples (`x / x.abs().max()`, `(z - z.min()) / (z.max() - z.min())`), and samples
 paired by strided slices of the batch dim (`x[0::2] * lam + x[1::2] * (1 - lam)`).
 
 ## Why is this bad?
@@ -31,6 +32,15 @@ only logged is not. Sorts are left out (a sort of a flattened tensor mostly grou
 dispatch, a permutation undone later). A loop over a parameter is read as a loop over the samples
 unless the parameter is annotated as a list of tensors (`List[torch.Tensor]`, a discriminator's
 per-scale outputs), whose items are batch tensors.
+
+An extreme over all elements (`x.max()`, `torch.amin(x)`, no dim) differs under a split too (the
+batch's maximum lies in one chunk only). It is reported where it divides the samples: as the
+divisor (`x / x.abs().max()`, scores divided by the batch's largest distance through
+`torch.maximum(one, torch.max(s))`), or both ends of a min-max normalisation of every point of every
+sample (`(z - z.min()) / (z.max() - z.min())`), in whatever layout the tensor holds the samples
+(stacked on a new leading dim, permuted). Extremes are mostly lengths, bounds and tests
+(`torch.arange(lengths.max())`, `if x.max() > 1`) or a shift before a softmax (`x - x.max()`, which
+the softmax undoes): those are not reported.
 
 Samples paired by two strided slices of dim 0 with the same step and different starts (mixup
 partners or siamese pairs laid out interleaved) are paired within each replica's chunk: a chunk
@@ -152,8 +162,14 @@ class CrossBatchComputation(Rule):
                     if found:
                         yield found
                 elif (statistic := _order_statistic(node, last, fn, model.ctx)) is not None:
-                    if _applied_to_batch(node, fn):
-                        yield self.violation(node, f"{statistic} over all elements of a batch tensor in forward: "
+                    if statistic in _WHOLE_TENSOR_EXTREMES:
+                        if _scales_batch(node, fn):
+                            yield self.violation(node, f"`{statistic}` over all elements of a batch tensor scales "
+                                                 "the samples in forward: each DataParallel replica takes it over "
+                                                 "its own slice, so the samples are normalised by another value "
+                                                 "than on one device")
+                    elif _applied_to_batch(node, fn):
+                        yield self.violation(node, f"`{statistic}` over all elements of a batch tensor in forward: "
                                              "each DataParallel replica takes it over its own slice, so the "
                                              "samples it is applied to get another value than on one device")
                 elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
@@ -426,6 +442,9 @@ def _used_as_targets(call, fn, model) -> bool:
 # Order statistics over every element when given no dim (torch's and the tensor method's, and the
 # position of the dim among the call's arguments after the tensor).
 _WHOLE_TENSOR_STATISTICS = {"median": 0, "nanmedian": 0, "quantile": 1, "nanquantile": 1}
+# Extremes over every element when called on the tensor alone (`x.max()`, `torch.amin(x)`); with
+# any other argument they are taken along a dim or elementwise against another tensor.
+_WHOLE_TENSOR_EXTREMES = frozenset({"max", "min", "amax", "amin"})
 # Order statistics along one dim (the last by default): over all elements of a flattened tensor.
 # Sorts are left out: a sort of a flattened tensor mostly groups tokens (MoE dispatch by expert),
 # a permutation undone later, not a selection.
@@ -433,10 +452,10 @@ _ALONG_DIM_STATISTICS = {"kthvalue": 1, "topk": 1}
 
 
 def _order_statistic(call, last, fn, ctx) -> str | None:
-    """`torch.median(x)`, `x.quantile(q)` (no dim), `x.view(-1).topk(k)`, `torch.kthvalue(x.flatten(), k)`:
-    an order statistic over all elements of a batch tensor (or of a boolean-mask selection from
-    one, `x[x > 0]`, which takes elements of every sample): what it says; else None. Any split
-    of the batch changes it, even into equal chunks."""
+    """`torch.median(x)`, `x.quantile(q)` (no dim), `x.view(-1).topk(k)`, `torch.kthvalue(x.flatten(), k)`,
+    `x.max()`, `torch.amin(x)` (no dim): an order statistic over all elements of a batch tensor, in
+    any layout (or of a boolean-mask selection from one, `x[x > 0]`, which takes elements of every
+    sample): its name; else None. Any split of the batch changes it, even into equal chunks."""
     func = call.func
     if last:
         if not call.args:
@@ -448,6 +467,9 @@ def _order_statistic(call, last, fn, ctx) -> str | None:
         return None
     if name in _WHOLE_TENSOR_STATISTICS:
         if dim_argument(call, first + _WHOLE_TENSOR_STATISTICS[name]) is not None:
+            return None
+    elif name in _WHOLE_TENSOR_EXTREMES:
+        if len(call.args) > first or call.keywords:
             return None
     elif name in _ALONG_DIM_STATISTICS:
         dim = dim_argument(call, first + _ALONG_DIM_STATISTICS[name])
@@ -462,14 +484,47 @@ def _order_statistic(call, last, fn, ctx) -> str | None:
     operand = _elementwise_operand(operand, fn, ctx)
     if not (_batch_value(operand, fn) or _masked_selection(operand, fn)):
         return None
-    return f"`{name}`"
+    return name
 
 
 def _batch_value(node, fn) -> bool:
-    """A batch tensor (``is_batch_tensor``), or arithmetic on one, or an item of a list of them."""
+    """A batch tensor (``is_batch_tensor``), or arithmetic on one, or an item of a list of them, or a
+    local holding every sample's elements in another layout (``_rearranged_batch``)."""
     if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
         return _batch_value(node.left, fn) or _batch_value(node.right, fn)
-    return is_batch_tensor(node, fn) or isinstance(node, ast.Name) and node.id in _tensor_list_items(fn)
+    return is_batch_tensor(node, fn) or isinstance(node, ast.Name) and (
+        node.id in _tensor_list_items(fn) or _rearranged_batch(node.id, fn))
+
+
+# Steps that lay a tensor's elements out anew and keep every one of them.
+_REARRANGING = frozenset({"permute", "transpose", "t", "T", "mT", "swapaxes", "swapdims", "movedim", "view",
+                          "reshape", "flatten", "contiguous", "float", "abs"})
+
+
+def _rearranged_batch(name, fn, depth=0) -> bool:
+    """Is every binding of local ``name`` a tensor holding all the elements of a batch tensor, whatever
+    its dims: a reorder or reshape of one, or `torch.stack`/`torch.cat` of a list with one among its
+    items (SMART's `score_1 = torch.stack([(h - t) * sel, ...], dim=0)`, the batch in dim 1)? An
+    order statistic over all its elements takes the replica's slice alike."""
+    values = fn.local_values.get(name, ())
+    return depth < 3 and bool(values) and all(_holds_batch(v, fn, depth + 1) for v in values)
+
+
+def _holds_batch(node, fn, depth) -> bool:
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        return _holds_batch(node.left, fn, depth) or _holds_batch(node.right, fn, depth)
+    if is_batch_tensor(node, fn):
+        return True
+    if isinstance(node, ast.Name):
+        return _rearranged_batch(node.id, fn, depth)
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    func = node.func
+    if isinstance(func.value, ast.Name) and func.value.id == "torch":
+        if func.attr in ("stack", "cat") and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return any(_holds_batch(item, fn, depth) for item in node.args[0].elts)
+        return func.attr in _REARRANGING and bool(node.args) and _holds_batch(node.args[0], fn, depth)
+    return func.attr in _REARRANGING and _holds_batch(func.value, fn, depth)
 
 
 _SEQUENCE_TYPES = frozenset({"List", "list", "Sequence", "Tuple", "tuple", "Iterable"})
@@ -596,7 +651,72 @@ def _applied_to_batch(node, fn, depth=0) -> bool:
     return False
 
 
+# Reads of a tensor's metadata: `x.size(1)` in `max_len - x.size(1)` is a number, not the samples.
+_METADATA = frozenset({"shape", "size", "dim", "ndim", "device", "dtype"})
+
+
 def _meets_batch(node, fn) -> bool:
-    """Does the expression hold a batch tensor (itself or an operand of its arithmetic)?"""
-    return any(_batch_value(sub, fn) for sub in ast.walk(node)
-               if isinstance(sub, (ast.Name, ast.Attribute, ast.Call)))
+    """Does the expression hold a batch tensor (itself or an operand of its arithmetic), other than
+    by a read of its sizes?"""
+    work = [node]
+    while work:
+        sub = work.pop()
+        read = sub.func if isinstance(sub, ast.Call) else sub
+        if isinstance(read, ast.Attribute) and read.attr in _METADATA:
+            continue
+        if isinstance(sub, (ast.Name, ast.Attribute, ast.Call)) and _batch_value(sub, fn):
+            return True
+        work.extend(ast.iter_child_nodes(sub))
+    return False
+
+
+# Elementwise steps between an extreme and the division it takes part in (`torch.maximum(one, x.max())`,
+# `x.abs().max() + eps`, `.clamp(min=eps)`).
+_ELEMENTWISE_WRAPPERS = frozenset({"maximum", "minimum", "clamp", "clamp_min", "clip", "abs", "float", "to",
+                                   "detach"})
+
+
+def _scales_batch(node, fn, depth=0) -> bool:
+    """Does the extreme divide the samples? It is in the divisor of a division of a batch tensor
+    (`x / x.abs().max()`, `s / torch.maximum(one, torch.max(s))`), or in the dividend of one whose
+    divisor holds an extreme too, the numerator of a min-max normalisation (`(z - z.min()) / (z.max()
+    - z.min())`); through arithmetic, elementwise wrappers and a local name (`peak = x.max()` then
+    `x / peak`). An extreme that is only a shift (`x - x.max()` before a softmax, which the softmax
+    undoes), a length, a bound or a test scales nothing."""
+    if depth > 4:
+        return False
+    child, parent = node, fn.parent(node)
+    while parent is not None:
+        if isinstance(parent, ast.BinOp):
+            if isinstance(parent.op, ast.Div):
+                other = parent.left if child is parent.right else parent.right
+                if not _meets_batch(other, fn):
+                    return False
+                return child is parent.right or _holds_extreme(parent.right)
+        elif isinstance(parent, ast.Call):
+            func = parent.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("div", "true_divide") and child is not func:
+                divisor = parent.args[-1] if parent.args else None
+                dividend = func.value if len(parent.args) == 1 and isinstance(func, ast.Attribute) \
+                    else parent.args[0] if len(parent.args) == 2 else None
+                return child is divisor and dividend is not None and _meets_batch(dividend, fn)
+            if name not in _ELEMENTWISE_WRAPPERS:
+                return False
+        elif isinstance(parent, ast.Assign):
+            if len(parent.targets) != 1 or not isinstance(parent.targets[0], ast.Name):
+                return False
+            return any(_scales_batch(use, fn, depth + 1)
+                       for use in _uses_until_rebound(parent.targets[0].id, parent, fn))
+        elif not isinstance(parent, (ast.Attribute, ast.keyword, ast.UnaryOp)):
+            return False
+        child, parent = parent, fn.parent(parent)
+    return False
+
+
+def _holds_extreme(node) -> bool:
+    """Does the expression take an extreme over all elements (`z.max() - z.min()`)?"""
+    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+               and sub.func.attr in _WHOLE_TENSOR_EXTREMES and not sub.keywords
+               and len(sub.args) == (1 if isinstance(sub.func.value, ast.Name) and sub.func.value.id == "torch" else 0)
+               for sub in ast.walk(node))

@@ -24,6 +24,11 @@ mask bound only to a comparison, its `~`/`&`/`|`, or `.any`/`.all`/`.max`/`.min`
 one): boolean indexing flattens the masked dims, so the leading dim counts matches across the
 replica's chunk, not its samples. Rows picked by an index tensor (`tids[best]`) stay reported.
 
+The positions where a mask over the chunk's rows holds, `(kind == 0).nonzero().squeeze()`, used to
+index a batch tensor (`x[idx]`), are reported too: the count of matches follows the chunk's samples
+(one proposal of a kind per video), and a replica with one match squeezes its (1, 1) index to 0-dim,
+so `x[idx]` returns one row without its leading dim (`index_select` keeps it: not reported).
+
 Nor where the squeezed value is used only in elementwise arithmetic with a batch-major tensor of
 the chunk (`self.w(x).squeeze() * mask`, `out1 = torch.squeeze(h)` then `out1 + out2`, or a helper
 of the file that does only that with it, `mask_logits(self.w(x).squeeze(), mask)`): broadcasting
@@ -92,6 +97,11 @@ class SqueezeWithoutDim(Rule):
                 elif resolve(func) == "torch.squeeze" and len(call.args) == 1 and not call.keywords:
                     receiver = call.args[0]
                 else:
+                    continue
+                if _squeezed_match_index(receiver, call, fn):
+                    yield self.violation(call, "`squeeze()` of a `nonzero()` index in forward: a DataParallel "
+                                         "replica whose chunk has one match gets a 0-dim index, and the rows "
+                                         "it selects lose their leading dimension")
                     continue
                 if _batch_rooted(receiver, fn) and not _shape_neutral(call, fn) \
                         and not _rank_query(call, fn) and not _rank_guarded(call, receiver, fn, resolve) \
@@ -472,6 +482,41 @@ def _reduced(node, fn) -> bool:
     return isinstance(parent, ast.Attribute) and parent.attr in _SCALAR_REDUCTIONS \
         and isinstance(fn.parent(parent), ast.Call) and fn.parent(parent).func is parent \
         and not fn.parent(parent).args and not fn.parent(parent).keywords
+
+
+_INDEX_LISTS = frozenset({"nonzero", "argwhere"})
+
+
+def _squeezed_match_index(receiver, call, fn) -> bool:
+    """`idx = (kind == 0).nonzero().squeeze()` then `x[idx]`: the positions where a mask of the chunk's
+    rows holds, squeezed from (k, 1) to (k,), index a batch tensor. Their count follows the samples
+    of the chunk (one proposal of a kind per video): a replica with one match squeezes to a 0-dim
+    index, and `x[idx]` returns one row without its leading dim, which gather cannot put next to the
+    other replicas' (k, ...) rows. (`index_select` keeps the dim for a 0-dim index: not reported.)"""
+    func = receiver.func if isinstance(receiver, ast.Call) else None
+    if not isinstance(func, ast.Attribute) or func.attr not in _INDEX_LISTS or receiver.args:
+        return False
+    torch_call = isinstance(func.value, ast.Name) and func.value.id == "torch"
+    mask = receiver.args[0] if torch_call and receiver.args else None if torch_call else func.value
+    if mask is None or not any(is_batch_tensor(n, fn) for n in ast.walk(mask) if isinstance(n, ast.Name)):
+        return False
+    uses = [call]
+    target = fn.parent(call)
+    if isinstance(target, ast.Assign) and target.value is call and len(target.targets) == 1 \
+            and isinstance(target.targets[0], ast.Name):
+        name = target.targets[0].id
+        if len(fn.local_values.get(name, ())) != 1:
+            return False  # rebound elsewhere: which value a read sees is unclear
+        uses = [n for n in fn.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]
+    return any(_indexes_batch(use, fn) for use in uses)
+
+
+def _indexes_batch(index, fn) -> bool:
+    """Is ``index`` the subscript of a batch tensor, alone or first of a tuple (`x[idx]`, `x[idx, :]`)?"""
+    parent = fn.parent(index)
+    if isinstance(parent, ast.Tuple) and parent.elts and parent.elts[0] is index:
+        index, parent = parent, fn.parent(parent)
+    return isinstance(parent, ast.Subscript) and parent.slice is index and is_batch_tensor(parent.value, fn)
 
 
 def _batch_rooted(node, fn) -> bool:
