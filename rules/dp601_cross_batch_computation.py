@@ -73,8 +73,8 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import (argument, batch_derived, dim_argument, is_batch_tensor, pairwise_over_batch,
-                                      passed_values)
+from dpcheck.analysis.dataflow import (argument, batch_derived, dim_argument, fixed_off_by_callers, is_batch_tensor,
+                                      pairwise_over_batch, passed_values)
 from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
@@ -153,15 +153,17 @@ class CrossBatchComputation(Rule):
                 last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
                 if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
                         and _dim_zero(node, first_positional=0) and is_batch_tensor(_elementwise_operand(func.value, fn, model.ctx), fn):
-                    found = self._reduction(node, f"`.{func.attr}` over dim 0", fn)
+                    found = self._reduction(model, node, f"`.{func.attr}` over dim 0", fn)
                     if found:
                         yield found
                 elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
                         and is_batch_tensor(_elementwise_operand(node.args[0], fn, model.ctx), fn):
-                    found = self._reduction(node, f"`{ast.unparse(func)}` over dim 0", fn)
+                    found = self._reduction(model, node, f"`{ast.unparse(func)}` over dim 0", fn)
                     if found:
                         yield found
                 elif (statistic := _order_statistic(node, last, fn, model.ctx)) is not None:
+                    if fixed_off_by_callers(model, fn, node):
+                        continue  # in an arm of a helper's flag that no call from forward takes
                     if statistic in _WHOLE_TENSOR_EXTREMES:
                         if _scales_batch(node, fn):
                             yield self.violation(node, f"`{statistic}` over all elements of a batch tensor scales "
@@ -220,9 +222,9 @@ class CrossBatchComputation(Rule):
                 yield self.violation(call, f"`{callee}` {_PAIRING_MESSAGE[0].lower()}{_PAIRING_MESSAGE[1:]}",
                                      severity=Severity.WARNING, requires=requires, **guard)
 
-    def _reduction(self, node, what, fn):
+    def _reduction(self, model, node, what, fn):
         use = _reduction_use(node, fn)
-        if use == "unused":
+        if use == "unused" or fixed_off_by_callers(model, fn, node):
             return None
         if use == "fallback":
             return self.violation(node, f"{what} of a batch tensor in forward, used only as the fallback of "

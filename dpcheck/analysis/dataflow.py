@@ -962,6 +962,52 @@ def _called_only_behind_option(model: ModelClass, fn: FunctionInfo, built_by: se
     return bool(calls) and all(_behind_option(model, method, call, built_by, trail) for method, call in calls)
 
 
+def fixed_off_by_callers(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> bool:
+    """Does ``node`` sit in an arm of `if flag:` (`if not flag:`) in helper method ``fn`` that no call
+    from forward's code takes? ``flag`` is a parameter of ``fn``, not rebound, and every call of
+    `self.<fn>(...)` in the methods forward runs (at least one) passes it the same constant: written
+    out, left at a constant default, or `self.x` that the class sets once, to a constant (SMART's
+    `score_func=self.dist_score` with `self.dist_score = True`, whose `else:` arm never runs)."""
+    if fn.owner is None or fn.name in ("forward", "__init__"):
+        return False
+    params = parameters_of(fn)
+    child, cur = node, fn.parent(node)
+    while cur is not None and cur is not fn.node:
+        if isinstance(cur, ast.If) and child is not cur.test:
+            test, negated = cur.test, False
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, negated = test.operand, True
+            if isinstance(test, ast.Name) and test.id in params and test.id not in fn.local_values:
+                value = _value_every_call_passes(model, fn, test.id, params)
+                if value is not _MISSING and (bool(value) != negated) != any(child is s for s in cur.body):
+                    return True
+        child, cur = cur, fn.parent(cur)
+    return False
+
+
+def _value_every_call_passes(model: ModelClass, fn: FunctionInfo, name: str, params: list[str]):
+    """The constant every call of helper ``fn`` from forward's code passes for parameter ``name``
+    (see ``fixed_off_by_callers``), or _MISSING."""
+    position, default = params.index(name), parameter_defaults(fn.node.args).get(name)
+    values = []
+    for method in model.in_forward:
+        for call in method.nodes(ast.Call):
+            if method.self_attr(call.func) != fn.name:
+                continue
+            passed = keyword(call, name) or (call.args[position] if position < len(call.args) else None)
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return _MISSING
+            value = passed if passed is not None else default
+            attr = method.self_attr(value) if value is not None else None
+            facts = model.attrs.get(attr) if attr is not None else None
+            if facts is not None and len(facts.assignments) == 1:
+                value = facts.assignments[0][1]
+            values.append(_literal(value) if value is not None else _MISSING)
+    if not values or any(v is _MISSING for v in values) or len(set(map(repr, values))) != 1:
+        return _MISSING
+    return values[0]
+
+
 # Said of a finding that ``behind_non_default_option`` made a warning (latent: the hazard is real only
 # when the option is changed), after the rule's own message.
 OPTION_PATH_NOTE = " (on a path behind a non-default option: only when that option is changed)"
