@@ -4,21 +4,37 @@ Flags values with a data-dependent size that reach forward's return value:
 `torch.unique`, `nonzero`, `masked_select`, `argwhere`, one-argument `torch.where`, and
 boolean-mask indexing (`x[x > 0]`, `x[mask]`).
 
+Also flags, in any module's forward (a layer's too), the longest length of the replica's own
+chunk (`lengths.max()`, `torch.max(lengths)`, `max(lens)` over values computed from forward's
+arguments) where it sizes a tensor forward returns: as a size (`torch.zeros(B, max_len, D)`,
+`arange(max_len)`, `expand(B, max_len, -1)`), a slice bound (`x[:, :max_len]`) or an argument of
+a call that builds from it (`make_mask(lengths, max_len)`), followed through local names and the
+operations that keep sizes. Not a maximum over attributes of self or constants, nor a size a
+reduction over dim 1 (or over everything) removes, nor a buffer of a fixed size it is copied into
+(`out[:, :max_len] = x[:, :max_len]`). `pad_packed_sequence`'s `total_length` is DP405's.
+
 ## Why is this bad?
 Each replica computes them on its own chunk and gather concatenates the pieces:
 `unique` returns duplicates (`[1, 2, 3, 1, 2, 3]`), `nonzero` returns chunk-local
 indices (`[1, 3, 1, 3]`), and 2-D results with different sizes per replica fail with
 `Input tensor at index 1 has invalid shape`. Nothing warns in the 1-D case.
+A tensor as long as the chunk's longest sample is as long on each replica as that replica's
+longest sample: gather fails with `Gather got an input of invalid size` (Parallel-Tacotron2's
+upsampled mel frames, sized by `mel_len.max().item()`) once the chunks' longest lengths differ.
 
 ## How to fix
-Return the dense tensor (or a mask) from forward and compute these after gather.
+Return the dense tensor (or a mask) from forward and compute these after gather. Size
+outputs by a length every replica shares: the padded input's `x.size(1)`, a configured
+maximum, or a `max_len` argument computed on the whole batch before the DataParallel call.
 """
 
 from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.analysis.bindings import reaching_assignment
+from dpcheck.analysis.dataflow import dim_argument, parameters_of
+from dpcheck.analysis.outputs import gathered_verdict, optional_severity, returned_leaves
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -36,8 +52,8 @@ class DataDependentOutputSize(Rule):
     forward_code_only = True
     confirms = frozenset({
         K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})
-    summary = "unique/nonzero/masked_select/boolean-mask results returned from forward gather wrongly"
-    fix_hint = "Return dense tensors or masks and compute unique/nonzero after the forward pass"
+    summary = "unique/nonzero/boolean-mask results, or sizes of the chunk's longest sample, returned from forward gather wrongly"
+    fix_hint = "Return dense tensors or masks of sizes every replica shares; compute unique/nonzero after the forward pass"
     bad_example = """
         class Vocab(nn.Module):
             def forward(self, ids):
@@ -52,15 +68,46 @@ class DataDependentOutputSize(Rule):
     """
 
     def check_class(self, model):
-        if not gathered_class(model):
+        # What a layer computes from unique/nonzero is usually consumed inside its parent; a
+        # length padded to the chunk's longest sample is not undone by it (see _chunk_sized).
+        gathered, condition = gathered_verdict(model)
+        requires = (frozenset({condition}),) if condition else ()
+        if gathered:
+            for leaf, fn, anchor in returned_leaves(model):
+                why = _data_dependent(leaf, fn, model, 0)
+                if why:
+                    yield self.violation(anchor, f"forward returns {why}, whose size depends on the data: "
+                                         "DataParallel concatenates per-replica results (duplicates, "
+                                         "chunk-local indices, or a gather shape error)",
+                                         severity=optional_severity(anchor, model, leaf), requires=requires)
+        yield from self._sized_by_longest(model, gathered, requires)
+
+    def _sized_by_longest(self, model, gathered, condition):
+        """Outputs sized by the chunk's longest sample, at the maximum that sizes them. Reported in
+        any module: as an error where the class is the gathered one (on the cross-file condition
+        that decides it, a warning otherwise), as a warning in a layer, whose parent may reduce
+        the length away before anything is gathered (attention over it, a pooled sum)."""
+        if not _may_take_chunk_maximum(model):
             return
+        resolve = model.ctx.resolve
+        sized: dict[int, tuple[ast.AST, Severity]] = {}
         for leaf, fn, anchor in returned_leaves(model):
-            why = _data_dependent(leaf, fn, model, 0)
-            if why:
-                yield self.violation(anchor, f"forward returns {why}, whose size depends on the data: "
-                                     "DataParallel concatenates per-replica results (duplicates, "
-                                     "chunk-local indices, or a gather shape error)",
-                                     severity=optional_severity(anchor, model, leaf))
+            longest = _chunk_sized(leaf, fn, resolve)
+            if longest is None:
+                continue
+            severity = optional_severity(anchor, model, leaf) or Severity.ERROR
+            if id(longest) not in sized or severity is Severity.ERROR:
+                sized[id(longest)] = (longest, severity)
+        for longest, severity in sized.values():
+            error_if = ()
+            if not gathered:
+                severity = Severity.WARNING
+            elif condition and severity is Severity.ERROR:
+                severity, error_if = Severity.WARNING, condition
+            yield self.violation(longest, f"forward returns a tensor sized by `{ast.unparse(longest)}`, the "
+                                 "longest length in the replica's own chunk: DataParallel replicas return "
+                                 "different sizes past the batch dim and gather fails",
+                                 severity=severity, error_if=error_if)
 
 
 def _data_dependent(node, fn, model, depth) -> str | None:
@@ -101,3 +148,226 @@ def _is_mask(index, fn) -> bool:
             isinstance(v, ast.BinOp) and isinstance(v.op, (ast.BitAnd, ast.BitOr))) for v in values)
     return False
 
+
+
+
+# --- Tensors sized by the longest sample of the replica's own chunk ---------------------------
+
+# Calls whose arguments are sizes of the tensor they make (allocators, `arange`, and the
+# reshapes and broadcasts that take sizes): a chunk's maximum among them sizes the result.
+_SIZED_BY_ARGUMENTS = frozenset({
+    "zeros", "ones", "empty", "full", "rand", "randn", "arange", "new_zeros", "new_ones", "new_empty",
+    "new_full", "expand", "view", "reshape", "repeat", "one_hot"})
+# Reductions that drop the dim they reduce: over dim 1 (a batch-first sequence's time) or over
+# everything, the chunk's length does not survive them.
+_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "logsumexp", "norm", "prod", "any",
+                         "all", "argmax", "argmin", "nansum", "nanmean"})
+# Calls whose result is a Python number or a size, never a tensor sized by their argument.
+_SCALAR_CALLS = frozenset({"int", "float", "round", "len", "range", "min", "max", "abs", "bool", "print",
+                           "isinstance", "item", "tolist", "size", "dim", "numel", "ceil", "floor"})
+# Steps that keep the chunk's maximum a number: `lengths.max().item()`, `int(m)`, `math.ceil(m / r)`.
+_NUMBER_STEPS = frozenset({"item", "int", "long", "float", "cpu", "detach", "round", "ceil", "floor"})
+# Callees named for a loss reduce what they are handed (`self.loss_function(logits=x[:, :m])`).
+_LOSS_NAME = ("loss", "criterion")
+_SIZE_DEPTH = 12
+# How far back from an output a size is followed: each node is followed once per function
+# (``_chunk_sized``), so this bounds the recursion, not the work.
+_FLOW_DEPTH = 60
+
+
+def _may_take_chunk_maximum(model) -> bool:
+    """A cheap test before following any output: does forward's code call `max`/`amax` without a
+    dim (`x.max()`, `torch.max(x)`, `max(lens)`)?"""
+    for fn in model.reachable:
+        for call, _ in model.ctx.named_calls(fn):
+            func = call.func
+            if func.__class__ is ast.Attribute and func.attr in ("max", "amax") and len(call.args) <= 1 \
+                    and not call.keywords:
+                return True
+            if func.__class__ is ast.Name and func.id == "max" and len(call.args) == 1:
+                return True
+    return False
+
+
+def _bound_values(name, fn):
+    """What the local ``name`` holds where it is read: the one assignment that reaches it, else
+    every value the function binds to that name."""
+    try:
+        stmt = reaching_assignment(fn, name.id, name)
+    except (KeyError, AttributeError):  # a node built on the fly (`x + y` for `x += y`)
+        stmt = None
+    if stmt is not None and stmt.__class__ is ast.Assign and any(
+            t.__class__ is ast.Name and t.id == name.id for t in stmt.targets):
+        return (stmt.value,)
+    return fn.local_values.get(name.id, ())
+
+
+def _chunk_maximum(node, fn, depth=0) -> ast.AST | None:
+    """The expression that takes the longest length in the replica's chunk (`lengths.max()`,
+    `torch.max(lengths)`, `max(lens)` over values computed from the function's arguments) that the
+    number ``node`` is, or is computed from with numbers that are not (`max_len + 1`); None if it
+    is none."""
+    if depth > _SIZE_DEPTH:
+        return None
+    cls = node.__class__
+    if cls is ast.Name:
+        for value in _bound_values(node, fn):
+            found = _chunk_maximum(value, fn, depth + 1)
+            if found is not None:
+                return found
+        return None
+    if cls is ast.BinOp:
+        for side, other in ((node.left, node.right), (node.right, node.left)):
+            found = _chunk_maximum(side, fn, depth + 1)
+            # `x - x.max()` is a tensor of values, not a length: the other operand is data.
+            if found is not None and (not _from_arguments(other, fn, 0) or _chunk_maximum(other, fn, depth + 1)):
+                return found
+        return None
+    if cls is not ast.Call:
+        return None
+    func = node.func
+    if func.__class__ is ast.Attribute:
+        receiver = func.value
+        on_torch = receiver.__class__ is ast.Name and receiver.id == "torch"
+        if func.attr in ("max", "amax") and not node.keywords:
+            if not node.args and not on_torch:
+                return node if _from_arguments(receiver, fn, 0) else None
+            if on_torch and len(node.args) == 1:
+                return node if _from_arguments(node.args[0], fn, 0) else None
+            return None
+        if func.attr in _NUMBER_STEPS:
+            return _chunk_maximum(receiver, fn, depth + 1) or next(
+                (found for arg in node.args if (found := _chunk_maximum(arg, fn, depth + 1)) is not None), None)
+        return None
+    if func.__class__ is ast.Name:
+        if func.id == "max" and len(node.args) == 1:
+            return node if _from_arguments(node.args[0], fn, 0) else None
+        if func.id in _NUMBER_STEPS or func.id in ("min", "max"):
+            return next((found for arg in node.args if (found := _chunk_maximum(arg, fn, depth + 1)) is not None),
+                        None)
+    return None
+
+
+def _from_arguments(node, fn, depth) -> bool:
+    """Is ``node`` computed from the function's arguments (the scattered batch), not only from
+    attributes of self, constants and globals?"""
+    if depth > _SIZE_DEPTH:
+        return False
+    params = fn.__dict__.get("_parameter_names")
+    if params is None:
+        params = fn._parameter_names = frozenset(parameters_of(fn))
+    for name in ast.walk(node):
+        if name.__class__ is not ast.Name or name.id == fn.self_name:
+            continue
+        if name.id in params:
+            return True
+        if any(_from_arguments(value, fn, depth + 1) for value in fn.local_values.get(name.id, ())):
+            return True
+    return False
+
+
+def _chunk_sized(node, fn, resolve, depth=0) -> ast.AST | None:
+    """``_find_chunk_sized``, remembered per node for the function (the same local is met on many
+    paths back from the outputs); a node met again while it is being followed is not sized."""
+    memo = fn.__dict__.get("_chunk_sized")
+    if memo is None:
+        memo = fn._chunk_sized = {}
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = None
+    found = memo[key] = _find_chunk_sized(node, fn, resolve, depth)
+    return found
+
+
+def _find_chunk_sized(node, fn, resolve, depth) -> ast.AST | None:
+    """The chunk maximum (``_chunk_maximum``) that sizes the tensor ``node`` past its batch dim:
+    one passed as a size (`torch.zeros(B, max_len)`, `arange(max_len)`, `expand(B, max_len, -1)`),
+    as a slice bound (`x[:, :max_len]`) or to a function that builds from it (`make_mask(lens,
+    max_len)`), followed through local names, arithmetic, torch functions, the tensor's own methods
+    and this module's layers; a reduction over dim 1 or over everything, a slice of a fixed length
+    (`x[:, s:s + n]`) and a loss end it. None if there is none."""
+    if depth > _FLOW_DEPTH:
+        return None
+    cls = node.__class__
+    if cls is ast.Name:
+        return _first_sized(_bound_values(node, fn), fn, resolve, depth + 1)
+    operands = _OPERANDS.get(cls)
+    if operands is not None:
+        return _first_sized(operands(node), fn, resolve, depth + 1)
+    if cls is ast.Attribute:
+        return None if node.attr in ("shape", "device", "dtype") else _chunk_sized(node.value, fn, resolve, depth + 1)
+    if cls is ast.Subscript:
+        parts = node.slice.elts if node.slice.__class__ is ast.Tuple else (node.slice,)
+        for part in parts:
+            if part.__class__ is not ast.Slice:
+                continue
+            if _fixed_length(part):
+                return _chunk_maximum(part.upper.right if _same(part.upper.left, part.lower) else part.upper.left,
+                                      fn)  # `x[:, s:s + n]` is n long
+            for bound in (part.lower, part.upper):
+                found = None if bound is None else _chunk_maximum(bound, fn)
+                if found is not None:
+                    return found
+        return _chunk_sized(node.value, fn, resolve, depth + 1)
+    if cls is not ast.Call:
+        return None
+    func = node.func
+    method = func.attr if func.__class__ is ast.Attribute else None
+    last = method or (func.id if func.__class__ is ast.Name else "")
+    if last in _SCALAR_CALLS and (method is None or last not in _REDUCTIONS):
+        return None
+    if last == "pad_packed_sequence" or any(word in last.lower() for word in _LOSS_NAME):
+        return None  # `total_length` is DP405's; a loss reduces
+    receiver = func.value if method is not None else None
+    callee = resolve(func) or ""
+    on_torch = callee.startswith("torch.")
+    if last in _REDUCTIONS:
+        dim = dim_argument(node, 1 if on_torch and receiver is not None and receiver.__class__ is ast.Name else 0)
+        if dim is None or (dim.__class__ is ast.Constant and dim.value == 1):
+            return None  # the chunk's length is reduced away
+    if last in _SIZED_BY_ARGUMENTS:
+        for arg in node.args:
+            for size in (arg.elts if arg.__class__ in (ast.Tuple, ast.List) else (arg,)):
+                found = _chunk_maximum(size, fn)
+                if found is not None:
+                    return found
+    if receiver is not None and not on_torch and not fn.is_self(receiver):
+        found = _chunk_sized(receiver, fn, resolve, depth + 1)
+        if found is not None:
+            return found
+    # A tensor handed on keeps its length through torch's functions and this module's layers; what
+    # another function makes of it is not known. A chunk maximum handed to any call sizes its result.
+    passes_tensors = on_torch or (receiver is not None and (fn.is_self(receiver) or fn.self_attr(receiver)))
+    for arg in (*node.args, *(kw.value for kw in node.keywords)):
+        found = (passes_tensors and _chunk_sized(arg, fn, resolve, depth + 1)) or _chunk_maximum(arg, fn)
+        if found:
+            return found
+    return None
+
+
+# The operands of expressions whose result is as long as one of them (a broadcast, a choice).
+_OPERANDS = {
+    ast.BinOp: lambda node: (node.left, node.right),
+    ast.Compare: lambda node: (node.left, *node.comparators),
+    ast.UnaryOp: lambda node: (node.operand,),
+    ast.IfExp: lambda node: (node.body, node.orelse),
+    ast.Tuple: lambda node: node.elts,
+    ast.List: lambda node: node.elts,
+    ast.Starred: lambda node: (node.value,),
+}
+
+
+def _first_sized(nodes, fn, resolve, depth) -> ast.AST | None:
+    return next((found for node in nodes if (found := _chunk_sized(node, fn, resolve, depth)) is not None), None)
+
+
+def _fixed_length(part: ast.Slice) -> bool:
+    """`s:s + n` (or `s:n + s`): a slice n long wherever it starts."""
+    upper = part.upper
+    return part.lower is not None and upper.__class__ is ast.BinOp and upper.op.__class__ is ast.Add \
+        and (_same(upper.left, part.lower) or _same(upper.right, part.lower))
+
+
+def _same(a, b) -> bool:
+    return ast.dump(a) == ast.dump(b)
