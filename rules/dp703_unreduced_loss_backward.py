@@ -6,7 +6,10 @@ reduction in between.
 
 An element rebound between the call and the backward is followed to its new value
 (`for k in losses: losses[k] = torch.mean(losses[k])` reduces every element; `losses["d"] =
-losses["a"] + losses["b"]` is still the sum of two vectors).
+losses["a"] + losses["b"]` is still the sum of two vectors). So is a loss added up, scaled or
+accumulated from such outputs before the backward (`err = err_real + err_fake`, `err = 0.0; err +=
+crit(pred, y)` where the criterion itself is wrapped: `nn.DataParallel(nn.MSELoss())`), unless
+it is reduced on the way.
 
 ## Why is this bad?
 When forward returns a loss, each replica returns a 0-dim tensor and gather turns them
@@ -16,7 +19,10 @@ implicitly created only for scalar outputs`, after a single-GPU test run went fi
 A DataParallel subclass whose own `forward` calls no `gather` (nor a base's `forward`) is
 not the stock wrapper: what it returns is its own (PyTorch-Encoding's `DataParallelCriterion`
 returns `Reduce.apply(*outputs) / len(outputs)`, a 0-dim mean), and its output is left alone.
-DP401 still treats a class such a subclass wraps as gathered.
+DP401 still treats a class such a subclass wraps as gathered. A subclass that defines its own
+`gather` may reduce the per-GPU losses there (neural_sp's `CustomDataParallel` averages them): a
+warning, in its own file or another (an error where the subclass of another file keeps the stock
+gather).
 
 ## How to fix
 Reduce first: `loss = model(x, y).mean()` (or `.sum()`), as transformers does with
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.scripts import STOCK_OUTPUT_CONDITION, mentions_dataparallel, replaced_output, script_facts
+from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, STOCK_OUTPUT_CONDITION, mentions_dataparallel, replaced_output, script_facts
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -65,17 +71,31 @@ class UnreducedLossBackward(Rule):
                 continue
             requires = wrap.requires
             wrapper = ctx.resolve(wrap.call.func) if isinstance(wrap.call, ast.Call) else None
+            stock_gather: tuple[frozenset[str], ...] = ()
             if wrapper and ctx.local_name(wrapper) in ctx.classes:
                 if ctx.classes[ctx.local_name(wrapper)].qualname in replaced_output(ctx):
                     continue  # this file's subclass returns its own (reduced) output
             elif wrapper and facts.dp_class(wrap.call) is not None and wrapper not in DATAPARALLEL_CLASSES:
                 requires = (*requires, frozenset({f"{STOCK_OUTPUT_CONDITION}{wrapper}"}))
+            # A DataParallel subclass of another file (`dp:<class>`, also for a wrapper handed in as
+            # an argument): an error only where it keeps the stock gather.
+            stock_gather = tuple(frozenset({f"{STOCK_METHOD_CONDITION}gather:{name}"}) for name in sorted(
+                c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:")))
             note = wrap.source.note
             if "gather" in note:  # a custom gather may reduce the per-GPU losses itself
                 yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
                                      f"DataParallel-wrapped `{wrap.name}` ({note}): unless that gather reduces "
                                      "the per-GPU losses, backward gets a vector", severity=Severity.WARNING,
                                      requires=requires)
+                continue
+            if stock_gather:
+                yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
+                                     f"DataParallel-wrapped `{wrap.name}`: with the stock gather a loss comes back "
+                                     "with one value per GPU and backward needs a scalar (a warning where the "
+                                     "DataParallel subclass has a gather of its own, which may reduce them)",
+                                     severity=Severity.WARNING, requires=requires, error_if=stock_gather,
+                                     fix=self.offer_fix(f"Average the per-GPU losses: "
+                                                        f"`{ast.unparse(target)}.mean().backward()`"))
                 continue
             yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
                                  f"DataParallel-wrapped `{wrap.name}`: a loss comes back with one value "
@@ -104,6 +124,7 @@ def _output_of(node, facts, line):
     if isinstance(node, ast.Name):
         scope = facts.scope_of(node)
         last = None
+        added = []
         for sub in ast.walk(scope):
             if isinstance(sub, ast.Assign) and sub.lineno < line and any(
                     isinstance(t, ast.Name) and t.id == node.id for target in sub.targets
@@ -111,21 +132,38 @@ def _output_of(node, facts, line):
                 if last is None or sub.lineno > last.lineno:
                     last = sub
             elif isinstance(sub, ast.AugAssign) and sub.lineno < line and isinstance(sub.target, ast.Name) \
-                    and sub.target.id == node.id and (last is None or sub.lineno > last.lineno):
-                return None
+                    and sub.target.id == node.id:
+                added.append(sub)
+        added = [sub for sub in added if last is None or sub.lineno > last.lineno]
+        # `err = 0.0; err += wrapped(...)`: a vector added in keeps the sum a vector, and so does
+        # adding or scaling by anything else once it holds one.
+        for sub in added:
+            wrap = _output_in(sub.value, facts, sub.lineno) if isinstance(sub.op, _ELEMENTWISE) else None
+            if wrap is not None:
+                return wrap
+        if any(not isinstance(sub.op, _ELEMENTWISE) for sub in added):
+            return None
         if last is not None:
             if element is not None:
                 rebound = _element_rebound(element, node.id, scope, last.lineno, line)
                 if rebound is not None:
                     return _output_in(rebound.value, facts, rebound.lineno)
+            if isinstance(last.value, ast.BinOp):
+                return _output_in(last.value, facts, last.lineno)
             return _output_of(last.value, facts, last.lineno) if not isinstance(last.value, ast.Name) else None
     return None
+
+
+# Arithmetic that keeps a per-GPU vector a vector (a scalar weight, another loss added to it).
+_ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div)
 
 
 def _output_in(value, facts, line):
     """The wrapper's name if ``value``, or a term of its sums and products, is (an element of) its
     direct output (`losses["d"] = losses["wgan_d"] + losses["wgan_gp"] * lam` is still a vector)."""
     if isinstance(value, ast.BinOp):
+        if not isinstance(value.op, _ELEMENTWISE):
+            return None
         return _output_in(value.left, facts, line) or _output_in(value.right, facts, line)
     return _output_of(value, facts, line)
 
