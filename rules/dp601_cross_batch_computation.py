@@ -49,6 +49,15 @@ raises on slices of different lengths. Even chunks keep the pairs, so it is a wa
 of another scanned file that pairs a parameter so (audioset_tagging_cnn's `do_mixup`) is reported
 where forward's code hands it a batch tensor.
 
+Samples selected by an index forward is handed (`torch.index_select(x, 0, perm)`, `x.index_select(0,
+batch["unsort"])` on a batch tensor `x`, the index an argument or an entry of one, moved or cast at
+most, in the forward of a class its file does not build as a layer) are picked by positions in the
+whole batch: scatter splits the index like the batch, so a replica's chunk of it points past its own
+slice (an index error) or at other samples than on one device (a permutation swapping the batch's
+halves cannot pair across chunks). An index into a parameter or a buffer, along another dim,
+computed in forward from the chunk (a sort undone in the call), or handed to a layer by its parent
+is not reported.
+
 A batch statistic used only as the fallback of `torch.where` (the scale of a series with no
 observed values) differs only for the rows that take the fallback: a warning (latent).
 
@@ -74,9 +83,9 @@ import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import (argument, batch_derived, dim_argument, fixed_off_by_callers, is_batch_tensor,
-                                      pairwise_over_batch, passed_values)
+                                      pairwise_over_batch, parameters_of, passed_values)
 from dpcheck.analysis.guards import optional_argument_guard
-from dpcheck.analysis.outputs import gathered_class, is_loss_module, output_record_name
+from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
 from dpcheck.analysis.scripts import _LIBRARY_ROOTS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
@@ -125,6 +134,17 @@ class CrossBatchComputation(Rule):
     """
 
     def check_class(self, model):
+        # Where the class's output is gathered only on a cross-file condition (no other file uses it
+        # as a layer), the findings hold on it; a selection by a handed-in index does not: its index
+        # is what scatter split whether or not another file also builds the class.
+        gathered, condition = gathered_verdict(model)
+        on_gathered = (frozenset({condition}),) if condition and not is_loss_module(model) else ()
+        for violation in self._check_class(model, gathered):
+            if on_gathered and not violation.message.startswith(_INDEX_MESSAGE_START):
+                violation.requires = (*violation.requires, *on_gathered)
+            yield violation
+
+    def _check_class(self, model, gathered):
         if not batch_dim_is_zero(model):
             return  # wrapped with `dim=k`: dim 0 of forward's inputs is not what DataParallel splits
         if model.find_method(REPLICATION_CALLBACK) is not None:
@@ -139,7 +159,10 @@ class CrossBatchComputation(Rule):
         # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
         # (A loss module's outputs are gathered only where a file wraps it: not asked, as that
         # condition would hold back its findings that in_model alone allows.)
-        outputs_gathered = not loss_module and gathered_class(model)
+        outputs_gathered = not loss_module and gathered
+        # An index its parent computes and hands a layer is not what scatter split: only the wrapped
+        # model's own arguments are (a class its file builds as a layer is not that model).
+        layer_of_file = not gathered
         for fn in (*model.in_forward, *_file_functions_called(model)):
             for node in fn.nodes(ast.Call, ast.BinOp):
                 if pairwise_over_batch(node, fn, resolve):
@@ -174,6 +197,9 @@ class CrossBatchComputation(Rule):
                         yield self.violation(node, f"`{statistic}` over all elements of a batch tensor in forward: "
                                              "each DataParallel replica takes it over its own slice, so the "
                                              "samples it is applied to get another value than on one device")
+                elif fn is model.forward and not layer_of_file \
+                        and (index := _batch_index_argument(node, last, fn)) is not None:
+                    yield self.violation(node, _INDEX_MESSAGE.format(index=ast.unparse(index)))
                 elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
                         and _used_as_targets(node, fn, model):
                     yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
@@ -239,6 +265,10 @@ class CrossBatchComputation(Rule):
                               "compares only its own B/N samples (fewer negatives)")
 
 
+_INDEX_MESSAGE = ("selects samples of a batch tensor by `{index}`, an index forward is handed: DataParallel "
+                  "splits the index like a batch, so each replica gets positions in the whole batch for its own "
+                  "slice (out of range, or pairing samples of its chunk only)")
+_INDEX_MESSAGE_START = _INDEX_MESSAGE.partition("{")[0]
 _PAIRING_MESSAGE = ("Pairs samples by strided batch slices (`x[0::2]` with `x[1::2]`) in forward: each "
                     "DataParallel replica pairs within its chunk, so a chunk of odd start or size pairs "
                     "other samples than the caller (or raises)")
@@ -399,6 +429,45 @@ def _uses_until_rebound(name, assign, fn) -> list[ast.Name]:
 def _dim_zero(call, first_positional) -> bool:
     dim = dim_argument(call, first_positional)
     return isinstance(dim, ast.Constant) and dim.value == 0 and not isinstance(dim.value, bool)
+
+
+def _batch_index_argument(call, last, fn) -> ast.AST | None:
+    """The index of `torch.index_select(x, 0, index)` / `x.index_select(0, index)` on a batch tensor
+    `x` (not an attribute of self), where the index is one of the function's arguments (or an entry of one: `batch['perm']`),
+    kept as handed in: positions in the whole batch (a permutation pairing samples, the inverse of a
+    sort by length) that scatter splits like the batch itself."""
+    func = call.func
+    if last == "index_select":
+        source, dim, index = argument(call, 0, "input"), argument(call, 1, "dim"), argument(call, 2, "index")
+    elif func.__class__ is ast.Attribute and func.attr == "index_select" and not last:
+        source, dim, index = func.value, argument(call, 0, "dim"), argument(call, 1, "index")
+    else:
+        return None
+    if not (dim.__class__ is ast.Constant and dim.value == 0) or index is None or source is None \
+            or fn.self_attr(source) is not None:
+        return None  # (rows of a table the module keeps, a memory bank, are not the batch)
+    return index if _handed_in(index, fn, 0) and is_batch_tensor(source, fn) else None
+
+
+# Steps that keep an index tensor's values (a move, a dtype).
+_INDEX_KEEPING = frozenset({"long", "to", "cuda", "int", "view", "flatten", "contiguous", "detach"})
+
+
+def _handed_in(node, fn, depth) -> bool:
+    """Is ``node`` an argument of ``fn``, or an entry of one, as handed in (through locals bound only
+    to such values, and moves or dtype changes)?"""
+    if depth > 4:
+        return False
+    if node.__class__ is ast.Name:
+        if node.id in parameters_of(fn):
+            return node.id not in fn.local_values
+        values = fn.local_values.get(node.id)
+        return bool(values) and all(_handed_in(value, fn, depth + 1) for value in values)
+    if node.__class__ is ast.Subscript and node.slice.__class__ is ast.Constant:
+        return _handed_in(node.value, fn, depth + 1)
+    if node.__class__ is ast.Call and node.func.__class__ is ast.Attribute and node.func.attr in _INDEX_KEEPING:
+        return _handed_in(node.func.value, fn, depth + 1)
+    return False
 
 
 def _batch_size(node, fn) -> bool:
