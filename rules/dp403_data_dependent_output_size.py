@@ -176,17 +176,41 @@ _FLOW_DEPTH = 60
 
 
 def _may_take_chunk_maximum(model) -> bool:
-    """A cheap test before following any output: does forward's code call `max`/`amax` without a
-    dim (`x.max()`, `torch.max(x)`, `max(lens)`)?"""
-    for fn in model.reachable:
-        for call, _ in model.ctx.named_calls(fn):
-            func = call.func
-            if func.__class__ is ast.Attribute and func.attr in ("max", "amax") and len(call.args) <= 1 \
-                    and not call.keywords:
-                return True
-            if func.__class__ is ast.Name and func.id == "max" and len(call.args) == 1:
-                return True
-    return False
+    """A cheap test before following any output: does forward's code take a maximum without a dim
+    (`x.max()`, `torch.max(x)`, `max(lens)`)?"""
+    return any(_takes_maximum(fn) for fn in model.reachable)
+
+
+def _takes_maximum(fn) -> bool:
+    """Does ``fn`` itself call `max`/`amax` without a dim? A size is followed back only within the
+    function that returns it, so a function without one has no chunk maximum to find."""
+    known = fn.__dict__.get("_takes_maximum")
+    if known is None:
+        known = fn._takes_maximum = any(_is_maximum_call(call) for call in fn.nodes(ast.Call))
+    return known
+
+
+def _is_maximum_call(call) -> bool:
+    func = call.func
+    if call.keywords:
+        return False
+    if func.__class__ is ast.Attribute:
+        return func.attr in ("max", "amax") and len(call.args) <= 1
+    return func.__class__ is ast.Name and func.id == "max" and len(call.args) == 1
+
+
+def _remembered(fn, table: str, node, find):
+    """``find()`` for ``node``, remembered per node in ``fn``'s table (a local is met on many paths
+    back from the outputs); a node met again while it is being followed counts as none."""
+    memo = fn.__dict__.get(table)
+    if memo is None:
+        memo = fn.__dict__[table] = {}
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = None
+    found = memo[key] = find()
+    return found
 
 
 def _bound_values(name, fn):
@@ -203,6 +227,13 @@ def _bound_values(name, fn):
 
 
 def _chunk_maximum(node, fn, depth=0) -> ast.AST | None:
+    """``_find_chunk_maximum``, remembered per node for the function."""
+    if not _takes_maximum(fn):
+        return None
+    return _remembered(fn, "_chunk_maximum", node, lambda: _find_chunk_maximum(node, fn, depth))
+
+
+def _find_chunk_maximum(node, fn, depth) -> ast.AST | None:
     """The expression that takes the longest length in the replica's chunk (`lengths.max()`,
     `torch.max(lengths)`, `max(lens)` over values computed from the function's arguments) that the
     number ``node`` is, or is computed from with numbers that are not (`max_len + 1`); None if it
@@ -267,17 +298,10 @@ def _from_arguments(node, fn, depth) -> bool:
 
 
 def _chunk_sized(node, fn, resolve, depth=0) -> ast.AST | None:
-    """``_find_chunk_sized``, remembered per node for the function (the same local is met on many
-    paths back from the outputs); a node met again while it is being followed is not sized."""
-    memo = fn.__dict__.get("_chunk_sized")
-    if memo is None:
-        memo = fn._chunk_sized = {}
-    key = id(node)
-    if key in memo:
-        return memo[key]
-    memo[key] = None
-    found = memo[key] = _find_chunk_sized(node, fn, resolve, depth)
-    return found
+    """``_find_chunk_sized``, remembered per node for the function."""
+    if not _takes_maximum(fn):
+        return None
+    return _remembered(fn, "_chunk_sized", node, lambda: _find_chunk_sized(node, fn, resolve, depth))
 
 
 def _find_chunk_sized(node, fn, resolve, depth) -> ast.AST | None:
