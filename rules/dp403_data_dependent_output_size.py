@@ -157,7 +157,7 @@ def _is_mask(index, fn) -> bool:
 # reshapes and broadcasts that take sizes): a chunk's maximum among them sizes the result.
 _SIZED_BY_ARGUMENTS = frozenset({
     "zeros", "ones", "empty", "full", "rand", "randn", "arange", "new_zeros", "new_ones", "new_empty",
-    "new_full", "expand", "view", "reshape", "repeat", "one_hot"})
+    "new_full", "expand", "view", "reshape", "repeat", "one_hot", "pad"})
 # Reductions that drop the dim they reduce: over dim 1 (a batch-first sequence's time) or over
 # everything, the chunk's length does not survive them.
 _REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "logsumexp", "norm", "prod", "any",
@@ -361,10 +361,13 @@ def _find_chunk_sized(node, fn, resolve, depth) -> ast.AST | None:
         if found is not None:
             return found
     # A tensor handed on keeps its length through torch's functions and this module's layers; what
-    # another function makes of it is not known. A chunk maximum handed to any call sizes its result.
+    # another function makes of it is not known. A chunk maximum handed to a project's function sizes
+    # its result (`make_mask(lens, max_len)`); handed to any other of torch's (`torch.maximum(one, m)`,
+    # `clamp(x, max=m)`) it is data, taken elementwise.
     passes_tensors = on_torch or (receiver is not None and (fn.is_self(receiver) or fn.self_attr(receiver)))
     for arg in (*node.args, *(kw.value for kw in node.keywords)):
-        found = (passes_tensors and _chunk_sized(arg, fn, resolve, depth + 1)) or _chunk_maximum(arg, fn)
+        found = (passes_tensors and _chunk_sized(arg, fn, resolve, depth + 1)) \
+            or (not on_torch and _chunk_maximum(arg, fn))
         if found:
             return found
     return None
