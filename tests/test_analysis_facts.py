@@ -1093,3 +1093,21 @@ def test_a_bare_loss_is_advice_only_unless_the_project_hands_it_on():
     # The loss file checked alone shows no wrap and no construction: its findings stand.
     alone = severities(FIXTURES / "bare_called_loss" / "losses.py")
     assert alone == {("losses.py", 16, "DP101"): "error", ("losses.py", 26, "DP103"): "warning"}
+
+
+def test_a_bare_loss_named_in_camel_case_or_beside_a_launcher_read_as_text():
+    from conftest import FIXTURES, run_json
+
+    def severities(folder):
+        findings, _ = run_json(folder, "--select", "DP201")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
+
+    # A loss class with a lower-case initial (`mIoULoss`) built and called only by the trainer is a
+    # class all the same; built as a layer of the wrapped model too, it runs on every replica.
+    assert severities(FIXTURES / "dp201" / "camellosspkg") == {("losses.py", 11): "info"}
+    assert severities(FIXTURES / "dp201" / "camellosslayerpkg") == {("losses.py", 11): "error"}
+    # A launcher read as text only: its `tester.eval()` looks no class up by name; Python's
+    # `eval(...)` may build any class.
+    assert severities(FIXTURES / "dp201" / "textscriptpkg") == {("features.py", 12): "info"}
+    assert severities(FIXTURES / "dp201" / "textscriptevalpkg") == {("features.py", 11): "error"}
+

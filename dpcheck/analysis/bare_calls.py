@@ -15,7 +15,7 @@ other files may read); ``escaping``, the classes it names in any other way (an i
 not count; a construction inside a module class is a layer, which ``layer_owners`` records);
 and ``passed_attributes``, the attributes it reads in any other way outside `self` of a module
 (`train(trainer.criterion)`, `self.trainer.criterion(x)` in a module). A file no rule walks
-records ``escaping = ["*"]``: every capitalised word it holds (its ``mentions``). The project
+records ``escaping = ["*"]``: every word with a capital it holds (its ``mentions``). The project
 index settles it (``ClassIndex.called_bare``), also for the layers only such classes build.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 from itertools import compress
-from operator import itemgetter
+from operator import ne
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.scripts import SELF_RETURNING
@@ -44,6 +44,14 @@ _INSPECTING_CALLS = frozenset({"isinstance", "issubclass", "type", "id", "hasatt
 _BUILTINS = frozenset(dir(builtins))
 
 
+def may_name_class(name: str) -> bool:
+    """Can ``name`` be a class's simple name here: any capital letter in it. Classes are
+    capitalised (after their underscores: faster-rcnn's `_RPN`), or camel case with a lower-case
+    initial (ChangeFormer's `mIoULoss`); a name of lower-case letters alone is a function, a local
+    or a module."""
+    return name != name.lower()
+
+
 def summarize_bare_calls(ctx: FileContext, result) -> None:
     """Fill ``result.bare_built``, ``.escaping`` and ``.passed_attributes``."""
     parents = ctx.tree_index.parents
@@ -51,8 +59,8 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     known_classes = {id(info.node) for info in ctx.classes.values()}
     own = {stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef}
     aliases = ctx.imports.aliases
-    imported = {name for name, target in aliases.items() if name[:1].isupper() and not _torch(target)}
-    modules = {name for name, target in aliases.items() if not name[:1].isupper() and not _torch(target)}
+    imported = {name for name, target in aliases.items() if may_name_class(name) and not _torch(target)}
+    modules = {name for name, target in aliases.items() if not may_name_class(name) and not _torch(target)}
     star = any(stmt.__class__ is ast.ImportFrom and any(a.name == "*" for a in stmt.names)
                for stmt in ctx.tree.body)
 
@@ -113,7 +121,7 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     # A class a decorator may register, and a class named in a string (a registry's key, a config
     # table), may be built by name.
     escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and stmt.decorator_list)
-    escaping.update(value for value in identifier_constants(ctx) if value[:1].isupper())
+    escaping.update(value for value in identifier_constants(ctx) if may_name_class(value))
     result.bare_built = sorted(bare)
     result.escaping = sorted(escaping)
     result.passed_attributes = sorted(_passed_attributes(ctx, module_classes, known_classes, set(aliases), parents))
@@ -133,23 +141,20 @@ def _identifier_constants(ctx: FileContext) -> frozenset[str]:
 
 def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):
     """(node, class name) for each load of a class name the file defines or imports by name (any
-    capitalised free name under a star import), and each `module.Class` of an imported module.
+    free name that may name a class under a star import), and each `module.Class` of an imported module.
     (compress() and map() keep the scan of every name in C: few are class names.)"""
     nodes = ctx.nodes(ast.Name)
     if star:
-        names = {n.id for n in nodes if n.id[:1].isupper() and n.id not in _BUILTINS} | names
+        names = {n.id for n in nodes if may_name_class(n.id) and n.id not in _BUILTINS} | names
     for node in compress(nodes, map(names.__contains__, map(_id_of, nodes))):
         if node.ctx.__class__ is ast.Load:
             yield node, node.id
     attributes = ctx.nodes(ast.Attribute)
-    for node in compress(attributes, map(str.isupper, map(_first_of, map(_attr_of, attributes)))):
+    attrs = list(map(_attr_of, attributes))
+    for node in compress(attributes, map(ne, attrs, map(str.lower, attrs))):  # may_name_class, in C
         value = node.value
         if value.__class__ is ast.Name and value.id in modules:
             yield node, node.attr
-
-
-# A name's first letter, read in C (`name[:1]`).
-_first_of = itemgetter(slice(None, 1))
 
 
 def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> str | None:

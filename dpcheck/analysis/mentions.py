@@ -47,14 +47,17 @@ _IMPORT_CALLS = frozenset({"import_module", "__import__"})
 _PATH_RESOLVING_CALLS = frozenset({"instantiate", "get_class", "get_method", "locate", "import_string",
                                    "LightningCLI"})
 # In a file no rule analyses (it names no torch token, see file.RELEVANT_TOKENS), its text alone
-# tells: any of these words may look a class up by name, and any capitalised word may name one.
-_BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subclasses__|getmembers|__dict__"
-                            r"|import_module|__import__|sys\.modules|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
-                            + r")\b")
-_CAPITALISED_WORD = re.compile(r"\b[A-Z]\w*")
+# tells: any of these words may look a class up by name, and any word with a capital may name one. The
+# builtins count only as free names: `tester.eval()`, `parser.exec()` are methods of an object (a
+# script's `model.eval()`), not Python's `eval`.
+_BY_NAME_WORDS = re.compile(r"(?<!\.)\b(?:getattr|eval|exec|globals|locals|vars)\b"
+                            r"|\b(?:__subclasses__|getmembers|__dict__|import_module|__import__|sys\.modules|"
+                            + "|".join(sorted(_PATH_RESOLVING_CALLS)) + r")\b")
+# Any word with a capital may name a class (bare_calls.may_name_class: `mIoULoss` too).
+_CLASS_LIKE_WORD = re.compile(r"\b\w*[A-Z]\w*")
 # The same for loading a module by a name (ClassIndex.unreached): a call, not a word of a docstring.
-_LOADS_BY_NAME_WORDS = re.compile(r"\b(?:import_module|__import__|exec|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
-                                   + r")\s*\(")
+_LOADS_BY_NAME_WORDS = re.compile(r"(?<!\.)\bexec\s*\(|\b(?:import_module|__import__|"
+                                  + "|".join(sorted(_PATH_RESOLVING_CALLS)) + r")\s*\(")
 
 
 def capitalised(name: str) -> bool:
@@ -79,7 +82,7 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
 
 def summarize_text_mentions(text: str, result) -> None:
     """The same facts from the text of a file no rule walks (conservatively: comments count)."""
-    result.mentions = sorted(set(_CAPITALISED_WORD.findall(text)))
+    result.mentions = sorted(set(_CLASS_LIKE_WORD.findall(text)))
     result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
     result.builds_by_name = _BY_NAME_WORDS.search(text) is not None
     result.loads_by_name = _LOADS_BY_NAME_WORDS.search(text) is not None

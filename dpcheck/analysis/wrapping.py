@@ -31,6 +31,7 @@ from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, NamedTuple
 
+from dpcheck.analysis.bare_calls import may_name_class
 from dpcheck.analysis.bindings import target_binds
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
@@ -979,8 +980,7 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
         for call in ctx.tree_index.nodes_within(info.node, ast.Call):
             func = call.func
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-            # A class name, private ones too (faster-rcnn's `_RPN`), is capitalised after its underscores.
-            if not last.lstrip("_")[:1].isupper() or last == name:
+            if not may_name_class(last) or last == name:
                 continue
             resolved = ctx.resolve(func)
             if resolved and not resolved.startswith("torch."):
