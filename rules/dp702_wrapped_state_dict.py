@@ -19,7 +19,11 @@ script takes the prefix off when it loads (`k[7:]` in a loop over `state_dict.it
 `k.replace("module.", "")`, `remove_prefix(sd, "module.")`), itself or through a loader function
 it calls that does, in any scanned file (`utils.load_checkpoint(model, path)`), unless it also
 loads checkpoints into the bare model as they are (a dict built with the prefix taken off,
-`state_dict = {k[7:]: v for k, v in ckpt.items()}`, is not as they are). The `except`
+`state_dict = {k[7:]: v for k, v in ckpt.items()}`, is not as they are). Nor when the other scanned files of its
+package load checkpoints into bare models of the saved model's class (the class the wrapped name is
+built from, where the file shows it: `net.Encoder(...)`, `AutoModel.from_pretrained(...)`) only with
+the prefix taken off, in the dict or in an `except` arm that retries a load as it is, and none into
+any model as they are. The `except`
 arm of `try: sd = net.module.state_dict() except AttributeError: sd = net.state_dict()` runs
 only without a wrapper: it saves the bare keys. A resume into what a function of another file
 returns (`model = get_model(); model.load_state_dict(torch.load(path))`, wrapped only afterwards)
@@ -53,8 +57,9 @@ from dpcheck.analysis.checkpoints import (
     UNRESUMED_CONDITION,
     from_checkpoint,
     loader_calls,
+    model_class,
+    prefix_handled,
     prefix_strips,
-    strips_prefix,
 )
 from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.scripts import ARGUMENTS_MARK, mentions_dataparallel, script_facts, unless_wrapped
@@ -103,7 +108,7 @@ class WrappedStateDict(Rule):
             elif wrap is not None:
                 loads_wrapped.append((node, wrap))
             elif node.args and (through_module or _bare_model(owner, facts)) and from_checkpoint(node.args[0], ctx) \
-                    and not strips_prefix(node.args[0], ctx):
+                    and not prefix_handled(node, ctx):
                 loads_bare.append(node)  # as they are: a dict with the prefix taken off loads
         # A file that also loads its checkpoints back into the wrapper (resume) round-trips the prefix;
         # so does one that strips it from the keys when it loads, itself or through a loader it calls
@@ -135,8 +140,12 @@ class WrappedStateDict(Rule):
                     why = "that the bare model will not load"
                     # Not where every scanned file that loads a checkpoint as it is loads it into a
                     # wrapper (a test script that wraps before it loads): the prefix round-trips.
+                    # Or, for the class the wrapper holds, load them with the prefix taken off (an
+                    # evaluation script's `k.replace("module.", "")`).
                     package = ctx.module.rpartition(".")[0]
-                    requires = (*wrap.requires, *loaders, frozenset({UNRESUMED_CONDITION + package}))
+                    built = model_class(wrap.inner, wrap.source.call, ctx) if wrap.inner is not None else None
+                    resumed = UNRESUMED_CONDITION + package + (f":{built}" if built else "")
+                    requires = (*wrap.requires, *loaders, frozenset({resumed}))
                 yield self.violation(node, f"Saving `{wrap.name}.state_dict()` of the DataParallel wrapper writes "
                                      f"`module.`-prefixed keys {why}",
                                      requires=requires, fix=self.offer_fix(

@@ -1111,3 +1111,19 @@ def test_a_bare_loss_named_in_camel_case_or_beside_a_launcher_read_as_text():
     assert severities(FIXTURES / "dp201" / "textscriptpkg") == {("features.py", 12): "info"}
     assert severities(FIXTURES / "dp201" / "textscriptevalpkg") == {("features.py", 11): "error"}
 
+
+def _found(folder, code):
+    from conftest import run_json
+
+    findings, _ = run_json(folder, "--select", code)
+    return sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in findings)
+
+
+def test_checkpoints_of_a_class_another_file_loads_with_the_prefix_stripped():
+    from conftest import FIXTURES
+
+    # DP702: another file of the package loads the class's checkpoints with the prefix taken off
+    # (or retries so after a load as it is fails); a class it never loads so stays reported.
+    assert _found(FIXTURES / "dp702" / "stripevalpkg", "DP702") == []
+    assert _found(FIXTURES / "dp702" / "retrypkg", "DP702") == []
+    assert _found(FIXTURES / "dp702" / "stripotherpkg", "DP702") == [("flagged_train.py", 24)]

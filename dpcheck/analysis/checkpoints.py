@@ -20,6 +20,16 @@ wrapper that its own file never loads carries ``unresumed:<package>`` (UNRESUMED
 package of the saving file), which the index answers False only where some scanned file of that
 package loads a checkpoint into a wrapper and none into anything else. (The package, not the run:
 one run may lint several projects, and a project's scripts sit side by side.)
+
+A checkpoint that another file of the package loads with the prefix taken off (an evaluation script's
+`{k.replace("module.", ""): v ...}`, or a loader that retries with the keys stripped after a load
+as it is fails) reads the wrapper's keys back too, for the class it loads into. Such a load is
+recorded as ``stripped:<Class>`` (STRIPPED_LOAD, the simple name of the class the model is built
+from, where the file shows it); a save from the wrapper of that class carries the class in its
+condition (``unresumed:<package>:<Class>``), which the index answers False where the package loads
+that class's checkpoints only so (or only into wrappers) and none into a bare model as it is. The
+class keeps apart the scripts of one folder that save different models (potsawee's hierarchical
+model, whose loader strips, beside its BART, whose loaders do not).
 """
 
 from __future__ import annotations
@@ -28,9 +38,12 @@ import ast
 from itertools import compress, repeat
 from operator import eq
 
+from dpcheck.analysis.bare_calls import may_name_class
+from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.tree import value_of
+from dpcheck.analysis.wrapping import ALTERNATE_CONSTRUCTORS, without_conversions
 
 PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's dotted name>`
 # The condition of a save from the wrapper: the scanned files of its package do not show every load of
@@ -38,6 +51,7 @@ PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's 
 UNRESUMED_CONDITION = "unresumed:"
 WRAPPED_LOAD = "wrapped"
 BARE_LOAD = "bare"
+STRIPPED_LOAD = "stripped"  # `stripped:<Class>`: a load with the prefix taken off, into that class
 # What holds no model's weights: `optimizer.load_state_dict(ckpt["optimizer"])` beside a model's load.
 _NOT_MODEL_WORDS = ("optim", "sched", "scaler")
 
@@ -45,6 +59,8 @@ _PREFIX = "module."
 _KEY_ITERATORS = frozenset({"items", "keys"})
 # Calls that read a checkpoint but are not a project's loader helper.
 _NOT_HELPERS = frozenset({"load", "load_state_dict", "load_url", "load_state_dict_from_url", "load_file"})
+# How many names bound to one another (`model = model.cuda()`) to follow back to a construction.
+_FOLLOW_DEPTH = 3
 
 
 def from_checkpoint(node: ast.AST, ctx: FileContext, depth: int = 0) -> bool:
@@ -156,7 +172,12 @@ def summarize_checkpoint_loads(ctx: FileContext, result) -> None:
     for call in ctx.nodes(ast.Call):
         func = call.func
         if not (isinstance(func, ast.Attribute) and func.attr == "load_state_dict" and call.args) \
-                or not from_checkpoint(call.args[0], ctx) or strips_prefix(call.args[0], ctx):
+                or not from_checkpoint(call.args[0], ctx):
+            continue
+        if prefix_handled(call, ctx):
+            built = model_class(func.value, call, ctx)
+            if built is not None:
+                kinds.add(f"{STRIPPED_LOAD}:{built}")
             continue
         wrap = facts.wrap_for(func.value) if facts is not None else None
         if wrap is not None and not wrap.requires:
@@ -164,6 +185,62 @@ def summarize_checkpoint_loads(ctx: FileContext, result) -> None:
         elif not _not_a_model(func.value):
             kinds.add(BARE_LOAD)
     result.checkpoint_loads = " ".join(sorted(kinds))
+
+
+def prefix_handled(call: ast.Call, ctx: FileContext) -> bool:
+    """Does the `load_state_dict(sd)` call ``call`` read the wrapper's keys into a bare model: ``sd``
+    is built with the prefix taken off (``strips_prefix``), or the call sits in a `try` whose `except`
+    arm strips it (a load as it is, retried with the keys stripped when it fails: potsawee's
+    `load_model`)?"""
+    if strips_prefix(call.args[0], ctx):
+        return True
+    strips = prefix_strips(ctx)
+    if not strips:
+        return False
+    inside = {id(n) for n in strips}
+    child, cur = call, ctx.parent(call)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if isinstance(cur, ast.Try) and any(child is stmt for stmt in cur.body) and any(
+                id(n) in inside for handler in cur.handlers for n in ast.walk(handler)):
+            return True
+        child, cur = cur, ctx.parent(cur)
+    return False
+
+
+def model_class(owner: ast.AST, at: ast.AST, ctx: FileContext) -> str | None:
+    """The simple name of the class the model ``owner`` holds at ``at`` is built from, where the file
+    shows one: a name's assignment reaching ``at``, or every assignment of `self.<attr>` in the class
+    around it, is a construction (`net.EmotionRegression(...)`, `EncoderDecoder(args).cuda()`,
+    `AutoModel.from_pretrained(path)`). None otherwise (a parameter, a model a function returns,
+    several classes)."""
+    if isinstance(owner, (ast.Call, ast.Name)):
+        return _constructed(owner, at, ctx)
+    values: list[ast.AST] = []
+    if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self":
+        holder = ctx.enclosing(at, ast.ClassDef)
+        if holder is None:
+            return None
+        values = [node.value for node in ctx.tree_index.nodes_within(holder, ast.Assign)
+                  if any(isinstance(t, ast.Attribute) and t.attr == owner.attr and isinstance(t.value, ast.Name)
+                         and t.value.id == "self" for t in node.targets)]
+    names = {_constructed(value, value, ctx) for value in values}
+    return names.pop() if len(names) == 1 else None
+
+
+def _constructed(value: ast.AST, at: ast.AST, ctx: FileContext, depth: int = 0) -> str | None:
+    """The simple name of the class ``value`` builds (after `.cuda()`/`.to(...)`, through a name bound
+    to it: `model = model.cuda()`), where it reads as one."""
+    value = without_conversions(value)
+    if isinstance(value, ast.Name) and depth < _FOLLOW_DEPTH:
+        binding = reaching_assignment(ctx, value.id, at, module_fallback=True)
+        return _constructed(binding.value, binding, ctx, depth + 1) if binding is not None else None
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
+        func = func.value
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name if may_name_class(name) else None
 
 
 def _not_a_model(owner: ast.AST) -> bool:

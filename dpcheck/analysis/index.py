@@ -37,7 +37,7 @@ import os
 from collections.abc import Iterable
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION
-from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, UNRESUMED_CONDITION, WRAPPED_LOAD
+from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, STRIPPED_LOAD, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
@@ -1042,12 +1042,17 @@ class ClassIndex:
             name = self.aliases[name]
         return name
 
-    def unresumed(self, package: str) -> bool:
-        """Do the scanned files of ``package`` (the scripts beside a save) not show that every
-        checkpoint they load as it is goes into a DataParallel wrapper: none loads one into a
-        wrapper, or one loads one into anything else (checkpoints.summarize_checkpoint_loads)?"""
+    def unresumed(self, text: str) -> bool:
+        """``<package>`` or ``<package>:<Class>`` (the class the saved wrapper holds): do the scanned
+        files of the package (the scripts beside a save) not show that every checkpoint they load
+        reads the wrapper's keys: none loads one as it is into a wrapper, nor (for ``Class``) into a
+        model of that class with the prefix taken off, or one loads one as it is into anything else
+        (checkpoints.summarize_checkpoint_loads)?"""
+        package, _, built = text.partition(":")
         loads = self._checkpoint_loads.get(package, ())
-        return WRAPPED_LOAD not in loads or BARE_LOAD in loads
+        if BARE_LOAD in loads:
+            return True
+        return WRAPPED_LOAD not in loads and not (built and f"{STRIPPED_LOAD}:{built}" in loads)
 
     def keeps_partial_batches(self, name: str = "") -> bool:
         """May a partial last batch reach a wrapped model in training? False when every scanned file

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
 # Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
-_ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
+ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 # Over every name, string or call of a file, in C (map, compress) rather than a Python step per node.
 _func_of = attrgetter("func")
@@ -237,7 +237,7 @@ def _built_alone(construction: ast.Call, at: ast.AST, ctx: FileContext) -> bool:
     """Is ``construction`` a class imported by an absolute import (not one of this file, not a
     relative import of a sibling file) called with arguments that hold no module instance?"""
     func = construction.func
-    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+    if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
         return False  # (`from_pretrained`: which class it builds is the checkpoint's to say)
     head = _attribute_head(func)
     if not isinstance(head, ast.Name) or head.id not in ctx.imports.aliases or head.id in ctx.fact(_imported_twice) \
@@ -328,7 +328,7 @@ def classes_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, imported_cal
 
 def _class_built(construction: ast.Call, ctx: FileContext) -> str:
     func = construction.func
-    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+    if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
         func = func.value  # `BertForQA.from_pretrained(...)` builds a BertForQA
     return ctx.resolve(func) or ""
 
@@ -558,7 +558,7 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
     func = node.func
     # `Model.from_pretrained(path, config=config)` builds its parts from files and a config.
     construction: ast.Call | None = node
-    if isinstance(func, ast.Attribute) and func.attr in _ALTERNATE_CONSTRUCTORS:
+    if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
         func, construction = func.value, None
     if isinstance(func, ast.Subscript):  # `MODELS[name](...)`
         return _with_parts(_registry_leaves(func, None, ctx), construction, scope, ctx, depth)
