@@ -18,7 +18,12 @@ positional argument`. It happens on every call with `batch_size=1` loaders on tw
 GPUs (an error), else on the last batch of a DataLoader without `drop_last=True` when it
 holds fewer samples than there are GPUs (a warning). A loader with `drop_last=True` is not
 flagged, whether the loop iterates it directly or through `enumerate(...)`, `tqdm(...)`,
-`iter(...)`, `list(...)`, `[batch for batch in loader]` or a name bound to one of these.
+`iter(...)`, `list(...)`, `[batch for batch in loader]` or a name bound to one of these. Nor is a
+call whose batches the callers of the function around it hand in, where every scanned call of that
+function runs in a loop over a loader of its file with `drop_last=True` (or is handed one): a model's
+`train_step(self, images, ...)` that the training script calls once per batch (also through a method
+that `train_step` calls in its body), or a loop over a loader parameter (`train_network(epoch,
+loader)`).
 
 ## How to fix
 Pass the flag positionally (positional non-tensors are copied per chunk, not per GPU),
@@ -30,17 +35,11 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.batch_feeds import PARTIAL_FEED_CONDITION, batch_of_one, drops_last, is_loader, loop_source
 from dpcheck.analysis.bindings import reaching_assignment
-from dpcheck.analysis.dataflow import is_true, keyword
 from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
-
-# Iterating one of these over a loader still yields its batches (`list(loader)` keeps them too).
-_LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "list", "tuple"})
-# How many wrappers, comprehensions and names to follow from a loop back to its loader.
-_FOLLOW_STEPS = 6
-
 
 class NonTensorKeywordArguments(Rule):
     code = "DP505"
@@ -80,11 +79,11 @@ class NonTensorKeywordArguments(Rule):
             if len(constants) != len(call.keywords):
                 continue  # a tensor keyword splits with the batch
             loader = _loader_of(call, ctx)
-            if loader is not None and is_true(keyword(loader, "drop_last")) and not _batch_of_one(loader):
+            if loader is not None and drops_last(loader):
                 continue
             names = ", ".join(f"`{k.arg}=`" for k in call.keywords)
             what = f"only non-tensor keyword arguments ({names}) next to the positional batch"
-            if loader is not None and _batch_of_one(loader):
+            if loader is not None and batch_of_one(loader):
                 message = (f"{what}, and the loader on line {loader.lineno} has batch_size=1: DataParallel copies "
                            "the keywords to every GPU but cannot split one sample, so on two or more GPUs every "
                            "replica but the first runs forward with no positional input and raises TypeError")
@@ -95,12 +94,17 @@ class NonTensorKeywordArguments(Rule):
                            "without drop_last=True) the extra replicas run forward with no positional input and "
                            "raise TypeError")
                 severity = None
+            # Batches handed in by the callers of the function around the call: only where some scanned
+            # call of it may get them from a loader that keeps the last batch (another file's script
+            # calling `net.module.train_step(...)` once per batch of a dropping loader).
+            through = _fed_through(call, ctx) if loader is None else None
+            feed = (frozenset({PARTIAL_FEED_CONDITION + through}),) if through else ()
             # A DataParallel subclass of another file: only where it keeps the stock scatter (neural_sp's
             # CustomDataParallel hands the keywords and its own split of the batch to every device).
             stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{c.partition(':')[2]}"})
                           for c in sorted(wrap.source.requires) if c.startswith("dp:"))
             yield self.violation(call, message, severity=severity,
-                                 requires=wrap.requires + stock)
+                                 requires=wrap.requires + stock + feed)
 
 
 def _constant(node, call, ctx, depth=0) -> bool:
@@ -117,30 +121,23 @@ def _constant(node, call, ctx, depth=0) -> bool:
 
 def _loader_of(call, ctx):
     """The `DataLoader(...)` construction the `for` loop around ``call`` iterates, if this file shows it."""
-    cur = ctx.enclosing(call, (ast.For, ast.AsyncFor))
-    if cur is None:
+    loop = ctx.enclosing(call, (ast.For, ast.AsyncFor))
+    if loop is None:
         return None
-    source, at = cur.iter, cur
-    for _ in range(_FOLLOW_STEPS):
-        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _LOOP_WRAPPERS \
-                and source.args:
-            source = source.args[0]
-        elif isinstance(source, (ast.ListComp, ast.GeneratorExp)) and len(source.generators) == 1:
-            source = source.generators[0].iter  # `[batch for batch in loader]`: one item per batch
-        elif isinstance(source, ast.Name):
-            binding = reaching_assignment(ctx, source.id, at, module_fallback=True)
-            if binding is None:
-                return None
-            source, at = binding.value, binding
-        else:
-            break
-    if isinstance(source, ast.Call) and (ctx.resolve(source.func) or "").endswith("DataLoader"):
-        return source
-    return None
+    source = loop_source(loop, ctx)
+    return source if is_loader(source, ctx) else None
 
 
-def _batch_of_one(loader) -> bool:
-    size = keyword(loader, "batch_size")
-    if size is None and len(loader.args) > 1:
-        size = loader.args[1]
-    return isinstance(size, ast.Constant) and size.value == 1
+def _fed_through(call, ctx) -> str | None:
+    """The function or method whose callers hand ``call`` its batches, where this file does not show
+    its loader: the one around it, where the call runs in its body in no loop (`train_step(self,
+    images, ...)`) or in a loop over one of its parameters (`for batch in loader:`); None otherwise."""
+    scope = ctx.enclosing(call, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    if isinstance(scope, (ast.For, ast.AsyncFor)):
+        source = loop_source(scope, ctx)
+        scope = ctx.enclosing(scope, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
+                                      ast.Lambda))
+        if not (isinstance(source, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and source.id in {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}):
+            return None
+    return scope.name if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None

@@ -1119,6 +1119,20 @@ def _found(folder, code):
     return sorted((f["filename"].rsplit("/", 1)[-1], f["location"]["row"]) for f in findings)
 
 
+def test_batches_fed_by_the_callers_loaders_that_drop_the_last_batch():
+    from conftest import FIXTURES
+
+    # DP505: a method whose only callers feed it batches of a loader with drop_last=True (in a loop
+    # around the call, also through a method that calls it in its body, or handed as the loader
+    # it loops over) never sees a batch smaller than the GPU count; one caller on a loader that keeps
+    # the partial last batch keeps the findings.
+    assert _found(FIXTURES / "dp505" / "trainsteppkg", "DP505") == []
+    assert _found(FIXTURES / "dp505" / "trainsteppartialpkg", "DP505") == [("flagged_model.py", 25),
+                                                                            ("flagged_model.py", 29)]
+    assert _found(FIXTURES / "dp505" / "loaderparampkg", "DP505") == []
+    assert _found(FIXTURES / "dp505" / "loaderparampartialpkg", "DP505") == [("flagged_model.py", 25)]
+
+
 def test_checkpoints_of_a_class_another_file_loads_with_the_prefix_stripped():
     from conftest import FIXTURES
 

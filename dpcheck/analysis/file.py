@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dpcheck.analysis.bare_calls import summarize_bare_calls
+from dpcheck.analysis.batch_feeds import summarize_batch_feeds, summarize_text_calls
 from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
@@ -183,6 +184,10 @@ class FileResult:
     # (scripts.method_calls).
     fresh_calls: list[str] = field(default_factory=list)
     later_calls: list[str] = field(default_factory=list)
+    # The simple names of the functions and methods it calls, and its calls fed only by loaders that
+    # drop the partial last batch, or once per call of the function around them (batch_feeds).
+    called: list[str] = field(default_factory=list)
+    batch_feeds: list[str] = field(default_factory=list)
     declared_all: list[str] | None = None
     # Its module-level functions every return of which is 0-dim (outputs.scalar_functions).
     scalar_functions: list[str] = field(default_factory=list)
@@ -250,6 +255,8 @@ class FileResult:
                 **({"handed_wrappers": " ".join(self.handed_wrappers)} if self.handed_wrappers else {}),
                 **({"fresh_calls": " ".join(self.fresh_calls)} if self.fresh_calls else {}),
                 **({"later_calls": " ".join(self.later_calls)} if self.later_calls else {}),
+                **({"called": " ".join(self.called)} if self.called else {}),
+                **({"batch_feeds": " ".join(self.batch_feeds)} if self.batch_feeds else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
 
     @classmethod
@@ -302,6 +309,9 @@ class FileResult:
                    later_calls=str(data.get("later_calls", "")).split(),
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
                    scalar_functions=str(data.get("scalar_functions", "")).split())
+                   called=str(data.get("called", "")).split(),
+                   batch_feeds=str(data.get("batch_feeds", "")).split(),
+                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -535,8 +545,10 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # and which of its classes' properties take `next(self.parameters())` (a mixin without
         # torch's name: a model class of another file that reads the property in forward learns it here).
         summarize_parameter_properties(ctx, result)
-        # and what it names or looks up by name (a registry or a config table without torch's name).
+        # and what it names or looks up by name (a registry or a config table without torch's name),
+        # and what it calls (a launcher calling a model's training method).
         summarize_text_mentions(text, result)
+        summarize_text_calls(text, result)
         return result
     try:
         _run_rules(ctx, rules, result)
@@ -569,9 +581,10 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.fresh_calls, result.later_calls = method_calls(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
-    # Only scanned files tell how the project loads its checkpoints (a module summary is of a file
-    # outside the scan).
+    # Only scanned files tell how the project loads its checkpoints and feeds its methods batches (a
+    # module summary is of a file outside the scan).
     summarize_checkpoint_loads(ctx, result)
+    summarize_batch_feeds(ctx, result)
     models = file_models(ctx)
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.

@@ -37,6 +37,7 @@ import os
 from collections.abc import Iterable
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION
+from dpcheck.analysis.batch_feeds import CALLED_IN, DROPPED, PARTIAL_FEED_CONDITION
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, STRIPPED_LOAD, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OUTSIDE_CONDITION
@@ -160,6 +161,10 @@ class ClassIndex:
         # one of them keeps the partial last batch (see keeps_partial_batches).
         self._wrapping_files = 0
         self._kept_modules: dict[str, list[str]] = {}  # class -> `__init__` parameters kept as submodules
+        # Every function or method name a scanned file calls other than as a fed call, and each fed
+        # call's markers by name (batch_feeds; see feeds_partial_batches).
+        self._called: set[str] = set()
+        self._batch_feeds: dict[str, set[str]] = {}
         self._keeps_last = False
         # Each class a file wraps (traced to it) -> whether one of the files that wrap it keeps the
         # partial last batch (see keeps_partial_batches).
@@ -282,6 +287,10 @@ class ClassIndex:
         self._scalar_forwards.update(result.scalar_forwards)
         self._scalar_functions.update(f"{module}.{name}" for name in result.scalar_functions)
         self._kept_modules.update(result.kept_modules)
+        self._called.update(result.called)
+        for entry in result.batch_feeds:
+            name, marker = _feed_entry(entry)
+            self._batch_feeds.setdefault(name, set()).add(marker)
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
@@ -1073,6 +1082,17 @@ class ClassIndex:
             return self._keeps_last
         return self._wrapped_keeps_last[target]
 
+    def feeds_partial_batches(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """May a call of the function or method ``name`` get a batch from a loader that keeps the
+        partial last batch? False where the scanned files call it, and every call is fed by loaders
+        of its file that drop it, or runs once per call of a function around it (in its body, in no
+        loop) of which the same holds (batch_feeds)."""
+        markers = self._batch_feeds.get(name)
+        if not markers or name in self._called or name in trail:
+            return True
+        return any(marker != DROPPED and self.feeds_partial_batches(marker.removeprefix(CALLED_IN), trail | {name})
+                   for marker in markers)
+
     def keeps_module(self, text: str) -> bool:
         """``<class>:<argument>``, the argument a keyword name or `@k` (positional k): does the class
         keep what a call passes there as a submodule it calls (wrapping.kept_modules)? Unknown (a
@@ -1234,6 +1254,8 @@ class ClassIndex:
             return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:
             return self.keeps_partial_batches(name)
+        if f"{kind}:" == PARTIAL_FEED_CONDITION and name:
+            return self.feeds_partial_batches(name)
         if f"{kind}:" == PARAMETER_PROPERTY_CONDITION and name:
             return self.parameter_property(name)
         if f"{kind}:" == FORWARD_FLAG_CONDITION and name:
@@ -1263,6 +1285,14 @@ class ClassIndex:
 # What ``ClassIndex._classes_in_use`` answers when the scanned files do not show what runs under
 # DataParallel (an empty set is an answer: only library classes are wrapped).
 _UNKNOWN: frozenset[str] = frozenset({"<unknown>"})
+
+
+def _feed_entry(entry: str) -> tuple[str, str]:
+    """A ``batch_feeds`` entry -> (the name called, DROPPED or CALLED_IN + the function around it)."""
+    if entry.endswith(DROPPED):
+        return entry[:-len(DROPPED)], DROPPED
+    name, _, function = entry.partition(CALLED_IN)
+    return name, CALLED_IN + function
 
 
 def _tail(qualname: str) -> str:
