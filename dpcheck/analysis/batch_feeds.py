@@ -50,7 +50,7 @@ _LOOP_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "list", "tuple"}
 _FOLLOW_STEPS = 6
 # The text of a file that can feed a call: a dropping loader, or a wrapper whose methods call each other.
 _FEED_TOKENS = ("drop_last", "Parallel", "data_parallel")
-_CALLED_WORD = re.compile(r"(\w+)\s*\(")
+_CALLED_WORD = re.compile(r"\b(\w+)\(")  # (`f (x)` with a space is rare; `\s*` tripled the scan)
 _func_of = attrgetter("func")
 
 

@@ -581,10 +581,9 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.fresh_calls, result.later_calls = method_calls(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return
-    # Only scanned files tell how the project loads its checkpoints and feeds its methods batches (a
-    # module summary is of a file outside the scan).
+    # Only scanned files tell how the project loads its checkpoints (a module summary is of a file
+    # outside the scan).
     summarize_checkpoint_loads(ctx, result)
-    summarize_batch_feeds(ctx, result)
     models = file_models(ctx)
     # A class that parallelises its own submodule runs its own code on replicas only where a
     # scanned file wraps it too: every class rule's findings in its own code carry that condition.
@@ -639,6 +638,13 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
             result.findings.append(finding)
     # After the rules: the forward-reachable code of each model is walked by then.
     summarize_construction(ctx, models, result)
+    # What it calls, and which calls loaders feed: from the walk the rules made; a file they did not
+    # walk below its statements (no module class, no DataParallel) is read as text instead, which
+    # costs less than a walk for this alone.
+    if "order" in ctx.tree_index.__dict__:
+        summarize_batch_feeds(ctx, result)
+    else:
+        summarize_text_calls(source.text, result)
 
 
 def _finding(rule: Rule, v: Violation, requires: tuple, source: SourceFile, advice: tuple[str, ...] = ()) -> Finding:

@@ -50,14 +50,17 @@ _PATH_RESOLVING_CALLS = frozenset({"instantiate", "get_class", "get_method", "lo
 # tells: any of these words may look a class up by name, and any word with a capital may name one. The
 # builtins count only as free names: `tester.eval()`, `parser.exec()` are methods of an object (a
 # script's `model.eval()`), not Python's `eval`.
-_BY_NAME_WORDS = re.compile(r"(?<!\.)\b(?:getattr|eval|exec|globals|locals|vars)\b"
-                            r"|\b(?:__subclasses__|getmembers|__dict__|import_module|__import__|sys\.modules|"
-                            + "|".join(sorted(_PATH_RESOLVING_CALLS)) + r")\b")
+_BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subclasses__|getmembers|__dict__"
+                            r"|import_module|__import__|sys\.modules|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
+                            + r")\b")
+# ... where it is no method (`tester.eval()`): checked on each match, not by a look-behind in the
+# pattern, which would cost the scan its literal prefix search (twice the time on a model library).
+_FREE_BUILTINS = frozenset({"getattr", "eval", "exec", "globals", "locals", "vars"})
 # Any word with a capital may name a class (bare_calls.may_name_class: `mIoULoss` too).
 _CLASS_LIKE_WORD = re.compile(r"\b\w*[A-Z]\w*")
 # The same for loading a module by a name (ClassIndex.unreached): a call, not a word of a docstring.
-_LOADS_BY_NAME_WORDS = re.compile(r"(?<!\.)\bexec\s*\(|\b(?:import_module|__import__|"
-                                  + "|".join(sorted(_PATH_RESOLVING_CALLS)) + r")\s*\(")
+_LOADS_BY_NAME_WORDS = re.compile(r"\b(?:import_module|__import__|exec|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
+                                  + r")\s*\(")
 
 
 def capitalised(name: str) -> bool:
@@ -84,8 +87,17 @@ def summarize_text_mentions(text: str, result) -> None:
     """The same facts from the text of a file no rule walks (conservatively: comments count)."""
     result.mentions = sorted(set(_CLASS_LIKE_WORD.findall(text)))
     result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
-    result.builds_by_name = _BY_NAME_WORDS.search(text) is not None
-    result.loads_by_name = _LOADS_BY_NAME_WORDS.search(text) is not None
+    result.builds_by_name = _free_match(_BY_NAME_WORDS, text)
+    result.loads_by_name = _free_match(_LOADS_BY_NAME_WORDS, text)
+
+
+def _free_match(pattern: re.Pattern, text: str) -> bool:
+    """Does ``pattern`` match ``text`` other than as a method of an object (`.eval(`, `.exec(`)?"""
+    for match in pattern.finditer(text):
+        start = match.start()
+        if not (start and text[start - 1] == "." and match.group(0).partition("(")[0].rstrip() in _FREE_BUILTINS):
+            return True
+    return False
 
 
 def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
