@@ -307,11 +307,10 @@ class FileResult:
                    handed_wrappers=str(data.get("handed_wrappers", "")).split(),
                    fresh_calls=str(data.get("fresh_calls", "")).split(),
                    later_calls=str(data.get("later_calls", "")).split(),
-                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
-                   scalar_functions=str(data.get("scalar_functions", "")).split())
                    called=str(data.get("called", "")).split(),
                    batch_feeds=str(data.get("batch_feeds", "")).split(),
-                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None)
+                   declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
+                   scalar_functions=str(data.get("scalar_functions", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
