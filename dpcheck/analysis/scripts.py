@@ -1592,8 +1592,7 @@ def method_calls(ctx: FileContext) -> tuple[list[str], list[str]]:
     where the model's methods are called in order. A call of `self.<attr>.<m>()` inside a method named
     `m` hands the call on to a part (FOTS's `summary()` summarising each of its networks) and is not
     counted: it runs when the outer method does."""
-    text = ctx.source.text
-    if not (any(token in text for token in TRAINING_TOKENS) or mentions_dataparallel(ctx)):
+    if not (mentions_training_token(ctx) or mentions_dataparallel(ctx)):
         return [], []
     fresh: set[str] = set()
     later: set[str] = set()
