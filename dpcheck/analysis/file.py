@@ -474,6 +474,12 @@ def _text_imports(text: str, module: str, is_package: bool) -> list[str] | None:
             node.lineno = start + 1
         nodes += parsed
     imports = ImportMap(ast.Module(body=[], type_ignores=[]), module, is_package, nodes)
+    return _project_modules(imports)
+
+
+def _project_modules(imports: ImportMap) -> list[str]:
+    """The modules an import map takes, less those of packages no project module is named after
+    (``_NOT_PROJECT_ROOTS``): ``FileResult.imports``."""
     return sorted(m for m in imports.modules if m.partition(".")[0] not in _NOT_PROJECT_ROOTS)
 
 
@@ -528,7 +534,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
     result.star_imports = imports.star_modules
-    result.imports = sorted(m for m in imports.modules if m.partition(".")[0] not in _NOT_PROJECT_ROOTS)
+    result.imports = _project_modules(imports)
     if "__all__" in text:
         declared = declared_all(tree)
         result.declared_all = None if declared is None else sorted(declared)
