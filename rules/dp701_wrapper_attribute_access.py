@@ -74,7 +74,7 @@ from __future__ import annotations
 import ast
 import functools
 
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions, parameter_defaults
 from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
@@ -790,16 +790,13 @@ def _switch_off_by_default(test: ast.AST, fn, flags: frozenset[str], ctx) -> boo
         return test.attr in flags
     if not (isinstance(test, ast.Name) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))):
         return False
-    args = fn.args
-    positional = args.posonlyargs + args.args
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    default = defaults.get(test.id)
+    default = parameter_defaults(fn.args).get(test.id)
     if not (isinstance(default, ast.Constant) and not default.value):
         return False
     calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
     if not calls:
         return False
+    positional = fn.args.posonlyargs + fn.args.args
     index = next((i for i, a in enumerate(positional) if a.arg == test.id), None)
     for call in calls:
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
