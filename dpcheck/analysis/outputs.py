@@ -18,7 +18,7 @@ from typing import Iterator
 
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
-from dpcheck.analysis.dataflow import parameter_defaults
+from dpcheck.analysis.dataflow import parameter_defaults, parameters_of
 from dpcheck.analysis.model_class import ITEM, ModelClass
 from dpcheck.analysis.names import dotted
 from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
@@ -691,8 +691,11 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     if isinstance(node, ast.Name):
         if node.id in resolving:
             # The running total (`loss = loss + w * crit(...)`), unless the name holds a sequence:
-            # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises).
-            return not any(_sequence_value(v) for v in fn.local_values.get(node.id, ()))
+            # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises); or it
+            # is a parameter, whose first value is what the caller passed: `lens = lens + T -
+            # lens.max()` shifts a per-sample tensor, it does not add to a total started at 0.
+            return node.id not in parameters_of(fn) and not any(
+                _sequence_value(v) for v in fn.local_values.get(node.id, ()))
         values = fn.local_values.get(node.id)
         return bool(values) and all(_python_number(v, fn, model, resolving | {node.id}, depth + 1) for v in values)
     if isinstance(node, ast.Attribute) and (attr := fn.self_attr(node)) is not None:
