@@ -85,12 +85,14 @@ class RunResult:
         only in subclasses that define their own. A failure to decide keeps the finding's severity
         and is a DP002 for its file."""
         class_name = finding.subject.class_name
-        if not class_name or self.index is None:
+        if self.index is None or not (class_name or finding.advice_if):
             return None
         index = self.index
         try:
-            return index.unwrapped(class_name) or index.offline(class_name) or index.unnamed(class_name) \
-                or index.called_bare(class_name) or index.unreached(finding.filename, class_name) \
+            # (A script rule's finding names no class: only its own conditions decide.)
+            return class_name and (
+                index.unwrapped(class_name) or index.offline(class_name) or index.unnamed(class_name)
+                or index.called_bare(class_name) or index.unreached(finding.filename, class_name)) \
                 or next(filter(None, map(index.advice, finding.advice_if)), None)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
             self._failed(finding, kept, f"how severe {finding.code} is", exc)

@@ -86,6 +86,7 @@ from dpcheck.analysis.scripts import (
     METHOD_WRAPS_CONDITION,
     SELF_RETURNING,
     INIT_WRAPPED_CONDITION,
+    UNCALLED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
     REJECTS_CALL_CONDITION,
     mentions_dataparallel,
@@ -194,11 +195,14 @@ class WrapperAttributeAccess(Rule):
                 settled = _option_path(ctx, node)
                 if settled is None and _behind_flag_off_by_default(node, ctx, _switches_around(wrap, ctx)):
                     settled = {}  # a script's command-line switch, off unless the user turns it on
+                # A method of the class that holds the wrapper runs only where something calls it.
+                advice = _uncalled_condition(node, wrap, ctx)
                 if settled is not None:
+                    advice += settled.pop("advice_if", ())
                     yield self.violation(node, message + OPTION_PATH_NOTE, requires=requires, fix=fix,
-                                         severity=Severity.WARNING, **settled)
+                                         severity=Severity.WARNING, advice_if=advice, **settled)
                 else:
-                    yield self.violation(node, message, requires=requires, fix=fix)
+                    yield self.violation(node, message, requires=requires, fix=fix, advice_if=advice)
                 call = facts.parent(node)
                 if called and lacks and not any(isinstance(a, ast.Starred) for a in call.args):
                     # Where the wrapper's class of another file does define it (a forwarding method),
@@ -464,6 +468,59 @@ def _late_read_condition(read: ast.Attribute, wrap, ctx) -> tuple[frozenset[str]
         if node.attr in names and isinstance(node.value, ast.Name) and node.value.id == "self":
             return ()  # called by the class itself (from `__init__`, or in an order this file decides)
     return (frozenset({f"{CALLED_LATE_CONDITION}{method.name}"}),)
+
+
+def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
+    """``uncalled:<module>:<methods>`` (scripts.UNCALLED_CONDITION) for a read of `self.<x>...` in a
+    method of the class that stores the wrapper in `self.<x>` (probtalk's `infer_on_batch`, which only an
+    inference script calls): the methods through which alone it runs, ``_entry_methods``. Empty where a
+    name does not show how the method is entered."""
+    if not wrap.name.startswith("self.") or not isinstance(wrap.scope, ast.ClassDef):
+        return ()
+    method = ctx.enclosing(read, _FUNCTIONS)
+    while method is not None and ctx.parent(method) is not wrap.scope:
+        method = ctx.enclosing(method, _FUNCTIONS)
+    entries = _entry_methods(method, wrap.scope) if method is not None else None
+    return (f"{UNCALLED_CONDITION}{ctx.module}:{','.join(entries)}",) if entries else ()
+
+
+# Decorators that leave a method called by its name (`Net.build(...)`, `self.step(...)`).
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+
+
+def _entry_methods(method, cls: ast.ClassDef) -> list[str] | None:
+    """The methods of ``cls`` through which alone ``method`` runs: it and, transitively, the class's
+    methods that name it on self (`self.infer(...)`, `hook=self.infer`), those that no method of the class
+    names. None where one of them runs without a caller naming it: a dunder (`__call__`, `__init__`),
+    `forward`, nn.Module's API, a property or other decorated method, or a class that looks its methods
+    up by a computed name (`getattr(self, name)`)."""
+    methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    named_by: dict[str, set[str]] = {}
+    for name, fn in methods.items():
+        first = (fn.args.posonlyargs + fn.args.args)[:1]
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+                    and len(node.args) > 1 and isinstance(node.args[0], ast.Name) and first \
+                    and node.args[0].id == first[0].arg and not isinstance(node.args[1], ast.Constant):
+                return None
+            if isinstance(node, ast.Attribute) and node.attr in methods and first \
+                    and isinstance(node.value, ast.Name) and node.value.id == first[0].arg:
+                named_by.setdefault(node.attr, set()).add(name)
+    reached, work, roots = set(), [method.name], []
+    while work:
+        name = work.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        fn = methods.get(name)
+        if fn is None or name.startswith("__") or name == "forward" or name in MODULE_API or any(
+                not (isinstance(d, ast.Name) and d.id in _PLAIN_DECORATORS) for d in fn.decorator_list):
+            return None
+        callers = named_by.get(name, set()) - {name}
+        if not callers:
+            roots.append(name)
+        work.extend(callers)
+    return sorted(roots) or None
 
 
 def _rebound_between(fn, name: str, attr: str, start: int, end: int) -> int:

@@ -69,6 +69,7 @@ from dpcheck.analysis.scripts import (
     RETURNED_ELEMENT,
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
+    UNCALLED_CONDITION,
     WRAPPED_ATTRIBUTE_CONDITION,
     guard_fails,
 )
@@ -151,6 +152,8 @@ class ClassIndex:
         # Method names some scanned file calls on an instance it has just built; those called otherwise.
         self._fresh_calls: set[str] = set()
         self._later_calls: set[str] = set()
+        # The scanned (not loaded) modules that record such calls: the code driving instances.
+        self._calling_modules: set[str] = set()
         # Imported functions and classes that scripts hand a DataParallel wrapper, as the calling file
         # resolves them -> `<position or keyword>=<attributes set on wrappers there>` (scripts.handed_wrappers).
         self._handed: dict[str, set[str]] = {}
@@ -317,6 +320,8 @@ class ClassIndex:
             self._init_wrapped.setdefault(name, set()).update(attrs)
         self._fresh_calls.update(result.fresh_calls)
         self._later_calls.update(result.later_calls)
+        if (result.fresh_calls or result.later_calls) and not loaded:
+            self._calling_modules.add(module)
         for entry in result.handed_wrappers:
             callee, _, position = entry.partition("=")[0].rpartition("@")
             stored = entry.partition("=")[2]
@@ -541,6 +546,8 @@ class ClassIndex:
             shown = " and ".join(f"`{name.rsplit('.', 1)[-1]}`" for name in classes)
             return (f"every construction of {shown} (all in its own file) passes the option a value "
                     "that skips this path, and no other scanned file builds it: the path does not run")
+        if f"{kind}:" == UNCALLED_CONDITION and rest:
+            return self.uncalled(rest)
         if f"{kind}:" == UNPASSED_CONDITION and rest and not self.passed(rest):
             param = rest.rpartition(":")[2].partition("@")[0]
             return f"it runs only when `{param}` is passed, and no scanned caller passes it"
@@ -1147,6 +1154,18 @@ class ClassIndex:
         False only where some scanned file calls it on an instance it has just built and none calls it
         any other way; a method no scanned file calls is not known to run early."""
         return method not in self._fresh_calls or method in self._later_calls
+
+    def uncalled(self, text: str) -> str | None:
+        """``<module>:<method>,...`` (scripts.UNCALLED_CONDITION): why a read that runs only through those
+        methods is advice, or None: some scanned file other than <module> drives instances (calls their
+        methods: ``method_calls``), and no scanned file calls any of the methods, by that name on any
+        object. A run of the class's file alone, or of a model library without its scripts, is not asked."""
+        module, _, names = text.partition(":")
+        methods = names.split(",")
+        if not (self._calling_modules - {module}) or any(
+                name in self._called or name in self._batch_feeds for name in methods):
+            return None
+        return f"no scanned file calls {_shown(methods)}, and the scanned scripts drive instances without it"
 
     def method_wraps(self, text: str) -> bool:
         """``<method>@<attr>``: does a method of that name of some scanned class store a DataParallel

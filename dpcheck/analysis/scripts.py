@@ -1582,6 +1582,12 @@ def handed_wrappers(ctx: FileContext) -> list[str]:
 # settles it from each file's ``method_calls``: not where every scanned call of it is made on an instance
 # just built).
 CALLED_LATE_CONDITION = "called_late:"
+# The advice condition (``Violation.advice_if``) of a read in a method of a class that wraps one of its
+# attributes: ``uncalled:<module>:<method>,...``, the methods through which alone the read runs (the
+# method and, transitively, the class's methods that call it on self, those no method of the class
+# calls). ClassIndex.uncalled settles it: advice where no scanned file calls any of them and a scanned
+# file other than <module> drives instances (``method_calls``: a training script or trainer).
+UNCALLED_CONDITION = "uncalled:"
 
 
 def method_calls(ctx: FileContext) -> tuple[list[str], list[str]]:
