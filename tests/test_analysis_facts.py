@@ -1141,3 +1141,22 @@ def test_checkpoints_of_a_class_another_file_loads_with_the_prefix_stripped():
     assert _found(FIXTURES / "dp702" / "stripevalpkg", "DP702") == []
     assert _found(FIXTURES / "dp702" / "retrypkg", "DP702") == []
     assert _found(FIXTURES / "dp702" / "stripotherpkg", "DP702") == [("flagged_train.py", 24)]
+
+
+def test_a_read_in_a_method_no_scanned_file_calls_is_advice():
+    from conftest import FIXTURES, run_json
+
+    def severities(*paths):
+        findings, _ = run_json(*paths, "--select", "DP701")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
+
+    # DP701: the trainer's `infer_on_batch` (and `_decode_all`, which only it calls) is called by no
+    # scanned file, while train.py drives the trainer: advice only. What the training loop reaches
+    # (`__call__` -> `get_loss`, and `sample`) stays an error.
+    folder = FIXTURES / "dp701" / "inferpkg"
+    assert severities(folder) == {("flagged_wrapper.py", 22): "error", ("flagged_wrapper.py", 26): "error",
+                                  ("flagged_wrapper.py", 30): "info", ("flagged_wrapper.py", 34): "info"}
+    # Checked alone, the file shows none of its callers: every read stands.
+    assert set(severities(folder / "flagged_wrapper.py").values()) == {"error"}
+    # An evaluation script that builds the trainer (wrapping its codec) and calls the method: an error.
+    assert severities(FIXTURES / "dp701" / "infercalledpkg") == {("flagged_wrapper.py", 30): "error"}

@@ -1165,7 +1165,8 @@ class ClassIndex:
         if not (self._calling_modules - {module}) or any(
                 name in self._called or name in self._batch_feeds for name in methods):
             return None
-        return f"no scanned file calls {_shown(methods)}, and the scanned scripts drive instances without it"
+        return (f"no scanned file calls {_shown(methods)}, while other scanned files call the project's objects: "
+                "the scripts scanned never run it")
 
     def method_wraps(self, text: str) -> bool:
         """``<method>@<attr>``: does a method of that name of some scanned class store a DataParallel
