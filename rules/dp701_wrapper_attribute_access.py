@@ -296,7 +296,8 @@ class WrapperAttributeAccess(Rule):
                             inner = node.value
                             if isinstance(inner, ast.Attribute) and inner.attr == attr \
                                     and _is_self(inner.value, method) and self._handed_read(node, facts, wrapping_here):
-                                yield self._handed_violation(node, f"self.{attr}", shown, callee, positions)
+                                yield self._handed_violation(node, f"self.{attr}", shown, callee, positions,
+                                                             _uncalled_advice(method, owner, ctx))
 
     def _reads_after_wrapping_calls(self, ctx):
         """`trainer.tagger.combine(...)` after `trainer.prepare_model(...)` in the same function, where
@@ -356,13 +357,13 @@ class WrapperAttributeAccess(Rule):
             return False
         return not (wrapping_here and facts.wrap_for(node.value) is not None)
 
-    def _handed_violation(self, node, name, shown, callee, positions):
+    def _handed_violation(self, node, name, shown, callee, positions, advice=()):
         requires = (frozenset(f"{HANDED_WRAPPER_CONDITION}{callee}@{p}:{node.attr}" for p in positions),)
         fix = self.offer_fix(f"Use `{name}.module.{node.attr}` (only right where every caller hands a wrapper)",
                              Applicability.UNSAFE)
         return self.violation(node, f"`{name}` holds the nn.DataParallel wrapper another scanned file hands "
                               f"`{shown}`, which has no attribute `{node.attr}`: AttributeError (use "
-                              f"`{name}.module.{node.attr}`)", requires=requires, fix=fix)
+                              f"`{name}.module.{node.attr}`)", requires=requires, fix=fix, advice_if=advice)
 
     def _stores_missing_the_module(self, stores, ctx, facts):
         """`model.forward_mode = "gru"` on a wrapper whose wrapped class's forward tests
@@ -480,7 +481,12 @@ def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
     method = ctx.enclosing(read, _FUNCTIONS)
     while method is not None and ctx.parent(method) is not wrap.scope:
         method = ctx.enclosing(method, _FUNCTIONS)
-    entries = _entry_methods(method, wrap.scope) if method is not None else None
+    return _uncalled_advice(method, wrap.scope, ctx) if method is not None else ()
+
+
+def _uncalled_advice(method, cls: ast.ClassDef, ctx) -> tuple[str, ...]:
+    """``uncalled:`` for a read in ``method`` of ``cls`` (see ``_entry_methods``), or nothing."""
+    entries = _entry_methods(method, cls)
     return (f"{UNCALLED_CONDITION}{ctx.module}:{','.join(entries)}",) if entries else ()
 
 

@@ -1160,3 +1160,7 @@ def test_a_read_in_a_method_no_scanned_file_calls_is_advice():
     assert set(severities(folder / "flagged_wrapper.py").values()) == {"error"}
     # An evaluation script that builds the trainer (wrapping its codec) and calls the method: an error.
     assert severities(FIXTURES / "dp701" / "infercalledpkg") == {("flagged_wrapper.py", 30): "error"}
+    # A wrapper another file hands a class's `__init__`, kept in `self.model`: read in `step` (the script
+    # calls it) an error, in `ratings_report` (no scanned file calls it) advice.
+    handed = severities(FIXTURES / "dp701" / "handedpkg")
+    assert handed[("flagged_losses.py", 15)] == "error" and handed[("flagged_losses.py", 22)] == "info"
