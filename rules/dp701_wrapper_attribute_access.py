@@ -170,6 +170,8 @@ class WrapperAttributeAccess(Rule):
             lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts) if wrap is not None else ()
             if lacks is None:
                 continue  # the wrapper's own class defines it
+            if wrap is not None and wrap.parameter and _callers_exclude(node, wrap, facts):
+                continue  # `if model_parallel:` where every caller wraps only when it passes False
             if wrap is not None and _told_apart_by_hasattr(node, facts, functools.partial(
                     _surely_lacked, source=wrap.source, ctx=ctx, facts=facts, stored_on_wrapper=stored_on_wrapper)):
                 continue  # `if hasattr(net, "fc2"):` holds only for the bare model: the wrapper has no fc2
@@ -469,6 +471,70 @@ def _late_read_condition(read: ast.Attribute, wrap, ctx) -> tuple[frozenset[str]
         if node.attr in names and isinstance(node.value, ast.Name) and node.value.id == "self":
             return ()  # called by the class itself (from `__init__`, or in an order this file decides)
     return (frozenset({f"{CALLED_LATE_CONDITION}{method.name}"}),)
+
+
+def _callers_exclude(read: ast.Attribute, wrap, facts) -> bool:
+    """Is ``read``, of a parameter that the file's calls hand a wrapper, under a test of another parameter
+    (`if model_parallel:`) that each such call fills from the test its wrapper was built on the other arm of
+    (genienlp: `if args.model_parallel: ... else: model = DataParallel(model)`, then `train(args, model)`,
+    whose `maybe_save(model, ..., model_parallel=args.model_parallel)` reads)? Then no wrapper reaches it."""
+    return _sites_exclude(_truths_around(read, wrap.scope, facts), wrap, facts, 3)
+
+
+def _sites_exclude(needed: dict[str, bool], wrap, facts, depth: int) -> bool:
+    """Does every call handing the parameter ``wrap`` its wrapper build that wrapper only where one of the
+    tests ``needed`` (texts over the function's parameters, and the truth the read needs) is the other way,
+    followed through callers that hand on a parameter of their own (``depth`` of them)?"""
+    fn = wrap.scope
+    if depth == 0 or not needed or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not wrap.sites:
+        return False
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    for call, skip in wrap.sites:
+        passed = _passed_arguments(call, params, skip)
+        there = {}  # the same tests, as the caller spells them (`model_parallel` -> `args.model_parallel`)
+        for text, truth in needed.items():
+            head, dot, rest = text.partition(".")
+            if head in passed and head in params:
+                there[ast.unparse(passed[head]) + dot + rest] = truth
+        held = passed.get(wrap.name)
+        site_wrap = facts.wrap_for(held) if isinstance(held, (ast.Name, ast.Attribute)) else None
+        if not there or site_wrap is None:
+            return False
+        if site_wrap.parameter:
+            if not _sites_exclude(there, site_wrap, facts, depth - 1):
+                return False
+            continue
+        for origin in site_wrap.roots or (site_wrap.origin,):
+            built_under = _truths_around(origin, None, facts) if origin is not None else {}
+            if not any(built_under.get(text) == (not truth) for text, truth in there.items()):
+                return False
+    return True
+
+
+def _passed_arguments(call: ast.Call, params: list[str], skip: int) -> dict[str, ast.AST]:
+    """What ``call`` passes each parameter by name (`self`, bound by the call itself, is ``skip``)."""
+    passed = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    for i, value in enumerate(call.args):
+        if isinstance(value, ast.Starred):
+            break
+        if 0 <= i + skip < len(params):
+            passed.setdefault(params[i + skip], value)
+    return passed
+
+
+def _truths_around(node: ast.AST, stop, facts) -> dict[str, bool]:
+    """The tests (their text, `not` taken off) that hold, and their truth, where ``node`` runs: each `if`
+    around it up to ``stop`` (or the scope it is in), true in its body and false in its `else` arm."""
+    found: dict[str, bool] = {}
+    child, cur = node, facts.parent(node)
+    while cur is not None and cur is not stop and not isinstance(cur, (ast.Module, ast.ClassDef) + _FUNCTIONS):
+        if isinstance(cur, ast.If) and child is not cur.test:
+            test, truth = cur.test, child in cur.body
+            while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                test, truth = test.operand, not truth
+            found.setdefault(ast.unparse(test), truth)
+        child, cur = cur, facts.parent(cur)
+    return found
 
 
 def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
