@@ -33,6 +33,17 @@ another method of the class (`summary()` reading `self.net`, which `parallelize(
 scanned call of that method is made on an instance just built, before anything else is done with it
 (`model = eval(arch)(config)` then `model.summary()`, and a trainer calls `parallelize()` later).
 
+A read in a method of the class that keeps the wrapper (`self.vq = nn.DataParallel(...)` in
+`__init__` or in a `to_parallel()`), where neither that method nor any method of the class that calls it
+on self is called by any scanned file, while other scanned files drive the project's objects (a
+training script or trainer calls their methods), is advice: the scripts scanned never run it
+(probtalk's inference-only `infer_on_batch`). A file checked without its callers keeps the error. A
+read of a parameter under a test of another parameter (`if model_parallel:`) is not the wrapper where
+every call that hands it one fills that parameter from the test the wrapper was built on the other
+arm of (`else: model = DataParallel(model)` under `if args.model_parallel:`, then
+`save(model, model_parallel=args.model_parallel)`), followed through callers that hand on their own
+parameters.
+
 A read behind a command-line switch off by default (`if args.reset_decoder:` on an
 `add_argument("--reset_decoder", action="store_true")`, or `if encoder_only:` on a parameter that
 defaults to False and that every call of the file leaves out or fills from such a switch) is latent,
