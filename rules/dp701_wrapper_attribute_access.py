@@ -562,22 +562,34 @@ def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
 
 
 def _uncalled_advice(method, cls: ast.ClassDef, ctx) -> tuple[str, ...]:
-    """``uncalled:`` for a read in ``method`` of ``cls`` (see ``_entry_methods``), or nothing."""
-    entries = _entry_methods(method, cls)
-    return (f"{UNCALLED_CONDITION}{ctx.module}:{','.join(entries)}",) if entries else ()
+    """``uncalled:`` for a read in ``method`` of ``cls`` (see ``_entry_methods``), or nothing. Its bases of
+    other files follow (`:<base>,...`): a method a library's base calls by name (a framework's hook) has
+    no caller in the project, so each must be a scanned class."""
+    info = ctx.classes.get(cls.name)
+    if info is None or info.node is not cls:
+        return ()
+    chain, outside = _in_file_chain(info, ctx)
+    entries = _entry_methods(method, [c.node for c in chain])
+    if not entries:
+        return ()
+    return (f"{UNCALLED_CONDITION}{ctx.module}:{','.join(entries)}" + (f":{','.join(outside)}" if outside else ""),)
 
 
 # Decorators that leave a method called by its name (`Net.build(...)`, `self.step(...)`).
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
 
 
-def _entry_methods(method, cls: ast.ClassDef) -> list[str] | None:
-    """The methods of ``cls`` through which alone ``method`` runs: it and, transitively, the class's
-    methods that name it on self (`self.infer(...)`, `hook=self.infer`), those that no method of the class
-    names. None where one of them runs without a caller naming it: a dunder (`__call__`, `__init__`),
-    `forward`, nn.Module's API, a property or other decorated method, or a class that looks its methods
-    up by a computed name (`getattr(self, name)`)."""
-    methods = {f.name: f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+def _entry_methods(method, chain: list[ast.ClassDef]) -> list[str] | None:
+    """The methods of a class (``chain``: it, then its bases of this file) through which alone ``method``
+    runs: it and, transitively, the methods that name it on self (`self.infer(...)`, `hook=self.infer`),
+    those that no method of the class names. None where one of them runs without a caller naming it: a
+    dunder (`__call__`, `__init__`), `forward`, nn.Module's API, a property or other decorated method,
+    or a class that looks its methods up by a computed name (`getattr(self, name)`)."""
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for cls in chain:
+        for f in cls.body:
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                methods.setdefault(f.name, f)
     named_by: dict[str, set[str]] = {}
     for name, fn in methods.items():
         first = (fn.args.posonlyargs + fn.args.args)[:1]

@@ -1156,14 +1156,20 @@ class ClassIndex:
         return method not in self._fresh_calls or method in self._later_calls
 
     def uncalled(self, text: str) -> str | None:
-        """``<module>:<method>,...`` (scripts.UNCALLED_CONDITION): why a read that runs only through those
-        methods is advice, or None: some scanned file other than <module> drives instances (calls their
-        methods: ``method_calls``), and no scanned file calls any of the methods, by that name on any
-        object. A run of the class's file alone, or of a model library without its scripts, is not asked."""
-        module, _, names = text.partition(":")
+        """``<module>:<method>,...[:<base>,...]`` (scripts.UNCALLED_CONDITION): why a read that runs only
+        through those methods is advice, or None: some scanned file other than <module> drives instances
+        (calls their methods: ``method_calls``), no scanned file calls any of the methods, by that name on
+        any object, and the class's bases of other files are scanned classes. A run of the class's file
+        alone, or of a model library without its scripts, is not asked."""
+        module, _, rest = text.partition(":")
+        names, _, bases = rest.partition(":")
         methods = names.split(",")
         if not (self._calling_modules - {module}) or any(
                 name in self._called or name in self._batch_feeds for name in methods):
+            return None
+        # (A base of another file that is no scanned class may call its subclasses' methods by name: a
+        # framework's hooks.)
+        if bases and not all(_tail(self.lookup(base) or base) in self._scanned for base in bases.split(",")):
             return None
         return (f"no scanned file calls {_shown(methods)}, while other scanned files call the project's objects: "
                 "the scripts scanned never run it")

@@ -1585,8 +1585,10 @@ CALLED_LATE_CONDITION = "called_late:"
 # The advice condition (``Violation.advice_if``) of a read in a method of a class that wraps one of its
 # attributes: ``uncalled:<module>:<method>,...``, the methods through which alone the read runs (the
 # method and, transitively, the class's methods that call it on self, those no method of the class
-# calls). ClassIndex.uncalled settles it: advice where no scanned file calls any of them and a scanned
-# file other than <module> drives instances (``method_calls``: a training script or trainer).
+# calls), then `:<base>,...` its bases of other files. ClassIndex.uncalled settles it: advice where no
+# scanned file calls any of them, a scanned file other than <module> drives instances (``method_calls``:
+# a training script or trainer), and each of those bases is a scanned class (a library's base may call a
+# method by name: a framework's hook, unittest's `test_*`).
 UNCALLED_CONDITION = "uncalled:"
 
 
