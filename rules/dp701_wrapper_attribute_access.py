@@ -179,7 +179,7 @@ class WrapperAttributeAccess(Rule):
             if wrap is not None and wrap.parameter and node.attr in stored_on_wrapper:
                 continue
             lacks = _wrapper_lacks(wrap.source, node.attr, ctx, facts) if wrap is not None else ()
-            if lacks is None:
+            if lacks is None or wrap is not None and wrap.parameter and _sites_define(wrap, node.attr, ctx, facts):
                 continue  # the wrapper's own class defines it
             if wrap is not None and wrap.parameter and _callers_exclude(node, wrap, facts):
                 continue  # `if model_parallel:` where every caller wraps only when it passes False
@@ -482,6 +482,21 @@ def _late_read_condition(read: ast.Attribute, wrap, ctx) -> tuple[frozenset[str]
         if node.attr in names and isinstance(node.value, ast.Name) and node.value.id == "self":
             return ()  # called by the class itself (from `__init__`, or in an order this file decides)
     return (frozenset({f"{CALLED_LATE_CONDITION}{method.name}"}),)
+
+
+def _sites_define(wrap, attr: str, ctx, facts) -> bool:
+    """Does every call handing the parameter ``wrap`` a wrapper build one whose own class defines ``attr`` or a
+    `__getattr__` (CompressAI's `CustomDataParallel(net)` handed to `train_one_epoch(net, ...)`)?"""
+    fn = wrap.scope
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not wrap.sites:
+        return False
+    params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+    for call, skip in wrap.sites:
+        held = _passed_arguments(call, params, skip).get(wrap.name)
+        source = facts.wrapper_value(held, call) if held is not None else None
+        if source is None or source is wrap.source or _wrapper_lacks(source, attr, ctx, facts) is not None:
+            return False
+    return True
 
 
 def _callers_exclude(read: ast.Attribute, wrap, facts) -> bool:
