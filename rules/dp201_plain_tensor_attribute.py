@@ -50,7 +50,8 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.bindings import statements_before
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, option_constructions, under_lazy_guard
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, under_lazy_guard
+from dpcheck.analysis.options import every_path_off, off_by_default
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
@@ -147,9 +148,10 @@ class PlainTensorAttribute(Rule):
                                    "not move it and DataParallel replicas share the original's copy on one device")
                         if behind_option is not None:
                             yield self.violation(target, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
-                                                 fix=fix, subject=Subject(attr=name), **behind_option)
-                        else:
-                            yield self.violation(target, message, fix=fix, subject=Subject(attr=name))
+                                                 fix=fix, subject=Subject(attr=name), **behind_option.latent)
+                        if behind_option is None or behind_option.default_path:
+                            yield self.violation(target, message, fix=fix, subject=Subject(attr=name), requires=(
+                                (behind_option.default_path,) if behind_option is not None else ()))
                     break
 
     def fix(self, finding, editor):
@@ -303,21 +305,11 @@ def _rebound_moved_before(model, fn, node, name: str) -> bool:
     return False
 
 
-def _read_only_behind_options(model, reads) -> dict | None:
-    """Where every read that uses the tensor as it is runs only behind a non-default option
-    (``option_constructions``: `if use_stereoshape:` with forward's `use_stereoshape=False`), the
-    ``Violation`` keywords of a warning (latent); None where one read is on the default path."""
-    settled = [option_constructions(model, fn, node) for fn, node in reads]
-    if not settled or any(s is None for s in settled):
-        return None
-    found: dict = {}
-    error_if = tuple(dict.fromkeys(c for s in settled for c in s.get("error_if", ())))
-    if error_if:
-        found["error_if"] = error_if
-    advice = {s.get("advice_if", ()) for s in settled}
-    if len(advice) == 1 and (advice_if := advice.pop()):
-        found["advice_if"] = advice_if  # (advice only where every read is dead, so one shared reason)
-    return found
+def _read_only_behind_options(model, reads):
+    """Where every read that uses the tensor as it is runs only behind an option off by default
+    (``options.off_by_default``: `if use_stereoshape:` with forward's `use_stereoshape=False`), how a
+    latent finding is reported (``options.OptionPath``); None where one read is on the default path."""
+    return every_path_off([off_by_default(model, fn, node) for fn, node in reads])
 
 
 def _handed_to_layers_that_move_it(model, name: str) -> bool:

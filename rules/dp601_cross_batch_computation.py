@@ -82,9 +82,10 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
-from dpcheck.analysis.dataflow import (argument, batch_derived, dim_argument, fixed_off_by_callers, is_batch_tensor,
-                                      pairwise_over_batch, parameters_of, passed_values)
+from dpcheck.analysis.dataflow import (OPTION_PATH_NOTE, argument, batch_derived, dim_argument, fixed_off_by_callers,
+                                      is_batch_tensor, pairwise_over_batch, parameters_of, passed_values)
 from dpcheck.analysis.guards import optional_argument_guard
+from dpcheck.analysis.options import off_by_default
 from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
 from dpcheck.analysis.scripts import _LIBRARY_ROOTS
@@ -92,6 +93,7 @@ from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.constants import REPLICATION_CALLBACK
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
+from dpcheck.record import replace
 from dpcheck.rule import Rule
 
 # Statistics over the batch. Running sums and arg-reductions over dim 0 are mostly index
@@ -155,7 +157,6 @@ class CrossBatchComputation(Rule):
             # wrapped model (as its layer, or wrapped itself): a criterion a script applies to the
             # gathered output sees the whole batch on one device.
             model.conditions.add(f"{IN_MODEL_CONDITION}{model.info.qualname}")
-        resolve = model.ctx.resolve
         # The wrapped model's returned similarity matrices are DP408's; a layer's go to its parent.
         # (A loss module's outputs are gathered only where a file wraps it: not asked, as that
         # condition would hold back its findings that in_model alone allows.)
@@ -164,48 +165,69 @@ class CrossBatchComputation(Rule):
         # model's own arguments are (a class its file builds as a layer is not that model).
         layer_of_file = not gathered
         for fn in (*model.in_forward, *_file_functions_called(model)):
-            for node in fn.nodes(ast.Call, ast.BinOp):
-                if pairwise_over_batch(node, fn, resolve):
-                    if not (outputs_gathered and fn is model.forward and _only_returned(node, fn, 0)):
-                        yield self._similarity(node)
+            for violation in self._check_function(model, fn, outputs_gathered, layer_of_file):
+                if violation.severity not in (None, Severity.ERROR):
+                    yield violation
                     continue
-                if isinstance(node, ast.BinOp):
+                # Behind an option off by default (`if self.opt.latent_norm:` on a `store_true` switch):
+                # latent, a warning; where the project's option table decides, the error stands on
+                # the condition that it shows no such default.
+                path = off_by_default(model, fn, violation.node)
+                if path is None:
+                    yield violation
                     continue
-                func = node.func
-                name = resolve(func) or ""
-                last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
-                if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
-                        and _dim_zero(node, first_positional=0) and is_batch_tensor(_elementwise_operand(func.value, fn, model.ctx), fn):
-                    found = self._reduction(model, node, f"`.{func.attr}` over dim 0", fn)
-                    if found:
-                        yield found
-                elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
-                        and is_batch_tensor(_elementwise_operand(node.args[0], fn, model.ctx), fn):
-                    found = self._reduction(model, node, f"`{ast.unparse(func)}` over dim 0", fn)
-                    if found:
-                        yield found
-                elif (statistic := _order_statistic(node, last, fn, model.ctx)) is not None:
-                    if fixed_off_by_callers(model, fn, node):
-                        continue  # in an arm of a helper's flag that no call from forward takes
-                    if statistic in _WHOLE_TENSOR_EXTREMES:
-                        if _scales_batch(node, fn):
-                            yield self.violation(node, f"`{statistic}` over all elements of a batch tensor scales "
-                                                 "the samples in forward: each DataParallel replica takes it over "
-                                                 "its own slice, so the samples are normalised by another value "
-                                                 "than on one device")
-                    elif _applied_to_batch(node, fn):
-                        yield self.violation(node, f"`{statistic}` over all elements of a batch tensor in forward: "
-                                             "each DataParallel replica takes it over its own slice, so the "
-                                             "samples it is applied to get another value than on one device")
-                elif fn is model.forward and not layer_of_file \
-                        and (index := _batch_index_argument(node, last, fn)) is not None:
-                    yield self.violation(node, _INDEX_MESSAGE.format(index=ast.unparse(index)))
-                elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
-                        and _used_as_targets(node, fn, model):
-                    yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
-                                         "replica numbers only its own slice, so in-batch labels and "
-                                         "negatives come from B/N samples")
+                latent = dict(path.latent)
+                latent["requires"] = (*violation.requires, *latent.get("requires", ()))
+                yield replace(violation, message=violation.message + OPTION_PATH_NOTE,
+                              severity=Severity.WARNING, **latent)
+                if path.default_path:
+                    yield replace(violation, requires=(*violation.requires, path.default_path))
             yield from self._pairings(model, fn)
+
+    def _check_function(self, model, fn, outputs_gathered, layer_of_file):
+        """The findings of one function forward's code runs (see ``_check_class``)."""
+        resolve = model.ctx.resolve
+        for node in fn.nodes(ast.Call, ast.BinOp):
+            if pairwise_over_batch(node, fn, resolve):
+                if not (outputs_gathered and fn is model.forward and _only_returned(node, fn, 0)):
+                    yield self._similarity(node)
+                continue
+            if isinstance(node, ast.BinOp):
+                continue
+            func = node.func
+            name = resolve(func) or ""
+            last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else ""
+            if isinstance(func, ast.Attribute) and func.attr in _REDUCTIONS and not last \
+                    and _dim_zero(node, first_positional=0) and is_batch_tensor(_elementwise_operand(func.value, fn, model.ctx), fn):
+                found = self._reduction(model, node, f"`.{func.attr}` over dim 0", fn)
+                if found:
+                    yield found
+            elif last in _REDUCTIONS and node.args and _dim_zero(node, first_positional=1) \
+                    and is_batch_tensor(_elementwise_operand(node.args[0], fn, model.ctx), fn):
+                found = self._reduction(model, node, f"`{ast.unparse(func)}` over dim 0", fn)
+                if found:
+                    yield found
+            elif (statistic := _order_statistic(node, last, fn, model.ctx)) is not None:
+                if fixed_off_by_callers(model, fn, node):
+                    continue  # in an arm of a helper's flag that no call from forward takes
+                if statistic in _WHOLE_TENSOR_EXTREMES:
+                    if _scales_batch(node, fn):
+                        yield self.violation(node, f"`{statistic}` over all elements of a batch tensor scales "
+                                             "the samples in forward: each DataParallel replica takes it over "
+                                             "its own slice, so the samples are normalised by another value "
+                                             "than on one device")
+                elif _applied_to_batch(node, fn):
+                    yield self.violation(node, f"`{statistic}` over all elements of a batch tensor in forward: "
+                                         "each DataParallel replica takes it over its own slice, so the "
+                                         "samples it is applied to get another value than on one device")
+            elif fn is model.forward and not layer_of_file \
+                    and (index := _batch_index_argument(node, last, fn)) is not None:
+                yield self.violation(node, _INDEX_MESSAGE.format(index=ast.unparse(index)))
+            elif last == "arange" and node.args and _batch_size(node.args[-1] if len(node.args) == 1 else None, fn) \
+                    and _used_as_targets(node, fn, model):
+                yield self.violation(node, "`torch.arange(batch_size)` as targets: each DataParallel "
+                                     "replica numbers only its own slice, so in-batch labels and "
+                                     "negatives come from B/N samples")
 
     def _pairings(self, model, fn):
         """Samples paired by strided dim-0 slices (see ``pairing``): in forward's own code, and at the

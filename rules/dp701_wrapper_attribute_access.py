@@ -85,8 +85,9 @@ from __future__ import annotations
 import ast
 import functools
 
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions, parameter_defaults
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions
 from dpcheck.analysis.model_class import file_models
+from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     _LIBRARY_ROOTS,
@@ -205,17 +206,20 @@ class WrapperAttributeAccess(Rule):
                           f"`{node.attr}`: AttributeError (use `{wrap.name}.module.{node.attr}`)"
                 # In a module's method, behind a constructor or forward option off by default
                 # (multimodal-meta-learn's `if new_words:` in `__init__`): latent, as for state rules.
-                settled = _option_path(ctx, node)
-                if settled is None and _behind_flag_off_by_default(node, ctx, _switches_around(wrap, ctx)):
-                    settled = {}  # a script's command-line switch, off unless the user turns it on
+                settled, switch = _option_path(ctx, node), None
+                if settled is None and (switch := behind_switch_off_by_default(
+                        node, ctx, _switches_around(wrap, ctx))) is not None:
+                    settled = dict(switch.latent)  # a command-line switch, off unless the user turns it on
                 # A method of the class that holds the wrapper runs only where something calls it.
                 advice = _uncalled_condition(node, wrap, ctx)
                 if settled is not None:
-                    advice += settled.pop("advice_if", ())
-                    yield self.violation(node, message + OPTION_PATH_NOTE, requires=requires, fix=fix,
-                                         severity=Severity.WARNING, advice_if=advice, **settled)
-                else:
-                    yield self.violation(node, message, requires=requires, fix=fix, advice_if=advice)
+                    latent_advice = advice + settled.pop("advice_if", ())
+                    yield self.violation(node, message + OPTION_PATH_NOTE, fix=fix, severity=Severity.WARNING,
+                                         advice_if=latent_advice,
+                                         **{**settled, "requires": requires + settled.get("requires", ())})
+                if settled is None or switch is not None and switch.default_path:
+                    yield self.violation(node, message, fix=fix, advice_if=advice, requires=requires + (
+                        (switch.default_path,) if switch is not None else ()))
                 call = facts.parent(node)
                 if called and lacks and not any(isinstance(a, ast.Starred) for a in call.args):
                     # Where the wrapper's class of another file does define it (a forwarding method),
@@ -895,28 +899,6 @@ def _text(node) -> str | None:
     return None
 
 
-def _flags_off_by_default(ctx) -> frozenset[str]:
-    """The destinations of the file's `add_argument("--reset_decoder", action="store_true")` options
-    that no `default=` turns on: False unless the command line names them."""
-    found = set()
-    for call in ctx.nodes(ast.Call):
-        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
-            continue
-        options = {k.arg: k.value for k in call.keywords}
-        action, default, dest = options.get("action"), options.get("default"), options.get("dest")
-        if not (isinstance(action, ast.Constant) and action.value == "store_true") or default is not None and not (
-                isinstance(default, ast.Constant) and not default.value):
-            continue
-        if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
-            found.add(dest.value)
-            continue
-        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        long = [n for n in names if n.startswith("--")] or names
-        if long:
-            found.add(long[0].lstrip("-").replace("-", "_"))
-    return frozenset(found)
-
-
 def _switches_around(wrap, ctx) -> frozenset[str]:
     """The `args.<x>` switches the `if`s around the wrap test (`if args.multi_gpu: model = DP(model)`): a
     read behind the same switch runs whenever the model is wrapped."""
@@ -929,52 +911,6 @@ def _switches_around(wrap, ctx) -> frozenset[str]:
                 found.update(n.id for n in ast.walk(cur.test) if isinstance(n, ast.Name))
             cur = ctx.parent(cur)
     return frozenset(found)
-
-
-def _behind_flag_off_by_default(node: ast.AST, ctx, wrapping_switches: frozenset[str] = frozenset()) -> bool:
-    """Is ``node`` in the body of an `if` on a command-line switch off by default (``_flags_off_by_default``):
-    `if args.reset_decoder:`, or `if encoder_only:` on a parameter whose default is False or None and
-    that every call of this file leaves out or passes such a switch or a false constant
-    (`iteration(..., encoder_only=args.encoder_only)`, Skip-BART)? Also as a conjunct of an `and`."""
-    flags = None
-    child, cur = node, ctx.parent(node)
-    while cur is not None and not isinstance(cur, (ast.Module, ast.ClassDef)):
-        if isinstance(cur, ast.If) and child in cur.body:
-            flags = _flags_off_by_default(ctx) - wrapping_switches if flags is None else flags
-            if not flags:
-                return False
-            fn = ctx.enclosing(cur, _FUNCTIONS)
-            tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
-                else [cur.test]
-            if any(_switch_off_by_default(test, fn, flags, ctx) for test in tests):
-                return True
-        child, cur = cur, ctx.parent(cur)
-    return False
-
-
-def _switch_off_by_default(test: ast.AST, fn, flags: frozenset[str], ctx) -> bool:
-    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name):
-        return test.attr in flags
-    if not (isinstance(test, ast.Name) and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        return False
-    default = parameter_defaults(fn.args).get(test.id)
-    if not (isinstance(default, ast.Constant) and not default.value):
-        return False
-    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
-    if not calls:
-        return False
-    positional = fn.args.posonlyargs + fn.args.args
-    index = next((i for i, a in enumerate(positional) if a.arg == test.id), None)
-    for call in calls:
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            return False
-        passed = [k.value for k in call.keywords if k.arg == test.id]
-        if index is not None and index < len(call.args):
-            passed.append(call.args[index])
-        if not all(isinstance(v, ast.Constant) and not v.value or isinstance(v, ast.Attribute)
-                   and isinstance(v.value, ast.Name) and v.attr in flags for v in passed):
-            return False
-    return True
 
 
 def _option_path(ctx, node: ast.AST) -> dict | None:

@@ -25,6 +25,7 @@ from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_c
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.functional import summarize_parallel_helpers
+from dpcheck.analysis.options import summarize_options
 from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_text_mentions
@@ -191,6 +192,9 @@ class FileResult:
     declared_all: list[str] | None = None
     # Its module-level functions every return of which is 0-dim (outputs.scalar_functions).
     scalar_functions: list[str] = field(default_factory=list)
+    # The command-line options its parsers define, `<name>=<off|on|?>` by their default's truth
+    # (options.command_line_options): the project's option table.
+    options: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -219,6 +223,7 @@ class FileResult:
                 **({"scalar_forwards": {k: " ".join(v) for k, v in self.scalar_forwards.items()}}
                    if self.scalar_forwards else {}),
                 **({"scalar_functions": " ".join(self.scalar_functions)} if self.scalar_functions else {}),
+                **({"options": " ".join(self.options)} if self.options else {}),
                 **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
                 **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
                 **({"dataparallel_attributes": {k: " ".join(v) for k, v in self.dataparallel_attributes.items()}}
@@ -310,7 +315,8 @@ class FileResult:
                    called=str(data.get("called", "")).split(),
                    batch_feeds=str(data.get("batch_feeds", "")).split(),
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
-                   scalar_functions=str(data.get("scalar_functions", "")).split())
+                   scalar_functions=str(data.get("scalar_functions", "")).split(),
+                   options=str(data.get("options", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -539,6 +545,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         declared = declared_all(tree)
         result.declared_all = None if declared is None else sorted(declared)
 
+    summarize_options(ctx, result)  # (an options file mostly has no torch: before the test below)
     if not relevant:
         # Nothing here can be a hazard: the class summary is all the index needs, what its functions
         # return (a builder of the model another file's script wraps, without torch's name), and what a

@@ -45,6 +45,7 @@ from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
+from dpcheck.analysis.options import OPTION_DEFAULT_CONDITION, OPTION_NOT_DEFAULT_CONDITION, define_option
 from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, SCALAR_FUNCTION_CONDITION, scalar_call
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
@@ -139,6 +140,7 @@ class ClassIndex:
         self._weightless: dict[str, list[str]] = {}  # class -> the classes its constructor builds (placement)
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._scalar_functions: set[str] = set()  # functions every return of which is 0-dim (outputs)
+        self._options: dict[str, str] = {}  # command-line option -> its default's truth (options)
         self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
         self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
         # Attributes of other objects that scripts store wrappers in -> the packages of those scripts.
@@ -289,6 +291,9 @@ class ClassIndex:
         self._weightless.update(result.weightless)
         self._scalar_forwards.update(result.scalar_forwards)
         self._scalar_functions.update(f"{module}.{name}" for name in result.scalar_functions)
+        for entry in result.options:
+            name, _, state = entry.partition("=")
+            define_option(self._options, name, state)
         self._kept_modules.update(result.kept_modules)
         self._called.update(result.called)
         for entry in result.batch_feeds:
@@ -1227,6 +1232,12 @@ class ClassIndex:
         found = self._pairing_helpers.get(name, ())
         return any(position in found for position in positions.split(","))
 
+    def option_default(self, text: str) -> bool:
+        """``<name>=<off|on>``: does every scanned definition of the command-line option (at least one)
+        give it that truth by default (options.command_line_options)?"""
+        name, _, state = text.partition("=")
+        return self._options.get(name) == state
+
     def condition(self, text: str, trail: frozenset[str] = frozenset()) -> bool:
         kind, _, name = text.partition(":")
         if kind == "dp" and name:
@@ -1302,6 +1313,10 @@ class ClassIndex:
             return self.method_wraps(name)
         if f"{kind}:" == HANDED_WRAPPER_CONDITION and name:
             return self.handed_wrapper(name)
+        if f"{kind}:" == OPTION_DEFAULT_CONDITION and name:
+            return self.option_default(name)
+        if f"{kind}:" == OPTION_NOT_DEFAULT_CONDITION and name:
+            return not any(map(self.option_default, name.split(",")))
         return self.is_module(text)
 
     def holds(self, finding: Finding) -> bool:

@@ -1,0 +1,257 @@
+"""Is a path off by default? The one answer for every rule that makes a hazard latent behind an option.
+
+Two kinds of option decide a path the user must turn on:
+
+- a parameter of a module's constructor or forward, or `self.<attr>` set once from one, whose
+  default (or what every construction of the class in its file passes) leaves the test false
+  (``dataflow.option_constructions``);
+- a command-line switch: `if args.reset_decoder:` / `if self.opt.linear_add:` on an option a parser
+  defines with `add_argument("--linear_add", action="store_true")`, or with a false literal
+  `default=` (`default=False`, `default=0`, none at all), or the `else:` of a switch that defaults
+  to true (`action="store_false"`). The switch is read off the read's own file where that file
+  defines it; otherwise off the project's option table (``FileResult.options``: every scanned
+  file's definitions, EnlightenGAN's `options/base_options.py` for the reads in
+  `models/networks.py`), on the condition ``OPTION_NOT_DEFAULT_CONDITION`` that the index settles:
+  a name no scanned file defines, or that two definitions give different truths, is not known to
+  be off, and the finding stays an error.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dpcheck.analysis.dataflow import option_constructions, parameter_defaults
+from dpcheck.record import record
+
+# `option_default:<name>=<off|on>` in a finding's ``requires``: every definition of option `<name>` in
+# the scanned files (at least one) gives it that truth by default (ClassIndex.option_default).
+OPTION_DEFAULT_CONDITION = "option_default:"
+# `option_not_default:<name>=<off|on>,...`: none of those options is shown so (no definition, or
+# definitions that disagree): the path behind them may run as the program stands.
+OPTION_NOT_DEFAULT_CONDITION = "option_not_default:"
+OFF, ON, UNKNOWN = "off", "on", "?"
+
+# What a parser's `default=` turns into when it is a string and a `type=` converts it (argparse
+# applies `type` to string defaults): `type=str2bool, default="False"` is false, which the literal
+# does not show. Only `str` leaves the literal as it is.
+_KEEPS_STRINGS = frozenset({"str"})
+
+
+def command_line_options(ctx) -> dict[str, str]:
+    """The options the file's parsers define (`add_argument`, `set_defaults`) -> OFF where the
+    default is false (`action="store_true"` without a true `default=`, a false literal, no default
+    at all), ON where it is true, UNKNOWN where the file cannot tell (a computed default, a required
+    or positional option, two definitions that disagree). Cheap text test first: most files define
+    none."""
+    return ctx.fact(_find_command_line_options)
+
+
+def _find_command_line_options(ctx) -> dict[str, str]:
+    text = ctx.source.text
+    if "add_argument" not in text and "set_defaults" not in text:
+        return {}
+    found: dict[str, str] = {}
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            continue
+        if func.attr == "add_argument":
+            entry = _argument_definition(call)
+            if entry is not None:
+                define_option(found, *entry)
+        elif func.attr == "set_defaults":
+            for kw in call.keywords:
+                if kw.arg is not None:
+                    define_option(found, kw.arg, _truth(kw.value))
+    return found
+
+
+def define_option(found: dict[str, str], name: str, state: str) -> None:
+    """Add one definition of option ``name`` to a table: two that disagree make it UNKNOWN (which
+    parser a run uses is not known)."""
+    found[name] = state if found.get(name, state) == state else UNKNOWN
+
+
+def _argument_definition(call: ast.Call) -> tuple[str, str] | None:
+    """(dest, OFF | ON | UNKNOWN) of one `add_argument(...)`; None where no name can be read."""
+    options = {k.arg: k.value for k in call.keywords if k.arg is not None}
+    names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    dest = options.get("dest")
+    if isinstance(dest, ast.Constant) and isinstance(dest.value, str):
+        name = dest.value
+    else:
+        long = [n for n in names if n.startswith("--")] or names
+        if not long:
+            return None
+        name = long[0].lstrip("-").replace("-", "_")
+    if not any(n.startswith("-") for n in names) or _is_true(options.get("required")):
+        return name, UNKNOWN  # a positional or required option: the command line always gives it
+    action = options.get("action")
+    default = options.get("default")
+    if action is not None and not isinstance(action, ast.Constant):
+        return name, UNKNOWN  # an action class of the project's: what it stores is its own
+    if default is None:
+        if isinstance(action, ast.Constant) and action.value == "store_false":
+            return name, ON
+        return name, OFF  # store_true's False; any other action's (or none's) None
+    if isinstance(default, ast.Constant) and isinstance(default.value, str):
+        kind = options.get("type")
+        if kind is not None and not (isinstance(kind, ast.Name) and kind.id in _KEEPS_STRINGS):
+            return name, UNKNOWN
+    return name, _truth(default)
+
+
+def _truth(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant):
+        return ON if node.value else OFF
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return ON if node.operand.value else OFF
+    if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.Set)):
+        return ON if (node.keys if isinstance(node, ast.Dict) else node.elts) else OFF
+    return UNKNOWN
+
+
+def _is_true(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def summarize_options(ctx, result) -> None:
+    """Fill ``result.options`` (`<name>=<off|on|?>`, see ``command_line_options``) for the project's
+    option table."""
+    result.options = [f"{name}={state}" for name, state in sorted(command_line_options(ctx).items())]
+
+
+@record(frozen=True)
+class OptionPath:
+    """How a path behind an option is reported: ``latent``, the ``Violation`` keywords of the latent
+    finding (a warning: the conditions under which it is an error after all, or advice only, or
+    under which it stands at all); ``default_path``, where the project's option table decides it,
+    the conditions (any one) under which the path runs by default after all, for the finding as the
+    rule reports it on the default path (None where the read's own file decided)."""
+
+    latent: dict
+    default_path: frozenset[str] | None = None
+
+
+def off_by_default(model, fn, node: ast.AST) -> OptionPath | None:
+    """Does ``node``, in function ``fn`` of module class ``model``, run only with an option changed
+    from its default: a constructor or forward option (``dataflow.option_constructions``), or a
+    command-line switch (``behind_switch_off_by_default``)? None where neither decides it."""
+    settled = option_constructions(model, fn, node)
+    if settled is not None:
+        return OptionPath(settled)
+    return behind_switch_off_by_default(node, model.ctx)
+
+
+def every_path_off(paths: list[OptionPath | None]) -> OptionPath | None:
+    """One ``OptionPath`` for a hazard that needs every one of several reads (at least one), each
+    behind its option (``off_by_default``): latent where every read is, on the default path where
+    any is. None where one read is on the default path as its file shows."""
+    if not paths or any(p is None for p in paths):
+        return None
+    latent: dict = {}
+    requires = tuple(dict.fromkeys(c for p in paths for c in p.latent.get("requires", ())))
+    if requires:
+        latent["requires"] = requires
+    error_if = tuple(dict.fromkeys(c for p in paths for c in p.latent.get("error_if", ())))
+    if error_if:
+        latent["error_if"] = error_if
+    advice = {p.latent.get("advice_if", ()) for p in paths}
+    if len(advice) == 1 and (advice_if := advice.pop()):
+        latent["advice_if"] = advice_if  # (advice only where every read is dead, so one shared reason)
+    default_path = frozenset(c for p in paths if p.default_path for c in p.default_path)
+    return OptionPath(latent, default_path or None)
+
+
+def behind_switch_off_by_default(node: ast.AST, ctx, excluded: frozenset[str] = frozenset()) -> OptionPath | None:
+    """Is ``node`` in the body of an `if` on a command-line switch off by default (a conjunct of an
+    `and` too), or in the `else:` of one on a switch on by default: `if args.reset_decoder:`,
+    `if self.opt.linear_add:`, `if not opt.no_flip:` on `store_false`, or `if encoder_only:` on a
+    parameter whose default is false and that every call of this file leaves out or passes such a
+    switch or a false constant (`iteration(..., encoder_only=args.encoder_only)`)? Names in
+    ``excluded`` (the switches the wrap itself runs under) do not count. None where no switch
+    decides it; where the file's own parser defines the switch, a plain latent path; where none of
+    its parsers does, one that the project's option table settles: latent where it shows one of the
+    switches at the default that keeps the path off (``OPTION_DEFAULT_CONDITION``), on the default
+    path where it shows none so (``OPTION_NOT_DEFAULT_CONDITION``: no definition, or definitions
+    that disagree)."""
+    own = command_line_options(ctx)
+    gates: list[str] = []
+    child, cur = node, ctx.parent(node)
+    while cur is not None and not isinstance(cur, (ast.Module, ast.ClassDef)):
+        if isinstance(cur, ast.If) and child is not cur.test:
+            in_body = any(child is s for s in cur.body)
+            tests = cur.test.values if in_body and isinstance(cur.test, ast.BoolOp) \
+                and isinstance(cur.test.op, ast.And) else [cur.test]
+            for test in tests:
+                gate = _switch_gate(test, in_body, ctx, cur, own, excluded)
+                if gate is True:
+                    return OptionPath({})
+                if gate:
+                    gates.append(gate)
+        child, cur = cur, ctx.parent(cur)
+    if not gates:
+        return None
+    gates = sorted(set(gates))
+    return OptionPath({"requires": (frozenset(OPTION_DEFAULT_CONDITION + g for g in gates),)},
+                      frozenset({OPTION_NOT_DEFAULT_CONDITION + ",".join(gates)}))
+
+
+def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str, str], excluded: frozenset[str]):
+    """How ``test`` keeps the arm of its `if` off by default: True where the file shows it does;
+    `<name>=<off|on>`, the default the switch must have for that, where no parser of this file
+    defines it (the project's option table settles it); None where it does not."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    # The arm runs when the test is true (the body) or false (the else): it is off by default where
+    # the switch's default makes the test take the other way.
+    wanted = OFF if in_body != negated else ON
+    name = _switch_name(test)
+    if name is not None and name not in excluded:
+        if name in own:
+            return True if own[name] == wanted else None
+        return f"{name}={wanted}"
+    flags = {n for n, state in own.items() if state == OFF} - excluded
+    if isinstance(test, ast.Name) and wanted == OFF and flags:
+        fn = ctx.enclosing(where, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if fn is not None and _parameter_switch_off(test.id, fn, ctx, flags):
+            return True
+    return None
+
+
+def _switch_name(test: ast.AST) -> str | None:
+    """`args.x`, `opt.x`, `self.opt.x` -> `x`: an attribute read off a name (not `self` itself, whose
+    attributes are the class's own options) or off one attribute of `self`."""
+    if not isinstance(test, ast.Attribute):
+        return None
+    holder = test.value
+    if isinstance(holder, ast.Name):
+        return test.attr if holder.id != "self" else None
+    if isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name) and holder.value.id == "self":
+        return test.attr
+    return None
+
+
+def _parameter_switch_off(name: str, fn, ctx, flags: set[str]) -> bool:
+    """`if encoder_only:` on a parameter of ``fn`` whose default is false and that every call of it in
+    this file (at least one) leaves out, or passes a false constant or one of the file's switches
+    off by default (``flags``)."""
+    default = parameter_defaults(fn.args).get(name)
+    if not (isinstance(default, ast.Constant) and not default.value):
+        return False
+    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    if not calls:
+        return False
+    positional = fn.args.posonlyargs + fn.args.args
+    index = next((i for i, a in enumerate(positional) if a.arg == name), None)
+    for call in calls:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return False
+        passed = [k.value for k in call.keywords if k.arg == name]
+        if index is not None and index < len(call.args):
+            passed.append(call.args[index])
+        if not all(isinstance(v, ast.Constant) and not v.value or isinstance(v, ast.Attribute)
+                   and isinstance(v.value, ast.Name) and v.attr in flags for v in passed):
+            return False
+    return True
