@@ -67,6 +67,13 @@ A class that defines `__data_parallel_replicate__` (the callback `DataParallelWi
 sums that its own code hands to a master replica to reduce across all of them (and, with a stock
 DataParallel that never calls the callback, that path does not run). It is not reported.
 
+A statistic behind an option off by default is latent, a warning: a constructor or forward option
+whose default leaves the test false, or a command-line switch (`if self.opt.latent_norm:` on
+`add_argument("--latent_norm", action="store_true")`, the `else:` of a `store_false` one). A switch no
+parser of the read's own file defines is looked up in the options every scanned file's parsers
+define (EnlightenGAN's `options/base_options.py`); one that no scanned file defines, or that two
+parsers give different defaults, may be on as the program stands: it stays an error.
+
 A loss module (`*Loss`, `*Criterion`, owning no layers) reduces over the batch by design: it
 is reported only where a scanned file wraps it or builds it inside a module (the wrapped
 model's layer, or a part handed to its constructor). A criterion a script applies to the

@@ -282,3 +282,32 @@ def test_dp701_read_behind_a_constructor_option_off_by_default_is_latent():
     fixture = "fixtures/dp701/flagged_read_behind_constructor_option.py"
     rows = {f["location"]["row"]: f["severity"] for f in run_json(fixture, "--select", "DP701")[0]}
     assert rows == {29: "warning", 31: "error"}
+
+
+def test_dp601_behind_a_switch_off_by_default_in_another_files_parser_is_latent():
+    # EnlightenGAN: `if self.opt.linear_add:` in the model file, `add_argument("--linear_add",
+    # action="store_true")` in the options file; the project's option table settles the switch.
+    package = "fixtures/dp601/optionspkg"
+
+    def by_test(*paths):
+        findings, _ = run_json(*paths, "--select", "DP601")
+        lines = Path(f"{package}/flagged_option_switches.py").read_text().splitlines()
+        out = {}
+        for f in findings:
+            row = f["location"]["row"]
+            test = next(line.strip() for line in reversed(lines[:row - 1]) if line.strip().startswith(("if ", "elif ", "else")))
+            out.setdefault(test, set()).add(f["severity"])
+        return out
+
+    got = by_test(package)
+    assert got == {
+        # store_true inside store_true, and the line after it under `if self.opt.linear_add:` alone
+        "elif self.opt.latent_norm:": {"warning"},
+        "else:": {"warning"},  # the else of a store_false switch
+        "if self.opt.peak_norm:": {"error"},  # store_true with default=True
+        "if self.opt.twice:": {"error"},  # set_defaults(twice=True) in another parser
+        "if self.opt.unlisted:": {"error"},  # defined by no scanned file
+    }
+    # The options file left out of the run: nothing shows a switch off, every error stands.
+    alone = by_test(f"{package}/flagged_option_switches.py", f"{package}/train.py")
+    assert set().union(*alone.values()) == {"error"}
