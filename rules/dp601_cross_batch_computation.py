@@ -67,9 +67,10 @@ A class that defines `__data_parallel_replicate__` (the callback `DataParallelWi
 sums that its own code hands to a master replica to reduce across all of them (and, with a stock
 DataParallel that never calls the callback, that path does not run). It is not reported.
 
-A statistic behind an option off by default is latent, a warning: a constructor or forward option
-whose default leaves the test false, or a command-line switch (`if self.opt.latent_norm:` on
-`add_argument("--latent_norm", action="store_true")`, the `else:` of a `store_false` one). A switch no
+A statistic behind a command-line switch off by default is latent, a warning (`if
+self.opt.latent_norm:` on `add_argument("--latent_norm", action="store_true")`, the `else:` of a
+`store_false` one). Forward's own optional arguments are not read so: a training loop passes
+`return_loss=True` to the contrastive model it trains. A switch no
 parser of the read's own file defines is looked up in the options every scanned file's parsers
 define (EnlightenGAN's `options/base_options.py`); one that no scanned file defines, or that two
 parsers give different defaults, may be on as the program stands: it stays an error.
@@ -92,7 +93,7 @@ from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import (OPTION_PATH_NOTE, argument, batch_derived, dim_argument, fixed_off_by_callers,
                                       is_batch_tensor, pairwise_over_batch, parameters_of, passed_values)
 from dpcheck.analysis.guards import optional_argument_guard
-from dpcheck.analysis.options import off_by_default
+from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
 from dpcheck.analysis.scripts import _LIBRARY_ROOTS
@@ -176,10 +177,12 @@ class CrossBatchComputation(Rule):
                 if violation.severity not in (None, Severity.ERROR):
                     yield violation
                     continue
-                # Behind an option off by default (`if self.opt.latent_norm:` on a `store_true` switch):
-                # latent, a warning; where the project's option table decides, the error stands on
-                # the condition that it shows no such default.
-                path = off_by_default(model, fn, violation.node)
+                # Behind a command-line switch off by default (`if self.opt.latent_norm:` on a
+                # `store_true` option): latent, a warning; where the project's option table decides,
+                # the error stands on the condition that it shows no such default. (Not forward's own
+                # options: a training loop passes `return_loss=True` to the contrastive model it trains,
+                # and the path that computes the in-batch loss is the one that runs.)
+                path = behind_switch_off_by_default(violation.node, model.ctx)
                 if path is None:
                     yield violation
                     continue
