@@ -311,3 +311,56 @@ def test_dp601_behind_a_switch_off_by_default_in_another_files_parser_is_latent(
     # The options file left out of the run: nothing shows a switch off, every error stands.
     alone = by_test(f"{package}/flagged_option_switches.py", f"{package}/train.py")
     assert set().union(*alone.values()) == {"error"}
+
+
+_OPTIONS = '''import argparse
+
+
+def get_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reset_head", action="store_true")
+    parser.add_argument("--use_prior", action="store_true")
+    return parser.parse_args()
+'''
+
+_SWITCHED = '''import torch
+import torch.nn as nn
+
+from options import get_args
+
+
+class Net(nn.Module):
+    def __init__(self, opt):
+        super().__init__()
+        self.opt = opt
+        self.fc = nn.Linear(4, 4)
+        self.prior = torch.zeros(4)
+
+    def reset(self):
+        nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x):
+        if self.opt.use_prior:
+            x = x + self.prior
+        return self.fc(x)
+
+
+def main():
+    args = get_args()
+    model = nn.DataParallel(Net(args).cuda())
+    if args.reset_head:
+        model.reset()
+    return model
+'''
+
+
+def test_dp701_and_dp201_reads_behind_another_files_switch_off_by_default_are_latent(project):
+    # The shared answer (options.behind_switch_off_by_default): a script's `args` and a model's
+    # `self.opt` come from a parser in another file; its store_true options are off by default.
+    (project / "options.py").write_text(_OPTIONS)
+    (project / "train.py").write_text(_SWITCHED)
+    findings, _ = run_json(str(project), "--select", "DP201,DP701")
+    assert {(f["code"], f["severity"]) for f in findings} == {("DP201", "warning"), ("DP701", "warning")}
+    # Without the options file nothing shows the switches off: both stay errors.
+    findings, _ = run_json(str(project / "train.py"), "--select", "DP201,DP701")
+    assert {(f["code"], f["severity"]) for f in findings} == {("DP201", "error"), ("DP701", "error")}
