@@ -11,9 +11,10 @@ Two kinds of option decide a path the user must turn on:
   to true (`action="store_false"`). The switch is read off the read's own file where that file
   defines it; otherwise off the project's option table (``FileResult.options``: every scanned
   file's definitions, EnlightenGAN's `options/base_options.py` for the reads in
-  `models/networks.py`), on the condition ``OPTION_NOT_DEFAULT_CONDITION`` that the index settles:
-  a name no scanned file defines, or that two definitions give different truths, is not known to
-  be off, and the finding stays an error.
+  `models/networks.py`). The index settles that table: a rule reports the latent finding on
+  ``OPTION_DEFAULT_CONDITION`` and the finding as it stands on ``OPTION_NOT_DEFAULT_CONDITION``, so
+  a switch no scanned file defines, or that two definitions give different truths, leaves the
+  error and its message as they were.
 """
 
 from __future__ import annotations
