@@ -96,7 +96,7 @@ from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
-from dpcheck.analysis.scripts import _LIBRARY_ROOTS
+from dpcheck.analysis.scripts import LIBRARY_ROOTS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.constants import REPLICATION_CALLBACK
 from dpcheck.findings import ObservationKind as K
@@ -267,7 +267,7 @@ class CrossBatchComputation(Rule):
                                             for i in positions):
                     continue
                 requires = ()
-            elif root.id in imported and "." in name and not name.startswith(_LIBRARY_ROOTS):
+            elif root.id in imported and "." in name and not name.startswith(LIBRARY_ROOTS):
                 batch = [i for i, arg in enumerate(call.args) if is_batch_tensor(arg, fn)]
                 if not batch:
                     continue

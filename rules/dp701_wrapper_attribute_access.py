@@ -90,7 +90,7 @@ from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
-    _LIBRARY_ROOTS,
+    LIBRARY_ROOTS,
     BUILDER_CONDITION,
     CALLED_LATE_CONDITION,
     FALLBACK_GETATTR,
@@ -682,7 +682,7 @@ def _in_file_chain(info, ctx) -> tuple[list, list[str]]:
             local = ctx.local_name(base)
             if local is not None and local in ctx.classes:
                 work.append(ctx.classes[local])
-            elif "." in base and not base.startswith(_LIBRARY_ROOTS):
+            elif "." in base and not base.startswith(LIBRARY_ROOTS):
                 outside.append(base)
     return chain, outside
 

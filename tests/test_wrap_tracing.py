@@ -85,3 +85,57 @@ def test_a_wrap_in_a_comprehension_over_a_literal_list_of_models_is_traced_to_ea
     # wraps each. The look-alike replaces each by a library's `apply_adapter(x)` first.
     assert _severities("dp401/listwrappkg") == {"losses.py": "info"}
     assert _severities("dp401/listwraphubpkg") == {"losses.py": "error"}
+
+
+def test_a_trainer_wraps_what_every_scanned_construction_hands_its_constructor():
+    # R2Gen: `BaseTrainer.__init__(self, model, ...)` wraps `model`; `Trainer` hands it on through
+    # `super().__init__(model, ...)`, and the script builds `Trainer(Net(...), ...)`: the wrap runs `Net`,
+    # and the criterion called on the gathered output is advice only. The look-alike's second script
+    # hands the trainer a model from a hub: not known, the criterion keeps its error.
+    assert _severities("dp401/trainerpkg") == {"loss.py": "info"}
+    assert _severities("dp401/trainerhubpkg") == {"loss.py": "error"}
+
+
+def test_a_training_function_wraps_what_every_scanned_call_passes_it():
+    # `do_train(model=net, ...)` from the one script: traced by keyword. The look-alike's helper module
+    # records no calls (no script, no trainer) and calls `do_train`: what it passes is not known.
+    assert _severities("dp401/trainfnpkg") == {"losses.py": "info"}
+    assert _severities("dp401/trainfnhubpkg") == {"losses.py": "error"}
+
+
+def test_a_constructors_attribute_wrapped_there_is_what_it_was_assigned():
+    # OpenNRE: `self.model = model` then `nn.DataParallel(self.model)`, built through the package
+    # (`nre.framework.SentenceRE(model=model, ...)`). The look-alike's subclass, in a module that records
+    # no calls, hands its own parameter on through `super().__init__`: not known.
+    assert _severities("dp401/frameworkpkg") == {"loss.py": "info"}
+    assert _severities("dp401/frameworkhubpkg") == {"loss.py": "error"}
+
+
+def test_handed_calls_record_each_argument_super_calls_and_other_uses():
+    from conftest import file_context
+
+    from dpcheck.analysis.handed import handed_calls
+
+    ctx = file_context("""
+        import torch
+        from models import Net
+        from trainer import BaseTrainer, train
+
+        class Trainer(BaseTrainer):
+            def __init__(self, model, opt):
+                super().__init__(model, opt)
+
+        def main(args, kwargs):
+            net = Net()
+            train(net, args.lr, *args)
+            train(model=net, **kwargs)
+            hooks = [train]
+            Trainer(Net() if args.big else None, None).fit()
+
+        if __name__ == "__main__":
+            main(None, {})
+    """, module="run")
+    assert handed_calls(ctx) == [
+        "models.Net", "run.Trainer|0=models.Net|1=", "run.Trainer|init", "run.main|0=|1=?",
+        "trainer.BaseTrainer|0=handed:run.Trainer@model#0|1=handed:run.Trainer@opt#1",
+        "trainer.train|!", "trainer.train|0=models.Net|1=?|*", "trainer.train|model=models.Net|*"]

@@ -44,6 +44,7 @@ from dpcheck.analysis.scripts import (
 )
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
+from dpcheck.analysis.handed import handed_calls, records_calls
 from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
@@ -195,6 +196,10 @@ class FileResult:
     # The command-line options its parsers define, `<name>=<off|on|?>` by their default's truth
     # (options.command_line_options): the project's option table.
     options: list[str] = field(default_factory=list)
+    # Whether it records what its calls hand the project's functions and classes, and those records
+    # (handed.handed_calls): a wrap site that wraps a parameter runs what they pass.
+    calls_recorded: bool = False
+    handed_calls: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -262,7 +267,9 @@ class FileResult:
                 **({"later_calls": " ".join(self.later_calls)} if self.later_calls else {}),
                 **({"called": " ".join(self.called)} if self.called else {}),
                 **({"batch_feeds": " ".join(self.batch_feeds)} if self.batch_feeds else {}),
-                **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {})}
+                **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {}),
+                **({"calls_recorded": True} if self.calls_recorded else {}),
+                **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -316,7 +323,9 @@ class FileResult:
                    batch_feeds=str(data.get("batch_feeds", "")).split(),
                    declared_all=str(data["declared_all"]).split() if "declared_all" in data else None,
                    scalar_functions=str(data.get("scalar_functions", "")).split(),
-                   options=str(data.get("options", "")).split())
+                   options=str(data.get("options", "")).split(),
+                   calls_recorded=bool(data.get("calls_recorded", False)),
+                   handed_calls=str(data.get("handed_calls", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -561,6 +570,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # and what it calls (a launcher calling a model's training method).
         summarize_text_mentions(text, result)
         summarize_text_calls(text, result)
+        # and what a script's calls hand the project's trainers (one that imports no torch).
+        _record_calls(ctx, rules, result)
         return result
     try:
         _run_rules(ctx, rules, result)
@@ -570,6 +581,14 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # reference counting free the file's analysis as soon as it ends.
         ctx.drop_facts()
     return result
+
+
+def _record_calls(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
+    """``result.handed_calls`` of a script or trainer (handed.records_calls). Not of a module summary
+    (no rules: a file outside the scan), whose callers are not all known."""
+    if rules and records_calls(ctx):
+        result.calls_recorded = True
+        result.handed_calls = handed_calls(ctx)
 
 
 def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:
@@ -590,6 +609,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     result.init_wrapped = init_wrapped_attributes(ctx)
     result.wrapping_methods = wrapping_methods(ctx)
     result.handed_wrappers = handed_wrappers(ctx)
+    _record_calls(ctx, rules, result)
     result.fresh_calls, result.later_calls = method_calls(ctx)
     if not rules:  # a module summary (see engine.summarize_module): the model classes serve rules only
         return

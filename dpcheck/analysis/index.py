@@ -75,7 +75,9 @@ from dpcheck.analysis.scripts import (
     guard_fails,
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
-from dpcheck.analysis.wrapping import CALL_LEAF, CALLED_RETURN, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF, UNTRACED_ITEM
+from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
+from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF,
+                                       UNTRACED_ITEM)
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -204,6 +206,14 @@ class ClassIndex:
         # Each wrap site that runs -> the files it reaches (None: not known), and what it uses.
         self._site_reach: list[tuple[str, frozenset[str] | None]] | None = None
         self._site_uses: dict[str, tuple[frozenset[str], list[str]]] = {}
+        # What the calls of the files that record them hand each callee (handed.handed_calls): callee ->
+        # each call's arguments (`<k or keyword>=<leaves>`, PASSED_ON), USED_OTHERWISE among them where a
+        # file uses its name otherwise; the classes of those files that define `__init__`; their modules;
+        # the simple names the other files call (FileResult.called).
+        self._handed_calls: dict[str, list[list[str]]] = {}
+        self._own_inits: set[str] = set()
+        self._recorded_modules: set[str] = set()
+        self._called_unrecorded: set[str] = set()
         for result in results:
             self._add(result)
         # `module.Class` of the classes this run checks (not of loaded modules; the same file
@@ -296,6 +306,16 @@ class ClassIndex:
             define_option(self._options, name, state)
         self._kept_modules.update(result.kept_modules)
         self._called.update(result.called)
+        if result.calls_recorded:
+            self._recorded_modules.add(module)
+            for entry in result.handed_calls:
+                callee, *passed = entry.split("|")
+                if passed == [OWN_INIT]:
+                    self._own_inits.add(callee)
+                else:
+                    self._handed_calls.setdefault(callee, []).append(passed)
+        else:
+            self._called_unrecorded.update(result.called)
         for entry in result.batch_feeds:
             name, marker = _feed_entry(entry)
             self._batch_feeds.setdefault(name, set()).add(marker)
@@ -885,6 +905,13 @@ class ClassIndex:
                 classes += found[0]
                 parts += found[1]
                 continue
+            if leaf.startswith(HANDED_LEAF):
+                found = None if leaf in trail else self._handed_values(leaf[len(HANDED_LEAF):], trail | {leaf}, is_part)
+                if found is None:
+                    return None
+                classes += found[0]
+                parts += found[1]
+                continue
             if not leaf.startswith(CALL_LEAF):
                 (parts if is_part else classes).append(leaf)
                 continue
@@ -905,6 +932,64 @@ class ClassIndex:
             classes += found[0]
             parts += found[1]
         return classes, parts
+
+    def _handed_values(self, text: str, trail: frozenset[str], part: bool) -> tuple[list[str], list[str]] | None:
+        """``_settle_leaves`` of what every scanned call of a function or class hands its parameter
+        (`<callee>@<parameter>#<position>[=None]`, wrapping.HANDED_LEAF); None where a call's value is
+        not traced, passes `*args` it may come in, or leaves it to a default other than None, where no
+        scanned file calls the callee, or where some call of it may not be recorded (``_calls_of``)."""
+        callee, _, parameter = text.rpartition("@")
+        parameter, _, default = parameter.partition("=")
+        parameter, _, position = parameter.partition("#")
+        calls = self._calls_of(callee)
+        if not calls:
+            return None
+        leaves: list[str] = []
+        for passed in calls:
+            arguments = dict(p.partition("=")[::2] for p in passed if p != PASSED_ON)
+            value = arguments.get(position, arguments.get(parameter))
+            if value is None:
+                if PASSED_ON in passed or default != "None":
+                    return None
+                continue
+            if value == UNTRACED:
+                return None
+            leaves += filter(None, value.split(","))
+        return self._settle_leaves(leaves, trail, part)
+
+    def _calls_of(self, callee: str) -> list[list[str]] | None:
+        """The recorded calls of a function or class (each call's arguments, handed.handed_calls), a
+        class's own and those of its subclasses that do not define `__init__` (they run its
+        constructor); None where a call may not be recorded: a file that records no calls calls a
+        function of that simple name, a recording file uses the name otherwise, or a subclass is in a
+        file that records no calls. Names match as ``handed_wrapper`` matches them (generous: a call
+        of another callee taken for this one only adds values)."""
+        target = self.lookup(callee)
+        callees = {callee}
+        if target is not None:
+            for qualname in list(self.bases):
+                if qualname == target or not self._inherits(qualname, target):
+                    continue
+                if qualname.rpartition(".")[0] not in self._recorded_modules:
+                    return None  # (its `super().__init__(...)` is not recorded)
+                if qualname not in self._own_inits:
+                    callees.add(qualname)
+        if any(name.rpartition(".")[2] in self._called_unrecorded for name in callees):
+            return None
+        wanted = {_tail(name) for name in callees} | {_tail(self.lookup(name) or name) for name in callees}
+        calls: list[list[str]] = []
+        for name, recorded in list(self._handed_calls.items()):
+            resolved = name
+            for _ in range(8):  # (re-exports: `from .trainer import Trainer` in a package `__init__`)
+                if _tail(resolved) in wanted or resolved not in self.aliases:
+                    break
+                resolved = self.aliases[resolved]
+            if _tail(resolved) not in wanted:
+                continue
+            if [USED_OTHERWISE] in recorded:
+                return None
+            calls += recorded
+        return calls
 
     def _stored_items(self, key: str) -> list[str]:
         """The leaves of what a class (`<attr>@<class>`) and every scanned class that inherits from it

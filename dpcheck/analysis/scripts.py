@@ -1188,8 +1188,9 @@ def _by_name(wraps: list[Wrap]) -> dict[str, list[Wrap]]:
     return found
 
 
-# Imported callables from these roots never return a project's wrapper.
-_LIBRARY_ROOTS = ("torch.", "torchvision.", "numpy.", "np.", "os.", "sys.", "math.", "random.", "json.", "time.",
+# Imported callables from these roots are no project's: they never return a project's wrapper, nor
+# wrap what a call hands them (handed.handed_calls).
+LIBRARY_ROOTS = ("torch.", "torchvision.", "numpy.", "np.", "os.", "sys.", "math.", "random.", "json.", "time.",
                   "logging.", "collections.", "functools.", "itertools.", "typing.", "copy.", "argparse.",
                   "tqdm.", "yaml.", "pathlib.", "re.", "shutil.", "pickle.",
                   "builtins.", "PIL.", "cv2.", "scipy.", "sklearn.", "pandas.", "matplotlib.", "apex.")
@@ -1240,7 +1241,7 @@ def _root_name(node: ast.AST) -> str | None:
 
 def _builder_like(name: str, resolved: str) -> bool:
     lowered = name.lower()
-    return (bool(resolved) and "." in resolved and not resolved.startswith(_LIBRARY_ROOTS)
+    return (bool(resolved) and "." in resolved and not resolved.startswith(LIBRARY_ROOTS)
             and not name[:1].isupper() and any(w in lowered for w in _BUILDER_WORDS))
 
 
@@ -1564,7 +1565,7 @@ def handed_wrappers(ctx: FileContext) -> list[str]:
         if not (call.args or call.keywords) or _root_name(call.func) not in aliases or facts.is_dp_call(call):
             continue  # (a function of this file: ScriptFacts follows the wrapper into it)
         resolved = ctx.resolve(call.func) or ""
-        if "." not in resolved or resolved.startswith(_LIBRARY_ROOTS):
+        if "." not in resolved or resolved.startswith(LIBRARY_ROOTS):
             continue
         passed = [(str(i), arg) for i, arg in enumerate(call.args) if not any(
             isinstance(a, ast.Starred) for a in call.args[:i + 1])]
@@ -1794,4 +1795,4 @@ def _project_module(target: str) -> bool:
     """Can ``target`` (an import's dotted name) be a module of the project: not a library's, nor the
     standard library's? Only its attribute calls are then read from the text."""
     root = target.partition(".")[0]
-    return bool(root) and not f"{target}.".startswith(_LIBRARY_ROOTS) and root not in sys.stdlib_module_names
+    return bool(root) and not f"{target}.".startswith(LIBRARY_ROOTS) and root not in sys.stdlib_module_names

@@ -38,6 +38,7 @@ from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, pas
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
 from dpcheck.analysis.names import declared_all
 from dpcheck.analysis.scripts import (
+    LIBRARY_ROOTS,
     builder_conditions,
     dataparallel_attributes,
     mentions_dataparallel,
@@ -87,9 +88,10 @@ def unresolved_wrap_sites(ctx: FileContext) -> list[int]:
 
 
 def handed_wrap_sites(ctx: FileContext) -> list[int]:
-    """Lines of the unresolved wrap sites (``unresolved_wrap_sites``) inside a function of a module
-    that is no script (`def train(model): model = DataParallel(model)`, a trainer's `self.model`):
-    what they wrap is the caller's, a file that imports this one or one the run left out."""
+    """Lines of the wrap sites inside a function of a module that is no script, unresolved
+    (``unresolved_wrap_sites``) or traced to a parameter (``HANDED_LEAF``: `def train(model): model =
+    DataParallel(model)`, a trainer's `self.model`): what they wrap is the caller's, a file that
+    imports this one or one the run left out."""
     return ctx.fact(_wrap_sites).handed
 
 
@@ -187,8 +189,12 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
                 traced = None if leaves is None or traced is None else traced + leaves
         else:
             traced = instance_leaves(inner, scope, ctx, flow=True)
+            if traced is None:
+                traced = _init_attribute_leaves(inner, call, scope, ctx)
         if traced:
             candidates.append(traced)
+            if _handed_in(call, ctx) and any(leaf.startswith(HANDED_LEAF) for leaf in traced):
+                handed.append(call.lineno)  # (the callers decide what runs: see ClassIndex._wrap_site_reach)
         else:
             unresolved.append(call.lineno)
             if _handed_in(call, ctx):
@@ -510,7 +516,13 @@ UNTRACED_ITEM = "?"
 # not the instance itself: its class runs inside the model, and need not be a scanned class.
 PART_LEAF = "part:"
 # How deep ``instance_leaves`` follows names, builders and registries within one file.
-_LEAF_DEPTH = 6
+_LEAF_DEPTH = 8
+# A leaf of a parameter of a module-level function or of a module-level class's `__init__` whose
+# callers are in other files (or call it in ways this file cannot follow): what every scanned call
+# passes for it, which the project index settles from each file's ``handed.handed_calls``:
+# `handed:<callee>@<parameter>#<position>` (position `-` for a keyword-only parameter), then `=None`
+# where the parameter defaults to None (a call that leaves it out passes no module).
+HANDED_LEAF = "handed:"
 
 
 def without_conversions(node: ast.AST | None) -> ast.AST | None:
@@ -578,6 +590,9 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
             found += leaves
         return found
     name = ctx.resolve(func) or ""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and _parsed_arguments(func.value.id, scope, ctx):
+        return []  # (`args = parser.parse_args()`: a namespace of options, no module)
     if isinstance(func, ast.Name) and not _reads_as_class(name, ctx) and func.id not in ctx.module_functions \
             and (not name or ctx.local_name(name) is not None):
         # `model_class(...)`, `model_class.from_pretrained(...)`: a class taken from a registry.
@@ -592,6 +607,17 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
         return [CALL_LEAF + name]
     builder = ctx.module_functions.get(local)
     return _returns_of(builder, ctx, depth + 1) if isinstance(builder, ast.FunctionDef) else None
+
+
+def _parsed_arguments(name: str, scope: ast.AST | None, ctx: FileContext) -> bool:
+    """Is every binding of ``name`` in ``scope`` a call of `argparse` (`parser = argparse.ArgumentParser()`):
+    a parser, whose methods return options (`parser.parse_args()`), never a module of the project?"""
+    return _name_leaves(name, scope, ctx, lambda value, at: [] if isinstance(value, ast.Call) and (
+        ctx.resolve(value.func) or "").startswith(_ARGUMENT_PARSERS) else None) == []
+
+
+# What a command-line parser is built by.
+_ARGUMENT_PARSERS = "argparse."
 
 
 def _with_parts(classes: list[str] | None, construction: ast.Call | None, scope: ast.AST | None, ctx: FileContext,
@@ -625,8 +651,9 @@ def _imported_twice(ctx: FileContext) -> dict[str, list[str] | None]:
 def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: int) -> list[str] | None:
     """The leaves of an argument of a construction (a part of the model built: an encoder handed
     to a Seq2Seq): a call or a name bound to one is followed like the module itself (None when not
-    traced); torch's calls, builtins (`bool(...)`) and methods of values (`cfg.get("dim")`) build
-    no part of the project, and anything else (a number, `cfg.dim`, a parameter) is no part."""
+    traced); calls of torch and the other libraries (`json.load(f)`, `np.load(path)`: LIBRARY_ROOTS),
+    builtins (`bool(...)`) and methods of values (`cfg.get("dim")`) build no part of the project, and
+    anything else (a number, `cfg.dim`, a parameter) is no part."""
     node = without_conversions(node)
     if isinstance(node, ast.Name):
         return _name_leaves(node.id, scope, ctx, lambda value, at: _part_leaves(value, at, ctx, depth + 1), unbound=[])
@@ -634,7 +661,8 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
         return []
     func = node.func
     name = ctx.resolve(func) or ""
-    if name.startswith("torch.") or isinstance(func, ast.Name) and func.id in _BUILTIN_NAMES and (
+    if name.startswith(LIBRARY_ROOTS) and name not in _PARTIAL_FUNCTIONS or isinstance(func, ast.Name) \
+            and func.id in _BUILTIN_NAMES and (
             not name or name == func.id) or isinstance(func, ast.Attribute) and not name:
         return []
     if name in _PARTIAL_FUNCTIONS and node.args:
@@ -647,6 +675,18 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
                 more = _part_leaves(arg, scope, ctx, depth + 1)
                 leaves = None if more is None else leaves + more
         return leaves
+    local = ctx.local_name(name)
+    builder = ctx.module_functions.get(local) if isinstance(func, ast.Name) and local else None
+    if isinstance(builder, ast.FunctionDef) and not _reads_as_class(name, ctx):
+        # (a function of this file whose returns build no class, `args = parse_args()`, hands no part)
+        found = []
+        for stmt in _scope_statements(builder.body):
+            if isinstance(stmt, ast.Return) and stmt.value is not None:
+                leaves = instance_leaves(stmt.value, builder, ctx, depth + 1)
+                if leaves is None:
+                    return None
+                found += leaves
+        return found
     return instance_leaves(node, scope, ctx, depth)
 
 
@@ -714,6 +754,8 @@ def _name_leaves(name: str, scope: ast.AST | None, ctx: FileContext, follow, unb
             if not flow:
                 return unbound
             passed = _passed_leaves(scope, name, ctx, follow)
+            if passed is None:
+                passed = _handed_leaves(scope, name, ctx)
             if passed is None:
                 return None
             found, bound = passed, True
@@ -863,6 +905,80 @@ def _passed_leaves(fn: ast.FunctionDef, name: str, ctx: FileContext, follow) -> 
             return None
         found += leaves
     return found if calls else None
+
+
+def _handed_leaves(fn: ast.AST, name: str, ctx: FileContext) -> list[str] | None:
+    """[``HANDED_LEAF`` for the parameter ``name`` of ``fn``] where ``fn`` is a module-level function
+    or the `__init__` of a module-level class (a trainer's `__init__(self, model, ...)`, whose callers
+    build it in another file), or None (a method, a nested function, `*args`)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    owner = ctx.parent(fn)
+    if owner is ctx.tree and ctx.module_functions.get(fn.name) is fn:
+        callee, skipped = f"{ctx.module}.{fn.name}", 0
+    elif fn.name == "__init__" and isinstance(owner, ast.ClassDef) and ctx.parent(owner) is ctx.tree:
+        callee, skipped = f"{ctx.module}.{owner.name}", 1  # (its callers do not pass `self`)
+    else:
+        return None
+    positional = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    if name in positional[skipped:]:
+        position = str(positional.index(name) - skipped)
+    elif any(a.arg == name for a in fn.args.kwonlyargs):
+        position = "-"
+    else:
+        return None
+    default = parameter_defaults(fn.args).get(name)
+    none = "=None" if isinstance(default, ast.Constant) and default.value is None else ""
+    return [f"{HANDED_LEAF}{callee}@{name}#{position}{none}"]
+
+
+def _init_attribute_leaves(node: ast.AST | None, at: ast.AST, scope: ast.AST | None,
+                           ctx: FileContext) -> list[str] | None:
+    """The leaves of a constructor's `self.<attr>` wrapped there (`self.model = model.to(device)`, then
+    `self.model = DataParallel(self.model)`): of every value that `__init__` assigns to it before the
+    wrap (its own rewraps and conversions aside); None where it binds it otherwise, after the wrap, or
+    not at all (a base class's constructor, a subclass's, may have)."""
+    node = without_conversions(node)
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and isinstance(scope, ast.FunctionDef) and scope.name == "__init__" and scope.args.args
+            and node.value.id == scope.args.args[0].arg):
+        return None
+    found: list[str] = []
+    bound = False
+    for stmt in _scope_statements(scope.body):
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            targets = [stmt.target]
+        else:
+            continue
+        for target in targets:
+            if not any(_same_attribute(n, node) for n in ast.walk(target)):
+                continue
+            if not isinstance(stmt, ast.Assign) or not _same_attribute(target, node) or stmt.lineno > at.lineno:
+                return None
+            if _wraps_attribute(stmt.value, node, ctx):
+                continue
+            leaves = instance_leaves(stmt.value, scope, ctx, flow=True)
+            if leaves is None:
+                return None
+            found += leaves
+            bound = True
+    return found if bound else None
+
+
+def _same_attribute(node: ast.AST, attribute: ast.Attribute) -> bool:
+    """Is ``node`` the attribute `<name>.<attr>` that ``attribute`` spells?"""
+    return isinstance(node, ast.Attribute) and node.attr == attribute.attr and isinstance(node.value, ast.Name) \
+        and node.value.id == attribute.value.id
+
+
+def _wraps_attribute(value: ast.AST, attribute: ast.Attribute, ctx: FileContext) -> bool:
+    """Is ``value`` the attribute itself (`self.model.cuda()`) or a wrapper of it (``_wraps_name``)?"""
+    value = without_conversions(value)
+    if isinstance(value, ast.Call) and _wrapper_class(ctx.resolve(value.func) or ""):
+        value = without_conversions(argument(value, 0, "module"))
+    return _same_attribute(value, attribute)
 
 
 _WRAPPER_CLASSES = DATAPARALLEL_CLASSES | DISTRIBUTED_DATAPARALLEL_CLASSES
