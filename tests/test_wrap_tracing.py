@@ -139,3 +139,11 @@ def test_handed_calls_record_each_argument_super_calls_and_other_uses():
         "models.Net", "run.Trainer|0=models.Net|1=", "run.Trainer|init", "run.main|0=|1=?",
         "trainer.BaseTrainer|0=handed:run.Trainer@model#0|1=handed:run.Trainer@opt#1",
         "trainer.train|!", "trainer.train|0=models.Net|1=?|*", "trainer.train|model=models.Net|*"]
+
+
+def test_a_module_loaded_by_a_computed_name_in_a_package_runs_what_its_modules_build():
+    # RCAN: `module = import_module('model.' + args.model.lower())`, then `module.make_model(args)`: the
+    # wrap runs what the `make_model` of any module of `model` builds (`common.py` defines none). The
+    # look-alike's package holds a module whose `make_model` loads from a hub: not known.
+    assert _severities("dp401/loadbynamepkg") == {"adversarial.py": "info"}
+    assert _severities("dp401/loadbynamehubpkg") == {"adversarial.py": "error"}

@@ -45,7 +45,8 @@ from dpcheck.analysis.scripts import (
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.handed import handed_calls, records_calls
-from dpcheck.analysis.wrapping import function_returns, harness_of, summarize_construction, summarize_wrapping
+from dpcheck.analysis.wrapping import (function_returns, harness_of, summarize_construction, summarize_wrapping,
+                                       untraced_functions)
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.record import field, record, replace
@@ -200,6 +201,9 @@ class FileResult:
     # (handed.handed_calls): a wrap site that wraps a parameter runs what they pass.
     calls_recorded: bool = False
     handed_calls: list[str] = field(default_factory=list)
+    # Its module-level functions whose returns are not all traced (a module loaded by a computed
+    # name may be asked for one of them: wrapping.MODULES_LEAF).
+    untraced_functions: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -269,7 +273,8 @@ class FileResult:
                 **({"batch_feeds": " ".join(self.batch_feeds)} if self.batch_feeds else {}),
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {}),
                 **({"calls_recorded": True} if self.calls_recorded else {}),
-                **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {})}
+                **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {}),
+                **({"untraced_functions": " ".join(self.untraced_functions)} if self.untraced_functions else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -325,7 +330,8 @@ class FileResult:
                    scalar_functions=str(data.get("scalar_functions", "")).split(),
                    options=str(data.get("options", "")).split(),
                    calls_recorded=bool(data.get("calls_recorded", False)),
-                   handed_calls=str(data.get("handed_calls", "")).split())
+                   handed_calls=str(data.get("handed_calls", "")).split(),
+                   untraced_functions=str(data.get("untraced_functions", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:
@@ -561,6 +567,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # subclass of another file's DataParallel subclass defines (a script reads it on the wrapper).
         if ctx.module_functions:
             result.returns = function_returns(ctx)
+            result.untraced_functions = untraced_functions(ctx, result.returns)
         if "Parallel" in text:
             result.dataparallel_attributes = dataparallel_attributes(ctx)
         # and which of its classes' properties take `next(self.parameters())` (a mixin without

@@ -76,8 +76,8 @@ from dpcheck.analysis.scripts import (
 )
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
-from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION, PART_LEAF,
-                                       UNTRACED_ITEM)
+from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION,
+                                       MODULES_LEAF, PART_LEAF, UNTRACED_ITEM)
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Finding
 
@@ -120,6 +120,7 @@ class ClassIndex:
         self._wrappers: dict[str, set[str]] = {}  # class wrapped -> its wrappers (wrapping.wrappers_of)
         self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
+        self._untraced_functions: set[str] = set()  # the other module-level functions (wrapping.untraced_functions)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
         self._unused: set[str] = set()
         # Classes their own file never names, capitalised names the files mention, and whether a
@@ -278,6 +279,7 @@ class ClassIndex:
         self._wrapped_not_alone.update(set(result.wrapped).difference(result.wrapped_alone))
         self._wrap_candidates.extend(result.wrap_candidates)
         self._returns.update(result.returns)
+        self._untraced_functions.update(result.untraced_functions)
         self._unused.update(result.unused)
         self._unnamed.update(result.unnamed)
         self._mentions.update(result.mentions)
@@ -905,6 +907,13 @@ class ClassIndex:
                 classes += found[0]
                 parts += found[1]
                 continue
+            if leaf.startswith(MODULES_LEAF):
+                found = self._package_leaves(leaf[len(MODULES_LEAF):], trail, is_part)
+                if found is None:
+                    return None
+                classes += found[0]
+                parts += found[1]
+                continue
             if leaf.startswith(HANDED_LEAF):
                 found = None if leaf in trail else self._handed_values(leaf[len(HANDED_LEAF):], trail | {leaf}, is_part)
                 if found is None:
@@ -932,6 +941,34 @@ class ClassIndex:
             classes += found[0]
             parts += found[1]
         return classes, parts
+
+    def _package_leaves(self, text: str, trail: frozenset[str], part: bool) -> tuple[list[str], list[str]] | None:
+        """``_settle_leaves`` of `<package>.<name>` (wrapping.MODULES_LEAF): what calling ``name`` of any
+        scanned module of the package builds (its class, or its function's returns), over the modules
+        that define it; None where one defines it as a function whose returns are not traced, or none
+        does. A package of the same last parts scanned from another root counts too (generous)."""
+        package, _, name = text.rpartition(".")
+        found: tuple[list[str], list[str]] = ([], [])
+        any_defines = False
+        for module in list(self._imports):
+            parent = module.rpartition(".")[0]
+            if parent != package and not parent.endswith("." + package):
+                continue
+            qualified = f"{module}.{name}"
+            if qualified in self._untraced_functions:
+                return None
+            if qualified in self._returns:
+                leaves = self._settle_leaves([CALL_LEAF + qualified], trail, part)
+            elif qualified in self.bases:
+                leaves = ([], [qualified]) if part else ([qualified], [])
+            else:
+                continue
+            if leaves is None:
+                return None
+            any_defines = True
+            found[0].extend(leaves[0])
+            found[1].extend(leaves[1])
+        return found if any_defines else None
 
     def _handed_values(self, text: str, trail: frozenset[str], part: bool) -> tuple[list[str], list[str]] | None:
         """``_settle_leaves`` of what every scanned call of a function or class hands its parameter

@@ -523,6 +523,13 @@ _LEAF_DEPTH = 8
 # `handed:<callee>@<parameter>#<position>` (position `-` for a keyword-only parameter), then `=None`
 # where the parameter defaults to None (a call that leaves it out passes no module).
 HANDED_LEAF = "handed:"
+# A leaf of a call of a function or class that a module loaded by a computed name in a package defines
+# (RCAN's `module = import_module('model.' + args.model.lower())`, then `module.make_model(args)`):
+# `modules:<package>.<name>`, what that name of every scanned module of the package builds, which the
+# project index settles.
+MODULES_LEAF = "modules:"
+# The function that loads a module by its dotted name.
+_IMPORT_BY_NAME = "importlib.import_module"
 
 
 def without_conversions(node: ast.AST | None) -> ast.AST | None:
@@ -593,6 +600,10 @@ def instance_leaves(node: ast.AST | None, scope: ast.AST | None, ctx: FileContex
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
             and _parsed_arguments(func.value.id, scope, ctx):
         return []  # (`args = parser.parse_args()`: a namespace of options, no module)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        package = _package_loaded_by_name(func.value.id, scope, ctx)
+        if package:
+            return _with_parts([f"{MODULES_LEAF}{package}.{func.attr}"], construction, scope, ctx, depth)
     if isinstance(func, ast.Name) and not _reads_as_class(name, ctx) and func.id not in ctx.module_functions \
             and (not name or ctx.local_name(name) is not None):
         # `model_class(...)`, `model_class.from_pretrained(...)`: a class taken from a registry.
@@ -614,6 +625,27 @@ def _parsed_arguments(name: str, scope: ast.AST | None, ctx: FileContext) -> boo
     a parser, whose methods return options (`parser.parse_args()`), never a module of the project?"""
     return _name_leaves(name, scope, ctx, lambda value, at: [] if isinstance(value, ast.Call) and (
         ctx.resolve(value.func) or "").startswith(_ARGUMENT_PARSERS) else None) == []
+
+
+def _package_loaded_by_name(name: str, scope: ast.AST | None, ctx: FileContext) -> str | None:
+    """The package every binding of ``name`` in ``scope`` loads a module of by a computed name
+    (`import_module('model.' + name)`, `import_module(f"model.{name}")`), or None."""
+    packages: set[str] = set()
+
+    def loaded(value: ast.AST, at: ast.AST | None) -> list[str] | None:
+        if not (isinstance(value, ast.Call) and value.args and ctx.resolve(value.func) == _IMPORT_BY_NAME):
+            return None
+        dotted = value.args[0]
+        head = dotted.left if isinstance(dotted, ast.BinOp) and isinstance(dotted.op, ast.Add) \
+            else dotted.values[0] if isinstance(dotted, ast.JoinedStr) and dotted.values else None
+        prefix = head.value if isinstance(head, ast.Constant) and isinstance(head.value, str) else ""
+        if not prefix.endswith(".") or prefix.startswith("."):
+            return None
+        packages.add(prefix[:-1])
+        return []
+
+    found = _name_leaves(name, scope, ctx, loaded)
+    return packages.pop() if found == [] and len(packages) == 1 else None
 
 
 # What a command-line parser is built by.
@@ -1067,6 +1099,11 @@ def _find_function_returns(ctx: FileContext) -> dict[str, list[str]]:
     return found
 
 
+def untraced_functions(ctx: FileContext, returns: dict[str, list[str]]) -> list[str]:
+    """The module-level functions of this file (qualified) that ``function_returns`` does not trace."""
+    return [f"{ctx.module}.{name}" for name in ctx.module_functions if f"{ctx.module}.{name}" not in returns]
+
+
 def submodule_classes(ctx: FileContext) -> frozenset[str]:
     """Resolved names of classes this file builds inside an nn.Module of its own (other than itself),
     or whose instances a script of it passes to the constructor of the model it wraps."""
@@ -1334,6 +1371,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
     summarize_mentions(ctx, ctx.fact(unnamed_classes), result)
     result.returns = function_returns(ctx)
+    result.untraced_functions = untraced_functions(ctx, result.returns)
     result.partial_batches = partial_batches(ctx)
     result.kept_modules = kept_modules(ctx)
     result.item_stores = item_stores(ctx)
