@@ -131,6 +131,7 @@ def test_handed_calls_record_each_argument_super_calls_and_other_uses():
             train(model=net, **kwargs)
             hooks = [train]
             Trainer(Net() if args.big else None, None).fit()
+            later = lambda m: train(m, 0)  # (a lambda's parameter: its callers are not followed)
 
         if __name__ == "__main__":
             main(None, {})
@@ -138,7 +139,8 @@ def test_handed_calls_record_each_argument_super_calls_and_other_uses():
     assert handed_calls(ctx) == [
         "models.Net", "run.Trainer|0=models.Net|1=", "run.Trainer|init", "run.main|0=|1=?",
         "trainer.BaseTrainer|0=handed:run.Trainer@model#0|1=handed:run.Trainer@opt#1",
-        "trainer.train|!", "trainer.train|0=models.Net|1=?|*", "trainer.train|model=models.Net|*"]
+        "trainer.train|!", "trainer.train|0=?|1=?", "trainer.train|0=models.Net|1=?|*",
+        "trainer.train|model=models.Net|*"]
 
 
 def test_a_module_loaded_by_a_computed_name_in_a_package_runs_what_its_modules_build():

@@ -785,12 +785,16 @@ def _name_leaves(name: str, scope: ast.AST | None, ctx: FileContext, follow, unb
                                        *filter(None, (arguments.vararg, arguments.kwarg))]):
             if not flow:
                 return unbound
+            if isinstance(scope, ast.Lambda):
+                return None  # (a lambda's callers are not followed)
             passed = _passed_leaves(scope, name, ctx, follow)
             if passed is None:
                 passed = _handed_leaves(scope, name, ctx)
             if passed is None:
                 return None
             found, bound = passed, True
+    if isinstance(scope, ast.Lambda):
+        return None  # (a name a lambda does not bind is its enclosing scope's)
     for stmt in _scope_statements(scope.body if scope is not None else ctx.tree.body):
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
