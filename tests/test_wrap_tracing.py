@@ -149,3 +149,34 @@ def test_a_module_loaded_by_a_computed_name_in_a_package_runs_what_its_modules_b
     # look-alike's package holds a module whose `make_model` loads from a hub: not known.
     assert _severities("dp401/loadbynamepkg") == {"adversarial.py": "info"}
     assert _severities("dp401/loadbynamehubpkg") == {"adversarial.py": "error"}
+
+
+def test_a_module_loaded_by_a_formatted_name_is_a_package_leaf():
+    from conftest import file_context
+
+    from dpcheck.analysis.wrapping import function_returns
+
+    ctx = file_context("""
+        import importlib
+        from importlib import import_module
+
+        def build_format(args):
+            module = importlib.import_module("model.{}".format(args.model))
+            return module.Net(**vars(args))
+
+        def build_percent(args):
+            nets = import_module("nets.%s" % args.model)
+            return nets.make_model(args)
+
+        def build_fstring(args):
+            module = import_module(f"model.{args.model}")
+            return module.Net(args)
+
+        def build_relative(args):
+            return import_module("." + args.model, package="model").Net()
+    """, module="train")
+    returns = function_returns(ctx)
+    assert returns["train.build_format"] == ["modules:model.Net"]  # (`**vars(args)`: the builtin hands no part)
+    assert returns["train.build_percent"] == ["modules:nets.make_model"]
+    assert returns["train.build_fstring"] == ["modules:model.Net"]
+    assert "train.build_relative" not in returns

@@ -352,6 +352,10 @@ def _constructions_of(node: ast.AST | None, at: ast.AST, ctx: FileContext, depth
         return _constructions_of(node.body, at, ctx, depth + 1, imported_calls) + \
             _constructions_of(node.orelse, at, ctx, depth + 1, imported_calls)
     if isinstance(node, ast.Call):
+        if _IMPORT_BY_NAME_TEXT in ctx.source.text and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) \
+                and _package_loaded_by_name(node.func.value.id, ctx.enclosing(node, FunctionNode), ctx):
+            return []  # (`module.Net(...)` of a module loaded by a computed name: instance_leaves reads it)
         name = _class_built(node, ctx)
         local = ctx.local_name(name)
         if _reads_as_class(name, ctx):
@@ -528,8 +532,9 @@ HANDED_LEAF = "handed:"
 # `modules:<package>.<name>`, what that name of every scanned module of the package builds, which the
 # project index settles.
 MODULES_LEAF = "modules:"
-# The function that loads a module by its dotted name.
+# The function that loads a module by its dotted name, and what its name is spelt with.
 _IMPORT_BY_NAME = "importlib.import_module"
+_IMPORT_BY_NAME_TEXT = "import_module"
 
 
 def without_conversions(node: ast.AST | None) -> ast.AST | None:
@@ -629,16 +634,24 @@ def _parsed_arguments(name: str, scope: ast.AST | None, ctx: FileContext) -> boo
 
 def _package_loaded_by_name(name: str, scope: ast.AST | None, ctx: FileContext) -> str | None:
     """The package every binding of ``name`` in ``scope`` loads a module of by a computed name
-    (`import_module('model.' + name)`, `import_module(f"model.{name}")`), or None."""
+    (`import_module('model.' + name)`, `import_module(f"model.{name}")`, `"model.{}".format(name)`,
+    `"model.%s" % name`), or None."""
     packages: set[str] = set()
 
     def loaded(value: ast.AST, at: ast.AST | None) -> list[str] | None:
         if not (isinstance(value, ast.Call) and value.args and ctx.resolve(value.func) == _IMPORT_BY_NAME):
             return None
         dotted = value.args[0]
-        head = dotted.left if isinstance(dotted, ast.BinOp) and isinstance(dotted.op, ast.Add) \
-            else dotted.values[0] if isinstance(dotted, ast.JoinedStr) and dotted.values else None
+        if isinstance(dotted, ast.BinOp) and isinstance(dotted.op, (ast.Add, ast.Mod)):
+            head = dotted.left
+        elif isinstance(dotted, ast.JoinedStr) and dotted.values:
+            head = dotted.values[0]
+        elif isinstance(dotted, ast.Call) and isinstance(dotted.func, ast.Attribute) and dotted.func.attr == "format":
+            head = dotted.func.value
+        else:
+            return None
         prefix = head.value if isinstance(head, ast.Constant) and isinstance(head.value, str) else ""
+        prefix = prefix.partition("{")[0].partition("%")[0]
         if not prefix.endswith(".") or prefix.startswith("."):
             return None
         packages.add(prefix[:-1])
@@ -694,8 +707,9 @@ def _part_leaves(node: ast.AST, scope: ast.AST | None, ctx: FileContext, depth: 
     func = node.func
     name = ctx.resolve(func) or ""
     if name.startswith(LIBRARY_ROOTS) and name not in _PARTIAL_FUNCTIONS or isinstance(func, ast.Name) \
-            and func.id in _BUILTIN_NAMES and (
-            not name or name == func.id) or isinstance(func, ast.Attribute) and not name:
+            and func.id in _BUILTIN_NAMES and (not name or name == func.id or func.id not in ctx.imports.aliases
+                                               and func.id not in ctx.module_functions and func.id not in ctx.classes) \
+            or isinstance(func, ast.Attribute) and not name:
         return []
     if name in _PARTIAL_FUNCTIONS and node.args:
         # `norm_layer=partial(nn.LayerNorm, eps=1e-6)`: the constructor may build what the callable
