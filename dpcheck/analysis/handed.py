@@ -55,6 +55,7 @@ def handed_calls(ctx: FileContext) -> list[str]:
     aliases = ctx.imports.aliases
     found: set[str] = set()
     called: set[int] = set()
+    named: dict[tuple[int, str], str] = {}  # (scope, name) -> its leaves: many calls pass one name
     for call in ctx.nodes(ast.Call):
         callee, skipped = _callee(call, own, ctx)
         if not callee:
@@ -66,13 +67,13 @@ def handed_calls(ctx: FileContext) -> list[str]:
             if isinstance(arg, ast.Starred):
                 passed.append(PASSED_ON)
                 break
-            passed.append(f"{i}={_leaves(arg, scope, ctx)}")
+            passed.append(f"{i}={_leaves(arg, scope, ctx, named)}")
         for k in call.keywords:
-            passed.append(PASSED_ON if k.arg is None else f"{k.arg}={_leaves(k.value, scope, ctx)}")
+            passed.append(PASSED_ON if k.arg is None else f"{k.arg}={_leaves(k.value, scope, ctx, named)}")
         found.add("|".join([callee, *passed]))
     for node in ctx.nodes(ast.Name):
-        if id(node) in called or not isinstance(node.ctx, ast.Load) or node.id not in own and node.id not in aliases:
-            continue
+        if node.id not in aliases and node.id not in own or id(node) in called or not isinstance(node.ctx, ast.Load):
+            continue  # (most names are locals: the cheapest test first)
         parent = ctx.parent(node)
         if isinstance(parent, (ast.Attribute, ast.ClassDef, FunctionNode)) or isinstance(parent, ast.Call) and (
                 isinstance(parent.func, ast.Name) and parent.func.id in _TYPE_CALLS):
@@ -107,7 +108,15 @@ def _callee(call: ast.Call, own: set[str], ctx: FileContext) -> tuple[str, int]:
     return callee, skipped
 
 
-def _leaves(value: ast.AST, scope: ast.AST | None, ctx: FileContext) -> str:
-    leaves = instance_leaves(value, scope, ctx, flow=True) if isinstance(value, (ast.Name, ast.Call, ast.IfExp)) \
+def _leaves(value: ast.AST, scope: ast.AST | None, ctx: FileContext, named: dict[tuple[int, str], str]) -> str:
+    """What ``value`` may be an instance of (wrapping.instance_leaves), comma-separated, or UNTRACED. A
+    name's leaves do not depend on where in its scope it is read: asked once per scope (``named``)."""
+    if isinstance(value, ast.Name):
+        key = (id(scope), value.id)
+        if key not in named:
+            leaves = instance_leaves(value, scope, ctx, flow=True)
+            named[key] = UNTRACED if leaves is None else ",".join(leaves)
+        return named[key]
+    leaves = instance_leaves(value, scope, ctx, flow=True) if isinstance(value, (ast.Call, ast.IfExp)) \
         else [] if isinstance(value, ast.Constant) and value.value is None else None
     return UNTRACED if leaves is None else ",".join(leaves)
