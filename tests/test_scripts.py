@@ -863,14 +863,16 @@ def test_a_wrapped_parameter_is_what_the_file_passes_for_it():
             train(args, model)
     """
     assert _summary(script).wrap_candidates == [["modeling.ModelA", "modeling.ModelB"]]
-    # Any other use of the function, or a call passing what is not traced: any class.
+    # Any other use of the function, or a call passing a parameter of another function: what every
+    # scanned call passes, which the project index settles (handed.handed_calls; unknown where the
+    # function is used otherwise, or `again` has no scanned caller: see test_wrap_tracing).
     assert _summary(script + """
         callbacks = [train]
-    """).unresolved_wraps == [10]
+    """).wrap_candidates == [["handed:m.train@model#1"]]
     assert _summary(script + """
         def again(args, net):
             train(args, net)
-    """).unresolved_wraps == [10]
+    """).wrap_candidates == [["handed:m.again@net#1", "modeling.ModelA", "modeling.ModelB"]]
 
 
 

@@ -1208,8 +1208,10 @@ class ClassIndex:
         if self._wrapping_files == 0:
             return True
         target = self.lookup(name) or name
-        if self._unresolved_wraps or target not in self._wrapped_keeps_last:
-            return self._keeps_last
+        if self._unresolved_wraps or target not in self._wrapped_keeps_last or any(
+                any(leaf.startswith(HANDED_LEAF) for leaf in leaves) and self._settle_leaves(leaves) is None
+                for leaves in list(self._wrap_candidates)):
+            return self._keeps_last  # (a wrap of what callers hand over that no scanned call settles: any class)
         # A file that keeps the last batch and wraps what a builder of an unscanned module returns
         # (`nn.DataParallel(build(cfg))`) may wrap this class too.
         if any(keeps and self.lookup(wrapped) is None for wrapped, keeps in self._wrapped_keeps_last.items()):
