@@ -2,13 +2,17 @@
 ## What it does
 Flags Python values returned from a model's `forward`, alone or inside a tuple, list
 or dict: `.item()`, `.tolist()`, numbers, strings, `len(...)`, `float(...)`,
-instances of dataclasses, and `torch.distributions` objects (a policy head's
-`Normal(mean, std)`, also through a module-level alias or a subclass defined in the file).
+instances of dataclasses and of plain classes (`class QuantizationOutput():`, no base, no
+decorator, no `__iter__`/`__getitem__`), and `torch.distributions` objects (a policy head's
+`Normal(mean, std)`, also through a module-level alias or a subclass defined in the file). Also
+what a layer returns where every construction of it is of a project class, of this file or
+another, whose own forward returns such a value on every return (`q = self.vq_layer(z)` returned
+as it came, the quantizer's forward ending in `return QuantizationOutput(quantized, loss)`).
 
 ## Why is this bad?
 DataParallel's gather only understands tensors, `None`, and tuples, lists, dicts and
 namedtuples of them. A float raises `TypeError: 'float' object is not iterable`; a
-string is *silently* replaced by `'<map object at 0x...>'`; a dataclass raises
+string is *silently* replaced by `'<map object at 0x...>'`; a dataclass or a plain object raises
 `TypeError: 'Output' object is not iterable`, and so does a Distribution (`'Normal' object is
 not iterable`).
 
@@ -20,7 +24,13 @@ log-probability) and build the distribution from the gathered tensors.
 
 from __future__ import annotations
 
-from dpcheck.analysis.outputs import gathered_class, non_tensor_reason, optional_severity, returned_leaves
+from dpcheck.analysis.outputs import (
+    gathered_class,
+    non_tensor_reason,
+    optional_severity,
+    reason_requires,
+    returned_leaves,
+)
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -64,5 +74,6 @@ class NonTensorReturnedFromForward(Rule):
             if reason:
                 yield self.violation(anchor, f"forward returns {reason}: DataParallel's gather only "
                                      "handles tensors and containers of tensors",
-                                     severity=optional_severity(anchor, model, leaf))
+                                     severity=optional_severity(anchor, model, leaf),
+                                     requires=reason_requires(reason))
 

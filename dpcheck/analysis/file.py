@@ -204,6 +204,9 @@ class FileResult:
     # Its module-level functions whose returns are not all traced (a module loaded by a computed
     # name may be asked for one of them: wrapping.MODULES_LEAF).
     untraced_functions: list[str] = field(default_factory=list)
+    # Its module classes whose forward returns, on every return, a value gather cannot take apart
+    # (outputs.non_tensor_forwards).
+    non_tensor_forwards: list[str] = field(default_factory=list)
 
     @property
     def submodules(self) -> list[str]:
@@ -233,6 +236,7 @@ class FileResult:
                    if self.scalar_forwards else {}),
                 **({"scalar_functions": " ".join(self.scalar_functions)} if self.scalar_functions else {}),
                 **({"options": " ".join(self.options)} if self.options else {}),
+                **({"non_tensor_forwards": " ".join(self.non_tensor_forwards)} if self.non_tensor_forwards else {}),
                 **({"wrapped_alone": " ".join(self.wrapped_alone)} if self.wrapped_alone else {}),
                 **({"replaced_output": " ".join(self.replaced_output)} if self.replaced_output else {}),
                 **({"dataparallel_attributes": {k: " ".join(v) for k, v in self.dataparallel_attributes.items()}}
@@ -331,7 +335,8 @@ class FileResult:
                    options=str(data.get("options", "")).split(),
                    calls_recorded=bool(data.get("calls_recorded", False)),
                    handed_calls=str(data.get("handed_calls", "")).split(),
-                   untraced_functions=str(data.get("untraced_functions", "")).split())
+                   untraced_functions=str(data.get("untraced_functions", "")).split(),
+                   non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split())
 
 
 def read_bytes(path: Path) -> bytes:

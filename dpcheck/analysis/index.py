@@ -20,7 +20,8 @@ not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes
 (some call through a DataParallel wrapper of the class passes that parameter of its forward; see
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
 value when called so; see dpcheck.analysis.outputs) and ``scalar_function:<function>`` (every return of
-the function is 0-dim; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
+the function is 0-dim; see dpcheck.analysis.outputs) and ``non_tensor_forward:<class>`` (every return of the
+class's forward is a value gather cannot take apart; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
 dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's own forward tests
 `self.<attr>`; see dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
@@ -46,7 +47,12 @@ from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.options import OPTION_DEFAULT_CONDITION, OPTION_NOT_DEFAULT_CONDITION, define_option
-from dpcheck.analysis.outputs import SCALAR_FORWARD_CONDITION, SCALAR_FUNCTION_CONDITION, scalar_call
+from dpcheck.analysis.outputs import (
+    NON_TENSOR_FORWARD_CONDITION,
+    SCALAR_FORWARD_CONDITION,
+    SCALAR_FUNCTION_CONDITION,
+    scalar_call,
+)
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED
 from dpcheck.analysis.reach import ImportGraph
@@ -144,6 +150,7 @@ class ClassIndex:
         self._scalar_forwards: dict[str, list[str]] = {}  # class -> what decides its 0-dim forward (outputs)
         self._scalar_functions: set[str] = set()  # functions every return of which is 0-dim (outputs)
         self._options: dict[str, str] = {}  # command-line option -> its default's truth (options)
+        self._non_tensor_forwards: set[str] = set()  # classes whose forward returns no tensor (outputs)
         self._parameter_properties: dict[str, list[str]] = {}  # class -> properties taking next(parameters())
         self._forward_flags: dict[str, list[str]] = {}  # class -> attributes of self its forward tests
         # Attributes of other objects that scripts store wrappers in -> the packages of those scripts.
@@ -306,6 +313,7 @@ class ClassIndex:
         for entry in result.options:
             name, _, state = entry.partition("=")
             define_option(self._options, name, state)
+        self._non_tensor_forwards.update(result.non_tensor_forwards)
         self._kept_modules.update(result.kept_modules)
         self._called.update(result.called)
         if result.calls_recorded:
@@ -1173,6 +1181,11 @@ class ClassIndex:
         defines it is summarised when it was not scanned; a name another module re-exports is followed."""
         return self._function(name, self._scalar_functions) in self._scalar_functions
 
+    def non_tensor_forward(self, name: str) -> bool:
+        """Does every return of the class's forward hand back a value gather cannot take apart
+        (outputs.non_tensor_forwards)?"""
+        return (self.lookup(name) or name) in self._non_tensor_forwards
+
     def _function(self, name: str, known, suffix: str = "") -> str:
         """The function ``name`` names, as ``known`` (a summary of functions, keyed by the name and
         ``suffix``) holds it: re-exports followed, the module that should define it summarised when
@@ -1411,6 +1424,8 @@ class ClassIndex:
             return self.returns_scalar(name)
         if f"{kind}:" == SCALAR_FUNCTION_CONDITION and name:
             return self.scalar_function(name)
+        if f"{kind}:" == NON_TENSOR_FORWARD_CONDITION and name:
+            return self.non_tensor_forward(name)
         if f"{kind}:" == KEPT_MODULE_CONDITION and name:
             return self.keeps_module(name)
         if f"{kind}:" == PARTIAL_BATCHES_CONDITION and name:

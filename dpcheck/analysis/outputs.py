@@ -403,7 +403,7 @@ def _output_record(call: ast.Call, model: ModelClass) -> bool:
     if not output_record_name(name):
         return False
     local = model.ctx.classes.get(name)
-    return local is None or not _plain_dataclass(model.ctx, local, 0)
+    return local is None or not _ungatherable_class(model.ctx, local)
 
 
 def _not_rebuilt(name: str, values: list[ast.AST], fn: FunctionInfo) -> list[ast.AST]:
@@ -955,6 +955,14 @@ def _module_class(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | 
 def _held_class(held: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | None:
     """The resolved name of the one project class of the instance ``held`` (`self.<attr>` or a
     local, built by one constructor), or None."""
+    names = _held_classes(held, fn, model)
+    return names.pop() if names and len(names) == 1 else None
+
+
+def _held_classes(held: ast.AST, fn: FunctionInfo, model: ModelClass) -> set[str] | None:
+    """The resolved names of the classes whose constructors build the instance ``held`` (`self.<attr>`
+    or a local) wherever it is built (`if q_type == 'pro': self.vq = ProductQuantization(...)`
+    `elif ...: self.vq = ResidualQuantization(...)`), or None where a value is not such a call."""
     attr = fn.self_attr(held)
     if attr is not None:
         facts = model.attrs.get(attr)
@@ -966,8 +974,7 @@ def _held_class(held: ast.AST, fn: FunctionInfo, model: ModelClass) -> str | Non
     if not constructions or not all(isinstance(v, ast.Call) and _class_reference(v.func, model.ctx)
                                     for v in constructions):
         return None
-    names = {model.ctx.resolve(v.func) for v in constructions}
-    return names.pop() if len(names) == 1 else None
+    return {model.ctx.resolve(v.func) for v in constructions}
 
 
 def _scalar_module_element(call: ast.Call, index: int, model: ModelClass, fn: FunctionInfo,
@@ -1300,11 +1307,12 @@ def scalar_functions(ctx: FileContext) -> list[str]:
 
 
 def summarize_scalar_forwards(ctx: FileContext, result) -> None:
-    """Fill ``result.scalar_forwards`` and ``result.scalar_functions`` for the class index (see
-    ``scalar_forwards``, ``scalar_functions``)."""
+    """Fill ``result.scalar_forwards``, ``result.scalar_functions`` and ``result.non_tensor_forwards``
+    for the class index (see ``scalar_forwards``, ``scalar_functions``, ``non_tensor_forwards``)."""
     if "return" in ctx.source.text:
         result.scalar_forwards = scalar_forwards(ctx)
         result.scalar_functions = scalar_functions(ctx)
+        result.non_tensor_forwards = non_tensor_forwards(ctx)
 
 
 def _parameter_defaults(value: ast.AST, model: ModelClass) -> list[ast.AST]:
@@ -1349,9 +1357,12 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
         return f"`.{func.attr}()` (a Python {'number' if func.attr == 'item' else 'list'})"
     if isinstance(func, ast.Name) and func.id in _PY_VALUE_CALLS and func.id not in fn.local_values:
         return f"`{func.id}(...)` (a Python {func.id if func.id != 'len' else 'int'})"
-    if isinstance(func, ast.Name) and func.id in model.ctx.classes \
-            and _plain_dataclass(model.ctx, model.ctx.classes[func.id], 0):
-        return f"a `{func.id}` dataclass instance"
+    if isinstance(func, ast.Name) and func.id in model.ctx.classes and func.id not in fn.local_values:
+        info = model.ctx.classes[func.id]
+        if _plain_dataclass(model.ctx, info, 0):
+            return f"a `{func.id}` dataclass instance"
+        if _plain_object_class(info):
+            return f"a `{func.id}` instance (a plain class, which gather cannot iterate)"
     layer = _list_decoding_layer(func, model)
     if layer is not None:
         return f"`self.{func.value.attr}.{func.attr}(...)` of {layer} (Python lists of tag indices)"
@@ -1362,7 +1373,106 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
             if written.rpartition(".")[2] == distribution.rpartition(".")[2]:
                 return f"a `{distribution}` object"
             return f"a `{written}` object (a `{distribution}`)"
-    return None
+    return _non_tensor_module_call(node, fn, model)
+
+
+def _ungatherable_class(ctx: FileContext, info) -> bool:
+    """A class of this file whose instances gather cannot take apart: a plain dataclass or a plain class."""
+    return _plain_dataclass(ctx, info, 0) or _plain_object_class(info)
+
+
+# What makes a class's instances iterable (or rebuildable from an iterable): gather's fallback,
+# `type(out)(map(gather_map, zip(*outputs)))`, may then take them apart.
+_ITERATION_METHODS = frozenset({"__iter__", "__getitem__", "__len__", "__new__"})
+
+
+def _plain_object_class(info) -> bool:
+    """`class QuantizationOutput():` (or `(object)`), undecorated, with no metaclass and no way to be
+    iterated: gather's fallback, `zip(*outputs)`, raises `TypeError: ... object is not iterable`."""
+    node = info.node
+    return not node.decorator_list and not node.keywords \
+        and all(isinstance(base, ast.Name) and base.id == "object" for base in node.bases) \
+        and not _ITERATION_METHODS & set(info.methods)
+
+
+# A condition on the project index: the named module class's forward returns, on every return, a
+# value gather cannot take apart (``non_tensor_forwards``).
+NON_TENSOR_FORWARD_CONDITION = "non_tensor_forward:"
+
+
+def _non_tensor_module_call(call: ast.Call, fn: FunctionInfo, model: ModelClass) -> str | None:
+    """`self.vq_layer(z)`: a call of a module held by `self` (or a local) every construction of which
+    is of a project class whose forward returns, on every return, a value gather cannot take apart
+    (`return QuantizationOutput(quantized, loss)`); a class of another file is decided by its summary."""
+    names = _held_classes(call.func, fn, model)
+    if not names or any(name.startswith("torch.") for name in names):
+        return None
+    requires = []
+    for name in sorted(names):
+        local = model.ctx.local_name(name)
+        if local is None:
+            requires.append(frozenset({f"{NON_TENSOR_FORWARD_CONDITION}{name}"}))
+        elif _class_non_tensor_forward(model.ctx, local) is None:
+            return None
+    forwards = ", ".join(f"`{name.rsplit('.', 1)[-1]}.forward`" for name in sorted(names))
+    reason = Reason(f"what `{ast.unparse(call.func)}(...)` returns, which every return of {forwards} "
+                    "makes a Python object, not a tensor")
+    reason.requires = tuple(requires)
+    return reason
+
+
+def non_tensor_forwards(ctx: FileContext) -> list[str]:
+    """Module classes of this file (qualified names) whose own forward returns, on every return, a
+    value gather cannot take apart (``non_tensor_reason``): what a module of another file that calls
+    one and returns the result returns too (``non_tensor_forward:<class>``)."""
+    return ctx.fact(_find_non_tensor_forwards)
+
+
+def _find_non_tensor_forwards(ctx: FileContext) -> list[str]:
+    return [info.qualname for name, info in ctx.classes.items() if _class_non_tensor_forward(ctx, name)]
+
+
+def _class_non_tensor_forward(ctx: FileContext, name: str) -> str | None:
+    """Why every return of the own forward of this file's module class ``name`` is a value gather
+    cannot take apart, or None; each class decided once (None while it is being decided)."""
+    decided = ctx.fact(_no_non_tensor_forwards_decided)
+    if name in decided:
+        return decided[name]
+    decided[name] = None
+    info = ctx.classes[name]
+    node = info.methods.get("forward")
+    if node is None:
+        return None
+    # Cheap first: every return is a call, a constant or a string, or a name bound only to such.
+    own = ctx.function(node, info)
+    returns = list(own.returns())
+    if not returns or not all(_object_like(value, own) for value in returns):
+        return None
+    model = ctx.fact(_models_by_name).get(name)
+    forward = model.forward if model is not None else None
+    if forward is None or forward.owner is not info:
+        return None
+    returns = list(forward.returns())
+    reasons = []
+    for value in returns:
+        values = forward.local_values.get(value.id, ()) if isinstance(value, ast.Name) else (value,)
+        found = [non_tensor_reason(v, forward, model) for v in values]
+        if not found or None in found:
+            return None
+        reasons.append(found[0])
+    decided[name] = reasons[0]
+    return decided[name]
+
+
+def _object_like(value: ast.AST, fn: FunctionInfo) -> bool:
+    if isinstance(value, ast.Name):
+        values = fn.local_values.get(value.id, ())
+        return bool(values) and all(isinstance(v, (ast.Call, ast.Constant, ast.JoinedStr)) for v in values)
+    return isinstance(value, (ast.Call, ast.Constant, ast.JoinedStr))
+
+
+def _no_non_tensor_forwards_decided(ctx: FileContext) -> dict:
+    return {}
 
 
 def _distribution_class(name: str | None, ctx: FileContext, depth: int) -> str | None:
