@@ -6,6 +6,14 @@ build tensors, `[len(s) for s in batch]`, `list(...)`, a list literal of numbers
 strings, directly or through a local name, or as an element of a list, tuple or dict
 literal (`model([images.cuda(), lengths.tolist()])`).
 
+The model's side of the same hazard: a wrapped model whose forward (or a method it hands the
+argument to) walks an argument as one string per sample, paired with the samples by position
+(`for i, box in enumerate(bbox): if box != '': ... p2[i]`, or `zip(tags, h)` beside a batch
+tensor, the items compared with a string or opened as paths). Only a Python list of strings can be
+that argument. Behind a constructor option off as the class is built it is a warning; so is an
+argument that defaults to None, unless a scanned call through a DataParallel wrapper of the class
+passes it.
+
 ## Why is this bad?
 DataParallel's scatter walks lists, tuples and dicts and splits every tensor it finds in
 them along dim 0; any other value (a number, a string, a list of numbers) is handed whole
@@ -29,6 +37,15 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.bindings import reaching_assignment
+from dpcheck.analysis.dataflow import (
+    OPTION_PATH_NOTE,
+    batch_derived,
+    option_constructions,
+    parameter_defaults,
+    parameters_of,
+)
+from dpcheck.analysis.guards import WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.analysis.torch_api import _TENSOR_METHODS
 from dpcheck.findings import Severity
@@ -38,6 +55,9 @@ from dpcheck.rule import Rule
 _SCALAR_BUILTINS = frozenset({"int", "float", "len", "str", "bool", "round", "abs", "ord", "repr"})
 # Methods whose result is a Python scalar.
 _SCALAR_METHODS = frozenset({"item", "size", "numel", "dim", "lower", "upper", "strip", "split", "format"})
+# Calls that read a file whose path is their first argument: an item handed to one is a path.
+_PATH_READERS = frozenset({"open", "PIL.Image.open", "cv2.imread", "numpy.load", "numpy.loadtxt", "numpy.genfromtxt",
+                           "imageio.imread", "os.path.exists", "os.path.isfile", "json.load"})
 # torch.* names that are not tensor-producing functions.
 _NOT_TENSOR_PREFIXES = ("torch.cuda.", "torch.device", "torch.Size", "torch.nn.", "torch.utils.",
                         "torch.distributed.", "torch.backends.")
@@ -47,6 +67,8 @@ class PythonListArgument(Rule):
     code = "DP504"
     name = "python-list-argument"
     severity = Severity.ERROR
+    wrapper_method = "scatter"
+    forward_code_only = True
     summary = "A Python list passed to a DataParallel model reaches every replica whole"
     fix_hint = "Pass per-sample values as a tensor with a batch dimension (torch.tensor(lengths))"
     bad_example = """
@@ -78,6 +100,136 @@ class PythonListArgument(Rule):
                                      "only the tensors in lists, tuples and dicts and hands other values whole "
                                      "to every replica, so each replica gets all B entries with its B/N chunk "
                                      "of the batch")
+
+
+    def check_class(self, model):
+        # The model's side of the same hazard: forward (or a helper it hands the argument to) walks an
+        # argument as one string per sample, paired by position with the chunk's samples: only a
+        # Python list of strings can be that argument, and scatter hands it whole to every replica.
+        if model.forward is None or not gathered_class(model):
+            return
+        for fn, loop, param, use in _per_sample_string_loops(model):
+            message = (f"forward's argument `{param}` is walked as one string per sample ({use}, paired with the "
+                       "samples by position): a Python list of strings, which scatter hands whole to every "
+                       "replica, so each replica pairs the first B/N of all B entries with its own B/N samples")
+            if (settled := option_constructions(model, fn, loop)) is not None:
+                yield self.violation(loop.iter, message + OPTION_PATH_NOTE, severity=Severity.WARNING, **settled)
+            elif (passed := _wrapper_passes(model, param)) is not None:
+                # An optional argument (`bbox=None`): a hazard where a call through the wrapper passes it.
+                yield self.violation(loop.iter, message, severity=Severity.WARNING, error_if=passed)
+            else:
+                yield self.violation(loop.iter, message)
+
+
+def _wrapper_passes(model, param: str) -> tuple[frozenset[str], ...] | None:
+    """For a forward parameter defaulting to None, the condition that a call through a DataParallel
+    wrapper of the class passes it (``WRAPPER_PASSES_CONDITION``); None for any other parameter."""
+    args = model.forward.node.args
+    default = parameter_defaults(args).get(param)
+    if not (isinstance(default, ast.Constant) and default.value is None):
+        return None
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+    position = positional.index(param) if param in positional else -1
+    return (frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{param}@{position}"}),)
+
+
+def _per_sample_string_loops(model):
+    """(function, loop, forward's parameter, how an item is used) for each loop of the code forward runs
+    over an argument of forward, `for i, box in enumerate(bbox):` (or `zip(bbox, ...)`), whose items
+    are strings (compared with a string constant, or opened as a path: `if box != '':`, `open(box)`) and
+    that pairs them with the samples by position (the enumerate index subscripts a batch tensor, or
+    the zip walks one beside it)."""
+    for fn in model.in_forward:
+        loops = list(fn.nodes(ast.For))
+        params = _forward_arguments(model, fn) if loops else None
+        if not params:
+            continue
+        derived = batch_derived(fn)
+        for loop in loops:
+            walked = _walked_argument(loop, params, derived)
+            if walked is None:
+                continue
+            param, item, index = walked
+            use = _string_use(loop, item, model.ctx)
+            if use is not None and (index is None or _subscripts_with(loop, index, derived, param)):
+                yield fn, loop, param, use
+
+
+def _forward_arguments(model, fn) -> set[str]:
+    """The parameters of ``fn`` that hold forward's arguments: forward's own, or for a method of the
+    class those that every call of it in the code forward runs passes a parameter of forward to
+    (`self._forward_impl_bbox(x, bbox)`)."""
+    forward = model.forward
+    if fn is forward:
+        return set(parameters_of(fn))
+    if fn.owner is None or fn.node.args.vararg or fn.node.args.kwarg:
+        return set()
+    inputs = set(parameters_of(forward))
+    positional = [a.arg for a in (*fn.node.args.posonlyargs, *fn.node.args.args)][1:]
+    found: dict[str, bool] = {}
+    for caller in model.in_forward:
+        for call in caller.nodes(ast.Call):
+            if caller.self_attr(call.func) != fn.name:
+                continue
+            passed = {name: call.args[i] for i, name in enumerate(positional) if i < len(call.args)}
+            passed.update((k.arg, k.value) for k in call.keywords if k.arg)
+            for name in positional:
+                value = passed.get(name)
+                found[name] = found.get(name, True) and caller is forward and isinstance(value, ast.Name) \
+                    and value.id in inputs
+    return {name for name, always in found.items() if always}
+
+
+def _walked_argument(loop: ast.For, params: set[str], derived) -> tuple[str, str, str | None] | None:
+    """(the argument, the item's name, the enumerate index's name or None for a zip beside a batch
+    tensor) of `for i, box in enumerate(bbox):` / `for box, feat in zip(bbox, feats):`, or None."""
+    it, target = loop.iter, loop.target
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.args and not it.keywords
+            and isinstance(target, ast.Tuple) and len(target.elts) == len(it.args) + (it.func.id == "enumerate")):
+        return None
+    if it.func.id == "enumerate" and len(it.args) == 1 and isinstance(it.args[0], ast.Name) \
+            and it.args[0].id in params and all(isinstance(e, ast.Name) for e in target.elts):
+        return it.args[0].id, target.elts[1].id, target.elts[0].id
+    if it.func.id == "zip" and len(it.args) > 1:
+        for position, arg in enumerate(it.args):
+            item = target.elts[position]
+            others = [a for a in it.args if a is not arg]
+            if isinstance(arg, ast.Name) and arg.id in params and isinstance(item, ast.Name) \
+                    and any(isinstance(o, ast.Name) and derived.get(o.id) and o.id not in params for o in others):
+                return arg.id, item.id, None
+    return None
+
+
+def _string_use(loop: ast.For, item: str, ctx) -> str | None:
+    """How the loop's body uses ``item`` as a string: `box != ''`, `open(box)`; else None."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            sides = (node.left, node.comparators[0])
+            if any(isinstance(a, ast.Name) and a.id == item for a in sides) \
+                    and any(isinstance(b, ast.Constant) and isinstance(b.value, str) for b in sides):
+                return f"`{ast.unparse(node)}`"
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id == item and _reads_path(node.func, ctx):
+            return f"`{ast.unparse(node.func)}({item}, ...)`"
+    return None
+
+
+def _reads_path(func: ast.AST, ctx) -> bool:
+    """Is ``func`` one of ``_PATH_READERS`` (the builtin `open` where the file does not bind the name)?"""
+    if isinstance(func, ast.Name) and func.id == "open":
+        return func.id not in ctx.imports.aliases and func.id not in ctx.module_functions
+    return (ctx.resolve(func) or "") in _PATH_READERS
+
+
+def _subscripts_with(loop: ast.For, index: str, derived, param: str) -> bool:
+    """Does the loop's body read sample ``index`` of a batch tensor (`p2[i]`), not of the argument?"""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id != param \
+                and derived.get(node.value.id):
+            first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+            if isinstance(first, ast.Name) and first.id == index:
+                return True
+    return False
 
 
 class _ListFinder:
