@@ -17,7 +17,8 @@ by position or with a value the call does not show is not guessed at. Element k 
 there (a sparsely gated mixture's load-balancing loss). A function imported from another module of
 the project is 0-dim where every return of it is (`utils.at_loss(x, y)`); a helper's return of a
 constant one-value tensor (`if x.shape[0] == 1: return torch.tensor([0])`) leaves the others to
-decide, and a 0-dim total weighed by a number (`loss *= self.loss_coef`) stays 0-dim. Each item of a returned list comprehension is a returned value.
+decide, and a 0-dim total weighed by a number (`loss *= self.loss_coef`; in a layer of another file,
+also by an option of its forward that the call leaves to a numeric default, `loss_coef=1`) stays 0-dim. Each item of a returned list comprehension is a returned value.
 
 A plain function over a dict of weights that a helper of the project runs as the model is checked
 like forward: the helper does DataParallel's steps itself (`parallel_apply` over callables made

@@ -1140,60 +1140,74 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo, index: int 
         for test, _ in _tests_above(node, forward):
             for name, values in _option_constants(test, options):
                 compared.setdefault(name, set()).update(values)
-    memo: dict[int, bool] = {}
+    memo: dict[tuple[int, frozenset[str]], bool] = {}
 
-    def all_scalar(values: dict) -> bool:
+    def all_scalar(values: dict, numbers: frozenset[str]) -> bool:
         reachable = [n for n in returns if _reachable(n, forward, values)]
         for node in reachable:
-            if id(node) not in memo:
-                memo[id(node)] = _every_value_scalar(
-                    node.value if index is None else node.value.elts[index], forward, model)
-            if not memo[id(node)]:
+            if (id(node), numbers) not in memo:
+                memo[id(node), numbers] = _every_value_scalar(
+                    node.value if index is None else node.value.elts[index], forward, model, numbers)
+            if not memo[id(node), numbers]:
                 return False
         return bool(reachable)
 
     defaults = {name: default.value for name, default in options.items()}
-    by_default = all_scalar(defaults)
+    # Numeric options (`loss_coef=1`, which `loss *= loss_coef` weighs the loss by) are numbers only
+    # while the caller leaves them out: asked only where the returns are not 0-dim without them, and
+    # then a token of theirs says that a call must leave them to their defaults.
+    numbers: frozenset[str] = frozenset()
+    by_default = all_scalar(defaults, numbers)
+    weights = frozenset(name for name, value in defaults.items() if type(value) in (int, float))
+    if not by_default and weights and all_scalar(defaults, weights):
+        numbers, by_default = weights, True
     tokens = []
     for name in sorted(compared):
         # (the default given explicitly is the default)
         allowed = [DEFAULT_VALUE, _option_value(options[name]) or DEFAULT_VALUE] if by_default else []
         for value in sorted(compared[name] - {defaults[name]}, key=repr):
             text = _option_value(ast.Constant(value))
-            if text is not None and all_scalar({**defaults, name: value}):
+            if text is not None and all_scalar({**defaults, name: value}, numbers):
                 allowed.append(text)
         if allowed:
-            position = positional.index(name) if name in positional else -1
-            tokens.append(f"{name}@{position}={'|'.join(allowed)}")
+            tokens.append(f"{name}@{_position(name, positional)}={'|'.join(allowed)}")
+    tokens += [f"{name}@{_position(name, positional)}={DEFAULT_VALUE}" for name in sorted(numbers - set(compared))]
     if not by_default and not tokens:
         return None
     return tokens
 
 
-def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> bool:
+def _position(name: str, positional: list[str]) -> int:
+    """Where a call passes the option ``name`` by position (-1: by keyword only), as a token writes it."""
+    return positional.index(name) if name in positional else -1
+
+
+def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass,
+                        numbers: frozenset[str] = frozenset()) -> bool:
     """Is ``node`` 0-dim on every path, in this file alone: a returned name by every value bound to
     it (less an initial constant and values a later binding rebuilds, as ``_leaves`` follows them).
     (``scalar_reason`` takes a name for 0-dim when one of its values is, as the output rule reports
     each returned value; a summary must hold for all of them, and a layer's output usually disproves it
-    at its first value.)"""
+    at its first value.) ``numbers``: parameters taken for Python numbers (options left to numeric
+    defaults)."""
     if isinstance(node, ast.Name):
         # `loss *= loss_coef`, `loss = loss / n`: a 0-dim total weighed by a number stays 0-dim (it is
         # the other values that decide).
         values = [v for v in fn.local_values.get(node.id, ()) if not (
             isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == node.id
-            and isinstance(v.op, _ARITHMETIC) and _python_number(v.right, fn, model, frozenset()))]
+            and isinstance(v.op, _ARITHMETIC) and _python_number(v.right, fn, model, numbers))]
         if not values:
             return False
         if len(values) > 1:
             values = [v for v in values if not isinstance(v, ast.Constant)] or values
             values = _not_rebuilt(node.id, values, fn)
-        resolving = frozenset({node.id})
+        resolving = numbers | {node.id}
         for value in values:
             reason = scalar_reason(value, fn, model, 1, resolving)
             if not reason or reason_requires(reason):
                 return False
         return True
-    reason = scalar_reason(node, fn, model)
+    reason = scalar_reason(node, fn, model, 0, numbers)
     return bool(reason) and not reason_requires(reason)
 
 
