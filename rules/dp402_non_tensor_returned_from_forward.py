@@ -43,7 +43,8 @@ class NonTensorReturnedFromForward(Rule):
     wrapper_method = "gather"
     forward_code_only = True
     confirms = frozenset({K.OUTPUT_STRUCTURE_DIFFERS, K.OUTPUT_VALUE_DIFFERS, K.GATHER_FAILED})
-    summary = "Python numbers, strings, dataclasses or distributions returned from forward break DataParallel's gather"
+    summary = ("Python numbers, strings, dataclasses, plain objects or distributions returned from forward break "
+               "DataParallel's gather")
     fix_hint = "Return tensors (or tuples/dicts of tensors); convert to Python values after forward"
     bad_example = """
         class Scorer(nn.Module):

@@ -21,7 +21,8 @@ not only what it is handed; see dpcheck.analysis.placement) and ``wrapper_passes
 dpcheck.analysis.guards) and ``scalar_forward:<class>:<passed>`` (the class's forward returns a 0-dim
 value when called so; see dpcheck.analysis.outputs) and ``scalar_function:<function>`` (every return of
 the function is 0-dim; see dpcheck.analysis.outputs) and ``non_tensor_forward:<class>`` (every return of the
-class's forward is a value gather cannot take apart; see dpcheck.analysis.outputs) and ``parameter_property:<class>:<attr>`` (the class
+class's forward is a value gather cannot take apart; see dpcheck.analysis.outputs) and
+``parameter_property:<class>:<attr>`` (the class
 or a base of it has a property <attr> whose getter takes `next(self.parameters())`; see
 dpcheck.analysis.model_class) and ``forward_flag:<class>:<attr>`` (the class's own forward tests
 `self.<attr>`; see dpcheck.analysis.model_class) and ``stock_method:<method>:<class>`` (the DataParallel subclass keeps the
