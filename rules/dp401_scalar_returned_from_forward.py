@@ -1,7 +1,7 @@
 """
 ## What it does
 Flags a 0-dim tensor returned from a model's `forward`, alone or inside a tuple, list
-or dict: a loss from `F.cross_entropy(...)` or an `nn.*Loss` module, or a full
+or dict (also one merged into a returned dict with `out.update({"loss": loss})`): a loss from `F.cross_entropy(...)` or an `nn.*Loss` module, or a full
 reduction such as `x.mean()` or `x.sum()` with no dim, also when a function or method of the
 file returns it (`penalty = self.calc_gradient_penalty(...)`) or an option read off the
 model's configuration weighs it (`torch.mean(d) * self.config["alpha"]`), or it is read back from

@@ -429,7 +429,9 @@ def _is_container(value: ast.AST) -> bool:
 
 
 def _container_writes(name, fn, model, depth, seen, anchor):
-    """Values put into a local dict/list after creation: `out["loss"] = loss`, `outs.append(y)`."""
+    """Values put into a local dict/list after creation: `out["loss"] = loss`, `outs.append(y)`,
+    `out.update({"loss": loss})` (a dict display, `dict(...)` or keywords: what else it merges in is
+    not followed)."""
     for node in fn.nodes(ast.Assign):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
@@ -437,9 +439,15 @@ def _container_writes(name, fn, model, depth, seen, anchor):
                 yield from _leaves(node.value, fn, model, depth + 1, seen, anchor)
     for call in fn.nodes(ast.Call):
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr in ("append", "insert") \
-                and isinstance(func.value, ast.Name) and func.value.id == name and call.args:
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name):
+            continue
+        if func.attr in ("append", "insert") and call.args:
             yield from _leaves(call.args[-1], fn, model, depth + 1, seen, anchor)
+        elif func.attr == "update":
+            merged = [a for a in call.args if isinstance(a, ast.Dict) or isinstance(a, ast.Call)
+                      and isinstance(a.func, ast.Name) and a.func.id == "dict"]
+            for value in merged + [k.value for k in call.keywords if k.arg is not None]:
+                yield from _leaves(value, fn, model, depth + 1, seen, anchor)
 
 
 # --- what a leaf is -----------------------------------------------------------------
