@@ -1383,7 +1383,7 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
         info = model.ctx.classes[func.id]
         if _plain_dataclass(model.ctx, info, 0):
             return f"a `{func.id}` dataclass instance"
-        if _plain_object_class(info):
+        if _plain_object_class(info) and not _state_handed_back(node, fn):
             return f"a `{func.id}` instance (a plain class, which gather cannot iterate)"
     layer = _list_decoding_layer(func, model)
     if layer is not None:
@@ -1396,6 +1396,15 @@ def non_tensor_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass) -> str
                 return f"a `{distribution}` object"
             return f"a `{written}` object (a `{distribution}`)"
     return _non_tensor_module_call(node, fn, model)
+
+
+def _state_handed_back(value: ast.AST, fn: FunctionInfo) -> bool:
+    """Is ``value`` bound to a parameter of ``fn`` (`if use_cache and padding_cache is None:
+    padding_cache = PaddingCache()`): the caller's state object, made when it passes none, handed back
+    for the next call of a step-by-step (streaming, cached) use, not an output of every call."""
+    args = fn.node.args
+    return any(value is bound for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+               for bound in fn.local_values.get(arg.arg, ()))
 
 
 def _ungatherable_class(ctx: FileContext, info) -> bool:
@@ -1479,7 +1488,8 @@ def _class_non_tensor_forward(ctx: FileContext, name: str) -> str | None:
     for value in returns:
         values = forward.local_values.get(value.id, ()) if isinstance(value, ast.Name) else (value,)
         found = [non_tensor_reason(v, forward, model) for v in values]
-        if not found or None in found:
+        # (a reason that holds only on another file's summary is not followed a second step)
+        if not found or None in found or any(reason_requires(r) for r in found):
             return None
         reasons.append(found[0])
     decided[name] = reasons[0]
