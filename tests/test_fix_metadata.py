@@ -1,6 +1,7 @@
 """The fixers' positions and parents, resolved one top-level statement at a time, are the
 ones libcst gives for the whole module: every node's position, parent and span lookup."""
 
+import ast
 from pathlib import Path
 
 import libcst as cst
@@ -95,7 +96,12 @@ def test_statements_resolve_alone_on_ordinary_files():
 @pytest.mark.parametrize("folder", ["fixtures", "tests/heldout"])
 def test_statement_metadata_on_the_repositorys_models(folder):
     for path in sorted((ROOT / folder).rglob("*.py"))[::7]:
-        _check(path.read_text(encoding="utf-8"))
+        source = path.read_text(encoding="utf-8")
+        try:
+            ast.parse(source)
+        except SyntaxError:
+            continue  # (the Python 2 fixtures of DP001's reading: no fix is offered in them)
+        _check(source)
 
 
 def test_replacing_rebuilds_only_touched_statements_with_the_same_code():
