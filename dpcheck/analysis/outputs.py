@@ -697,6 +697,8 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
     if _size_read(node):
         return True
     if isinstance(node, ast.Name):
+        if _NUMERIC_OPTION + node.id in resolving:
+            return True  # an option of forward left to its numeric default (``_scalar_forward_tokens``)
         if node.id in resolving:
             # The running total (`loss = loss + w * crit(...)`), unless the name holds a sequence:
             # `output = (loss) + output` in a `return_dict=False` arm concatenates (or raises); or it
@@ -725,6 +727,9 @@ def _python_number(node: ast.AST, fn: FunctionInfo, model: ModelClass, resolving
         return _python_number(node.operand, fn, model, resolving, depth + 1)
     return False
 
+
+# In ``resolving``, before a parameter's name: an option of forward taken for its numeric default.
+_NUMERIC_OPTION = "number:"
 
 # The operators of `self.total += v` that keep a 0-dim total 0-dim when ``v`` is 0-dim or a number.
 _ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div)
@@ -1166,7 +1171,7 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo, index: int 
     # then a token of theirs says that a call must leave them to their defaults.
     numbers: frozenset[str] = frozenset()
     by_default = all_scalar(defaults, numbers)
-    weights = frozenset(name for name, value in defaults.items() if type(value) in (int, float))
+    weights = frozenset(_NUMERIC_OPTION + name for name, value in defaults.items() if type(value) in (int, float))
     if not by_default and weights and all_scalar(defaults, weights):
         numbers, by_default = weights, True
     tokens = []
@@ -1179,7 +1184,8 @@ def _scalar_forward_tokens(model: ModelClass, forward: FunctionInfo, index: int 
                 allowed.append(text)
         if allowed:
             tokens.append(f"{name}@{_position(name, positional)}={'|'.join(allowed)}")
-    tokens += [f"{name}@{_position(name, positional)}={DEFAULT_VALUE}" for name in sorted(numbers - set(compared))]
+    taken = {name.removeprefix(_NUMERIC_OPTION) for name in numbers}
+    tokens += [f"{name}@{_position(name, positional)}={DEFAULT_VALUE}" for name in sorted(taken - set(compared))]
     if not by_default and not tokens:
         return None
     return tokens
@@ -1197,7 +1203,7 @@ def _every_value_scalar(node: ast.AST, fn: FunctionInfo, model: ModelClass,
     (``scalar_reason`` takes a name for 0-dim when one of its values is, as the output rule reports
     each returned value; a summary must hold for all of them, and a layer's output usually disproves it
     at its first value.) ``numbers``: parameters taken for Python numbers (options left to numeric
-    defaults)."""
+    defaults), each as ``_NUMERIC_OPTION`` + its name."""
     if isinstance(node, ast.Name):
         # `loss *= loss_coef`, `loss = loss / n`: a 0-dim total weighed by a number stays 0-dim (it is
         # the other values that decide).
