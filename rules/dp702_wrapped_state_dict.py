@@ -56,6 +56,7 @@ from dpcheck.analysis.checkpoints import (
     PREFIX_KEPT,
     UNRESUMED_CONDITION,
     from_checkpoint,
+    keys_taken_off,
     loader_calls,
     model_class,
     prefix_handled,
@@ -153,10 +154,13 @@ class WrappedStateDict(Rule):
         for node, wrap in loads_wrapped:
             source = node.args[0] if node.args else None
             pretrained = source is not None and _pretrained(source, ctx)
-            if pretrained or (saves_bare and not saves_wrapped and source is not None
-                              and from_checkpoint(source, ctx)):
+            checkpoint = source is not None and from_checkpoint(source, ctx)
+            stripped = checkpoint and keys_taken_off(source, ctx)
+            if pretrained or stripped or (saves_bare and not saves_wrapped and checkpoint):
                 what = "pretrained weights (no `module.` prefix)" if pretrained else \
-                    f"a checkpoint this file saves from the bare model (line {saves_bare[0].lineno})"
+                    "a checkpoint whose keys this file takes the `module.` prefix off" + (
+                        " (with `strict=False` nothing loads, silently)" if _not_strict(node) else "") \
+                    if stripped else f"a checkpoint this file saves from the bare model (line {saves_bare[0].lineno})"
                 yield self.violation(node, f"`{wrap.name}.load_state_dict(...)` on the DataParallel wrapper expects "
                                      f"`module.`-prefixed keys but gets {what}: load into `{wrap.name}.module`",
                                      requires=wrap.requires, fix=self.offer_fix(
@@ -213,13 +217,16 @@ _TYPE_TESTS = frozenset({"hasattr", "isinstance", "getattr"})
 
 def _applicability(wrap, node, facts) -> Applicability:
     """Safe where the name holds the wrapper whenever ``node`` runs. Where it is wrapped only under an
-    `if` that does not enclose ``node`` (`if n_gpu > 1: model = nn.DataParallel(model)`), or by one arm
-    of a conditional expression, the bare model may reach ``node`` and `.module` would raise: unsafe."""
-    origin = wrap.origin
-    if origin is None:
-        return Applicability.SAFE
-    if isinstance(origin, ast.Assign) and isinstance(origin.value, ast.IfExp) or facts.guarded_apart(origin, node):
-        return Applicability.UNSAFE
+    `if` that does not enclose ``node`` (`if n_gpu > 1: model = nn.DataParallel(model)`, also where a
+    rebinding keeps it), or by one arm of a conditional expression, the bare model may reach ``node``
+    and `.module` would raise: unsafe."""
+    # A rebinding (`self.model = model.cuda()` after `if n_gpu > 1: model = nn.DataParallel(model)`)
+    # holds a wrapper only where the wrap it keeps ran.
+    for origin in (wrap.origin, *wrap.roots):
+        if origin is None:
+            continue
+        if isinstance(origin, ast.Assign) and isinstance(origin.value, ast.IfExp) or facts.guarded_apart(origin, node):
+            return Applicability.UNSAFE
     return Applicability.SAFE
 
 
@@ -364,6 +371,12 @@ def _path_template(node, ctx) -> tuple[str, ...] | None:
         return None
     parts = tuple(sub.value for sub in ast.walk(node) if isinstance(sub, ast.Constant) and isinstance(sub.value, str))
     return parts or None
+
+
+def _not_strict(call) -> bool:
+    """Does the `load_state_dict(...)` call pass `strict=False` (missing and unexpected keys are only returned)?"""
+    strict = next((k.value for k in call.keywords if k.arg == "strict"), None)
+    return isinstance(strict, ast.Constant) and strict.value is False
 
 
 def _pretrained(node, ctx) -> bool:

@@ -125,9 +125,73 @@ def strips_prefix(node: ast.AST, ctx: FileContext) -> bool:
     if not strips:
         return False
     inside = {id(n) for n in strips}
-    return any(id(sub) in inside for value in [node, *(
-        value for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load)
-        for value in _local_values(name, ctx))] for sub in ast.walk(value))
+    return any(id(sub) in inside for value in _with_values(node, ctx) for sub in ast.walk(value))
+
+
+def _with_values(node: ast.AST, ctx: FileContext) -> list[ast.AST]:
+    """``node`` and the values assigned, in its function, to each name it reads."""
+    return [node, *(value for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load)
+                    for value in _local_values(name, ctx))]
+
+
+def keys_taken_off(node: ast.AST, ctx: FileContext) -> bool:
+    """Is the state dict ``node`` one whose keys lost the `module.` prefix, and nothing there puts it
+    back: a strip that only takes it off (`k.replace("module.", "")`, `k[7:]` of a key of `.items()`,
+    `remove_prefix(sd, "module.")`) within it or in a value assigned to a name it reads, or a call of
+    a function of this file (`fix_state(sd)`, `self._fix_state(sd)`) whose body takes it off. Such a
+    dict holds the bare model's keys: a DataParallel wrapper rejects them (or, with `strict=False`,
+    loads none of them)."""
+    strips = prefix_strips(ctx)
+    if not strips:
+        return False
+    off = {id(n) for n in strips if _takes_off(n, ctx)}
+    if not off:
+        return False
+    on = {id(n) for n in strips if _puts_on(n, ctx)}
+    values = _with_values(node, ctx)
+    inline = {id(sub) for value in values for sub in ast.walk(value)}
+    if inline & off:
+        return not inline & on
+    helpers = set()
+    for func in (*ctx.nodes(ast.FunctionDef), *ctx.nodes(ast.AsyncFunctionDef)):
+        body = {id(sub) for sub in ctx.tree_index.subtree(func)}
+        if body & off and not body & on:
+            helpers.add(func.name)
+    return bool(helpers) and any(isinstance(sub, ast.Call) and (
+        isinstance(sub.func, ast.Name) and sub.func.id in helpers
+        or isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name)
+        and sub.func.value.id == "self" and sub.func.attr in helpers)
+        for value in values for sub in ast.walk(value))
+
+
+# Calls that take a prefix off a key or a dict's keys, given the prefix (`remove_prefix(sd, "module.")`).
+_STRIP_CALL_WORDS = ("remove", "strip")
+
+
+def _takes_off(node: ast.AST, ctx: FileContext) -> bool:
+    """Does the prefix strip ``node`` take the prefix off: `k[7:]`, `"module."` as what `.replace(...,
+    "")` replaces, or handed to a call named to remove or strip it (`k.removeprefix("module.")`)? A
+    `"module."` in a test (`k.startswith("module.")`) or put before a key is no strip."""
+    if isinstance(node, ast.Subscript):
+        return True
+    call = ctx.parent(node)
+    if not isinstance(call, ast.Call) or node not in call.args:
+        return False
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(
+        call.func, ast.Name) else ""
+    if name == "replace":
+        return call.args[0] is node and len(call.args) > 1 and value_of(call.args[1]) == ""
+    return any(word in name.lower() for word in _STRIP_CALL_WORDS)
+
+
+def _puts_on(node: ast.AST, ctx: FileContext) -> bool:
+    """Does the `"module."` constant ``node`` go before a key (`"module." + k`, `f"module.{k}"`,
+    `.replace("", "module.")`)?"""
+    parent = ctx.parent(node)
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add) and parent.left is node:
+        return True
+    return isinstance(parent, ast.JoinedStr) or isinstance(parent, ast.Call) and isinstance(
+        parent.func, ast.Attribute) and parent.func.attr == "replace" and len(parent.args) > 1 and parent.args[1] is node
 
 
 def loader_calls(ctx: FileContext) -> list[str]:
@@ -189,10 +253,11 @@ def summarize_checkpoint_loads(ctx: FileContext, result) -> None:
 
 def prefix_handled(call: ast.Call, ctx: FileContext) -> bool:
     """Does the `load_state_dict(sd)` call ``call`` read the wrapper's keys into a bare model: ``sd``
-    is built with the prefix taken off (``strips_prefix``), or the call sits in a `try` whose `except`
+    is built with the prefix taken off (``strips_prefix``, or by a function of this file:
+    ``keys_taken_off``), or the call sits in a `try` whose `except`
     arm strips it (a load as it is, retried with the keys stripped when it fails: potsawee's
     `load_model`)?"""
-    if strips_prefix(call.args[0], ctx):
+    if strips_prefix(call.args[0], ctx) or keys_taken_off(call.args[0], ctx):
         return True
     strips = prefix_strips(ctx)
     if not strips:
