@@ -40,6 +40,11 @@ same file move what they are handed to their input's device (`w.to(x.device)`), 
 architecture weights of differentiable architecture search (PC-DARTS) are used: each replica
 moves its own copy of the one shared tensor, and every replica's gradient reaches it.
 
+Also flagged: a tensor stored from outside on the layers of a DataParallel wrapper (`for m in
+model.modules(): m.bias = mean.view(-1)`, MUNIT's AdaIN parameters, with `model` the wrapper the
+caller then runs): the store lands on the original layers, whose plain attributes every replica
+shares, so each replica reads the whole batch's tensor against its own chunk.
+
 ## How to fix
 Register it: `self.register_buffer("mask", torch.tril(torch.ones(n, n)), persistent=False)`,
 or wrap it in `nn.Parameter(..., requires_grad=False)`.
@@ -51,6 +56,7 @@ import ast
 
 from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, under_lazy_guard
+from dpcheck.analysis.layer_stores import layer_stores
 from dpcheck.analysis.options import every_path_off, off_by_default
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
@@ -153,6 +159,16 @@ class PlainTensorAttribute(Rule):
                             yield self.violation(target, message, fix=fix, subject=Subject(attr=name), requires=(
                                 (behind_option.default_path,) if behind_option is not None else ()))
                     break
+
+    def check_file(self, ctx):
+        # Tensors stored, from outside, on the layers of a wrapper (layer_stores: MUNIT's AdaIN parameters).
+        for found in layer_stores(ctx):
+            yield self.violation(found.store, f"`{ast.unparse(found.store)}` stores a tensor, neither a Parameter "
+                                 f"nor a buffer, on a layer of `{found.wrapper}`, a DataParallel wrapper that line "
+                                 f"{found.call.lineno} then runs: replicate() hands every replica that plain "
+                                 "attribute by reference, the whole batch's tensor on the device it was made on "
+                                 "(a size or device mismatch on each replica's chunk)",
+                                 requires=found.wrap.requires, subject=Subject(attr=found.store.attr))
 
     def fix(self, finding, editor):
         import libcst as cst
