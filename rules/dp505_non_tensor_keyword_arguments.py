@@ -37,9 +37,10 @@ import ast
 
 from dpcheck.analysis.batch_feeds import PARTIAL_FEED_CONDITION, batch_of_one, drops_last, is_loader, loop_source
 from dpcheck.analysis.bindings import reaching_assignment
-from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
+
 
 class NonTensorKeywordArguments(Rule):
     code = "DP505"
@@ -101,10 +102,8 @@ class NonTensorKeywordArguments(Rule):
             feed = (frozenset({PARTIAL_FEED_CONDITION + through}),) if through else ()
             # A DataParallel subclass of another file: only where it keeps the stock scatter (neural_sp's
             # CustomDataParallel hands the keywords and its own split of the batch to every device).
-            stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{c.partition(':')[2]}"})
-                          for c in sorted(wrap.source.requires) if c.startswith("dp:"))
             yield self.violation(call, message, severity=severity,
-                                 requires=wrap.requires + stock + feed)
+                                 requires=wrap.requires + wrap.keeps_stock("scatter") + feed)
 
 
 def _constant(node, call, ctx, depth=0) -> bool:

@@ -37,7 +37,7 @@ import ast
 
 from dpcheck.analysis.bindings import reaching_assignment, reaching_binding, statement_list
 from dpcheck.analysis.context import code_names
-from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -105,13 +105,11 @@ class GraphObjectArgument(Rule):
                 why = _graph_object(arg, call, ctx, _FOLLOW_STEPS)
                 if why is None:
                     continue
-                # A DataParallel subclass of another file: only where it keeps the stock scatter.
-                stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{name}"}) for name in subclasses)
                 yield self.violation(arg, f"{why} passed to the DataParallel model: scatter splits only tensors "
                                      "(and the tensors in lists, tuples and dicts) and hands this object whole to "
                                      "every replica, so the replicas on other GPUs run on the first device's graph "
                                      "(a device mismatch), or each computes every node and the gathered output has "
-                                     "N times the rows", requires=wrap.requires + stock)
+                                     "N times the rows", requires=wrap.requires + wrap.keeps_stock("scatter"))
                 break
 
 

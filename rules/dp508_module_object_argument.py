@@ -30,7 +30,6 @@ from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.placement import HOLDS_WEIGHTS
 from dpcheck.analysis.scripts import (
     SELF_RETURNING,
-    STOCK_METHOD_CONDITION,
     WRAPPED_ATTRIBUTE_CONDITION,
     mentions_dataparallel,
     script_facts,
@@ -108,10 +107,8 @@ def _wrapper_calls(ctx):
             seen.add(id(call))
             if "scatter" in wrap.source.note:
                 continue  # a wrapper whose own scatter decides
-            subclasses = sorted(c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:"))
             # A DataParallel subclass of another file: only where it keeps the stock scatter.
-            stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{name}"}) for name in subclasses)
-            yield call, wrap.requires + stock
+            yield call, wrap.requires + wrap.keeps_stock("scatter")
     for name, info in ctx.classes.items():
         if any(ctx.class_is_module(name)):
             continue

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, mentions_dataparallel, script_facts
+from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.analysis.wrapping import without_conversions
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -102,13 +102,11 @@ class WeightArgumentScattered(Rule):
             for param, value in _passed(call, weights):
                 if isinstance(value, ast.Constant) and value.value is None:
                     continue
-                subclasses = sorted(c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:"))
-                stock = tuple(frozenset({f"{STOCK_METHOD_CONDITION}scatter:{s}"}) for s in subclasses)
                 yield self.violation(value, f"`{ast.unparse(value)}` reaches `{name}.forward`'s `{param}`, "
                                      f"which it uses as a layer's weight (line {weights[param][0]}): DataParallel's "
                                      "scatter splits every tensor it is handed along dim 0, in lists too, so each "
                                      "replica gets a slice of the rows of the weights (a shape mismatch, or other "
-                                     "weights than one device uses)", requires=wrap.requires + stock)
+                                     "weights than one device uses)", requires=wrap.requires + wrap.keeps_stock("scatter"))
 
 
 def _wrapped_class(wrap, at: ast.AST, facts, ctx) -> str | None:

@@ -98,7 +98,7 @@ class ReplicasWaitForEveryGpu(Rule):
         if first_read is None:
             return  # forward never reaches the queues
         where = test if test is not None else first_read
-        yield self.violation(where, f"forward synchronises the replicas through `self.{sorted(queues)[0]}`, "
+        yield self.violation(where, f"forward synchronises the replicas through `self.{min(queues)}`, "
                              "queues the constructor sets up for every visible GPU "
                              "(`torch.cuda.device_count()`): a batch with fewer samples than GPUs, or a wrapper "
                              "given fewer device_ids, runs fewer replicas, and in training the first replica waits "

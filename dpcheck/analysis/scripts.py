@@ -137,6 +137,12 @@ class Wrap:
         """For a Violation: each condition its own singleton set (all must hold)."""
         return tuple(frozenset({c}) for c in sorted(self.source.requires))
 
+    def keeps_stock(self, method: str) -> tuple[frozenset[str], ...]:
+        """For a Violation: where the wrap is by a DataParallel subclass of another file (`dp:<class>`),
+        that it keeps the stock ``method`` ("scatter", "gather"), one condition per subclass."""
+        return tuple(frozenset({f"{STOCK_METHOD_CONDITION}{method}:{c.partition(':')[2]}"})
+                     for c in sorted(self.source.requires) if c.startswith("dp:"))
+
     @property
     def inner(self) -> ast.AST | None:
         call = self.source.call
