@@ -41,6 +41,8 @@ class SingleReplicaWorkerCall(Rule):
     summary = "A custom parallel_apply calls its worker with other arguments for one replica than its threads do"
     fix_hint = "Pass the worker the same arguments on the single-replica path as on the threaded one"
     bad_example = """
+        import threading
+
         def criterion_parallel_apply(modules, inputs, targets, kwargs_tup, devices):
             results = {}
 
@@ -59,6 +61,8 @@ class SingleReplicaWorkerCall(Rule):
             return [results[i] for i in range(len(inputs))]
     """
     good_example = """
+        import threading
+
         def criterion_parallel_apply(modules, inputs, targets, kwargs_tup, devices):
             results = {}
 
