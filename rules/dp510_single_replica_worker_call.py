@@ -14,7 +14,8 @@ update only the threaded call. The direct call then hands the keyword dict to `t
 device to `kwargs` (or leaves a parameter out: TypeError), and the replica raises `argument after
 ** must be a mapping`. It runs only when the batch is scattered to one replica (a batch of one
 sample, the last batch of an epoch), so it shows up "after a random number of batches": latent, a
-warning.
+warning. Not reported when every scanned script that wraps a model passes `drop_last=True` to its
+loader or only evaluates (DP604's reading of the loaders): the partial last batch never runs.
 
 ## How to fix
 Call the worker with the same arguments on both paths (`_worker(0, modules[0], inputs[0],
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -105,7 +107,8 @@ class SingleReplicaWorkerCall(Rule):
                                          f"arguments, binding {_names(definition, bound)}, but its threads (line "
                                          f"{call.lineno}) bind {_names(definition, threaded)}: when the batch is "
                                          "scattered to one replica (a batch of one sample), the arguments bind to "
-                                         "other parameters and the replica raises")
+                                         "other parameters and the replica raises",
+                                         requires=(frozenset({f"{PARTIAL_BATCHES_CONDITION}{ctx.module}.{scope.name}"}),))
 
 
 def _definition(scope, name: str, ctx) -> ast.FunctionDef | None:
