@@ -125,33 +125,32 @@ def strips_prefix(node: ast.AST, ctx: FileContext) -> bool:
     if not strips:
         return False
     inside = {id(n) for n in strips}
-    return any(id(sub) in inside for value in _with_values(node, ctx) for sub in ast.walk(value))
+    return any(id(sub) in inside for value in [node, *(
+        value for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load)
+        for value in _local_values(name, ctx))] for sub in ast.walk(value))
 
 
-def _with_values(node: ast.AST, ctx: FileContext) -> list[ast.AST]:
-    """``node`` and the values assigned, in its function, to each name it reads."""
-    return [node, *(value for name in ast.walk(node) if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load)
-                    for value in _local_values(name, ctx))]
-
-
-def keys_taken_off(node: ast.AST, ctx: FileContext) -> bool:
+def keys_taken_off(node: ast.AST, ctx: FileContext, depth: int = 0) -> bool:
     """Is the state dict ``node`` one whose keys lost the `module.` prefix, and nothing there puts it
     back: a strip that only takes it off (`k.replace("module.", "")`, `k[7:]` of a key of `.items()`,
-    `remove_prefix(sd, "module.")`) within it or in a value assigned to a name it reads, or a call of
-    a function of this file (`fix_state(sd)`, `self._fix_state(sd)`) whose body takes it off. Such a
-    dict holds the bare model's keys: a DataParallel wrapper rejects them (or, with `strict=False`,
-    loads none of them)."""
+    `remove_prefix(sd, "module.")`) within it, or a call of a function of this file (`fix_state(sd)`,
+    `self._fix_state(sd)`) whose body takes it off; for a name, every value its function assigns to
+    it is one (`trained_dict` bound as it is in one branch and stripped in another may hold either).
+    Such a dict holds the bare model's keys: a DataParallel wrapper rejects them (or, with
+    `strict=False`, loads none of them)."""
     strips = prefix_strips(ctx)
     if not strips:
         return False
+    if isinstance(node, ast.Name):
+        values = _local_values(node, ctx) if depth < _FOLLOW_DEPTH else []
+        return bool(values) and all(keys_taken_off(value, ctx, depth + 1) for value in values)
     off = {id(n) for n in strips if _takes_off(n, ctx)}
     if not off:
         return False
     on = {id(n) for n in strips if _puts_on(n, ctx)}
-    values = _with_values(node, ctx)
-    inline = {id(sub) for value in values for sub in ast.walk(value)}
-    if inline & off:
-        return not inline & on
+    inside = {id(sub) for sub in ast.walk(node)}
+    if inside & off:
+        return not inside & on
     helpers = set()
     for func in (*ctx.nodes(ast.FunctionDef), *ctx.nodes(ast.AsyncFunctionDef)):
         body = {id(sub) for sub in ctx.tree_index.subtree(func)}
@@ -161,7 +160,7 @@ def keys_taken_off(node: ast.AST, ctx: FileContext) -> bool:
         isinstance(sub.func, ast.Name) and sub.func.id in helpers
         or isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name)
         and sub.func.value.id == "self" and sub.func.attr in helpers)
-        for value in values for sub in ast.walk(value))
+        for sub in ast.walk(node))
 
 
 # Calls that take a prefix off a key or a dict's keys, given the prefix (`remove_prefix(sd, "module.")`).
