@@ -12,18 +12,18 @@ replica's own.)
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import Wrap, mentions_dataparallel, script_facts
 from dpcheck.analysis.torch_api import _TENSOR_METHODS as TENSOR_METHODS
+from dpcheck.record import record
 
 # Module methods that walk a module's layers: `for m in model.modules()`, `for _, m in model.named_children()`.
 _LAYER_WALKS = frozenset({"modules", "children", "named_modules", "named_children"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LayerStore:
     """A store of a tensor on a layer of what a wrapper holds, and the call that runs the wrapper."""
 
