@@ -81,8 +81,9 @@ class RunResult:
     def _advice_reason(self, finding: Finding, kept: list[Finding]) -> str | None:
         """Why a finding is advice only, or None. "Real if this class were the one wrapped" is
         advice when the project shows what it wraps and this class is not part of it, or nothing
-        uses the class; a finding about a stock DataParallel method is, where the class is wrapped
-        only in subclasses that define their own. A failure to decide keeps the finding's severity
+        uses the class, or the project trains its models and wraps none; a finding about a stock
+        DataParallel method is, where the class is wrapped only in subclasses that define their
+        own. A failure to decide keeps the finding's severity
         and is a DP002 for its file."""
         class_name = finding.subject.class_name
         if self.index is None or not (class_name or finding.advice_if):
@@ -91,8 +92,9 @@ class RunResult:
         try:
             # (A script rule's finding names no class: only its own conditions decide.)
             return class_name and (
-                index.unwrapped(class_name) or index.offline(class_name) or index.unnamed(class_name)
-                or index.called_bare(class_name) or index.unreached(finding.filename, class_name)) \
+                index.unused_dataparallel() or index.unwrapped(class_name) or index.offline(class_name)
+                or index.unnamed(class_name) or index.called_bare(class_name)
+                or index.unreached(finding.filename, class_name)) \
                 or next(filter(None, map(index.advice, finding.advice_if)), None)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
             self._failed(finding, kept, f"how severe {finding.code} is", exc)

@@ -1166,3 +1166,63 @@ def test_a_read_in_a_method_no_scanned_file_calls_is_advice():
     # calls it) an error, in `ratings_report` (no scanned file calls it) advice.
     handed = severities(FIXTURES / "dp701" / "handedpkg")
     assert handed[("flagged_losses.py", 15)] == "error" and handed[("flagged_losses.py", 22)] == "info"
+def test_a_file_trains_where_a_loop_runs_a_backward_pass_and_it_steps():
+    from conftest import file_context
+
+    from dpcheck.analysis.training import trains_models
+
+    def trains(text):
+        return trains_models(file_context(text))
+
+    assert trains("""
+        for x, y in loader:
+            loss = model(x, y)
+            loss.backward()
+            optimizer.step()
+    """)
+    # Through a method of the file that a loop calls, and the step in another method.
+    assert trains("""
+        class Trainer:
+            def step_once(self, x):
+                self.scaler.scale(self.model(x)).backward()
+            def fit(self, loader):
+                for x in loader:
+                    self.step_once(x)
+                self.scaler.step(self.optimizer)
+    """)
+    # A loss scaler: the backward pass runs in no loop; a loop in a docstring is text.
+    assert not trains('''
+        class Scaler:
+            """for x in loader: loss.backward()"""
+            def __call__(self, loss, optimizer):
+                loss.backward()
+                optimizer.step()
+    ''')
+    # A backward pass in a loop with no optimizer or scheduler step anywhere (a gradient probe).
+    assert not trains("""
+        for x in inputs:
+            model(x).sum().backward()
+    """)
+
+
+def test_an_application_that_trains_and_never_wraps_gets_advice_only():
+    from conftest import FIXTURES, run_json
+
+    def severities(*paths):
+        findings, _ = run_json(*paths, "--select", "DP101,DP401")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"], f["code"]): (
+            f["severity"], "an application that does not use DataParallel" in f["message"]) for f in findings}
+
+    folder = FIXTURES / "application"
+    models = folder / "models.py"
+    errors = {("models.py", 18, "DP101"): ("error", False), ("models.py", 19, "DP401"): ("error", False)}
+    # The model package alone, or with a helper that trains nothing itself: a library, whose users
+    # may wrap any of its models.
+    assert severities(models) == errors
+    assert severities(models, folder / "scaler.py") == errors
+    # With a training script that trains the model (DistributedDataParallel across processes) and
+    # wraps nothing in DataParallel: an application that does not use it, advice only.
+    assert severities(models, folder / "train.py", folder / "scaler.py") == {
+        ("models.py", 18, "DP101"): ("info", True), ("models.py", 19, "DP401"): ("info", True)}
+    # A script that wraps the model in DataParallel as well: the errors stand.
+    assert severities(folder) == errors

@@ -26,6 +26,7 @@ from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_statu
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.functional import summarize_parallel_helpers
 from dpcheck.analysis.options import summarize_options
+from dpcheck.analysis.training import trains_models
 from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_text_mentions
@@ -207,6 +208,9 @@ class FileResult:
     # Its module classes whose forward returns, on every return, a value gather cannot take apart
     # (outputs.non_tensor_forwards).
     non_tensor_forwards: list[str] = field(default_factory=list)
+    # Whether it runs a training loop of its own: a backward pass in a loop, an optimizer step
+    # (training.trains_models).
+    trains: bool = False
 
     @property
     def submodules(self) -> list[str]:
@@ -278,7 +282,8 @@ class FileResult:
                 **({"declared_all": " ".join(self.declared_all)} if self.declared_all is not None else {}),
                 **({"calls_recorded": True} if self.calls_recorded else {}),
                 **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {}),
-                **({"untraced_functions": " ".join(self.untraced_functions)} if self.untraced_functions else {})}
+                **({"untraced_functions": " ".join(self.untraced_functions)} if self.untraced_functions else {}),
+                **({"trains": True} if self.trains else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -336,7 +341,8 @@ class FileResult:
                    calls_recorded=bool(data.get("calls_recorded", False)),
                    handed_calls=str(data.get("handed_calls", "")).split(),
                    untraced_functions=str(data.get("untraced_functions", "")).split(),
-                   non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split())
+                   non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split(),
+                   trains=bool(data.get("trains", False)))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -564,6 +570,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
     if "__all__" in text:
         declared = declared_all(tree)
         result.declared_all = None if declared is None else sorted(declared)
+    result.trains = trains_models(ctx)
 
     summarize_options(ctx, result)  # (an options file mostly has no torch: before the test below)
     if not relevant:

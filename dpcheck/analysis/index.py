@@ -223,6 +223,10 @@ class ClassIndex:
         self._own_inits: set[str] = set()
         self._recorded_modules: set[str] = set()
         self._called_unrecorded: set[str] = set()
+        # The files that run a training loop of their own (FileResult.trains), and why the project
+        # is an application that does not use DataParallel ("": it is not; None: not asked yet).
+        self._training_files: list[str] = []
+        self._no_dataparallel: str | None = None
         for result in results:
             self._add(result)
         # `module.Class` of the classes this run checks (not of loaded modules; the same file
@@ -257,6 +261,9 @@ class ClassIndex:
             self._opaque_files.add(filename)
         self._site_reach = None
         self._site_uses.clear()
+        if result.trains:
+            self._training_files.append(filename)
+        self._no_dataparallel = None
         self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], set()).add(result.module)
         for cls in result.classes:
             self.bases.setdefault(cls.qualname, cls.bases)
@@ -675,6 +682,33 @@ class ClassIndex:
         files = sorted(_relative(site) for site in sites)
         return (f"the files that wrap a model and run this module ({_shown(files, '')}) wrap {_shown(sorted(roots))} "
                 f"and build no `{class_name}` into it")
+
+    def unused_dataparallel(self) -> str | None:
+        """Why every class's findings are advice only, or None: the scanned project trains its
+        models itself (a file runs a training loop, FileResult.trains) and wraps nothing in
+        DataParallel anywhere (no wrap site of any form: a subclass, the functional `data_parallel`, a
+        builder that returns a wrapper, a file that mentions a wrap and does not parse; nor does it
+        define a DataParallel subclass). It is an application that trains without DataParallel (on
+        one device, or with DistributedDataParallel or a launcher of its own), not a class library
+        whose users may wrap any model: "real if this class were the one wrapped" is not real when
+        nothing wraps it. A tree with no training code of its own (a model zoo) keeps the library view."""
+        if self._no_dataparallel is None:
+            self._no_dataparallel = self._no_dataparallel_reason()
+        return self._no_dataparallel or None
+
+    def _no_dataparallel_reason(self) -> str:
+        if not self._training_files or self._wraps_anything():
+            return ""
+        files = sorted(_relative(f) for f in self._training_files)
+        return (f"the scanned project trains its models itself ({_shown(files, '')}) and wraps none in DataParallel "
+                "anywhere: an application that does not use DataParallel")
+
+    def _wraps_anything(self) -> bool:
+        """Does any indexed file wrap a model in DataParallel, in any form, or define a subclass of it?"""
+        return bool(self._wrap_sites or self._wrapped_names or self._wrap_candidates or self._unresolved_wraps
+                    or self.builders or self._own_attributes or self._replaced_output or self._wrappers
+                    or self._parallel_helpers or self._wrapped_attributes or self._init_wrapped
+                    or self._method_wraps or self._handed)
 
     def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
         """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not
