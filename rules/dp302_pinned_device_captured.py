@@ -13,7 +13,9 @@ and fails with `Expected all tensors to be on the same device`.
 
 Not flagged: `torch.device("cuda")` with no index, and
 `torch.device("cuda" if torch.cuda.is_available() else "cpu")`, which follow the
-replica's current device.
+replica's current device; nor a read that forward's own write of the attribute precedes on
+every path (`self.device = x.device` at the top of forward, then `torch.zeros(..., device=self.device)`
+there or in a method it calls after): the replica writes its own copy, and the read sees it.
 
 ## How to fix
 Read the device from the input inside forward (`x.device`), or capture
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import keyword, parameter_defaults
+from dpcheck.analysis.dataflow import accumulation_started_in_call, keyword, parameter_defaults
 from dpcheck.analysis.devices import (
     input_to_follow,
     parameter_device,
@@ -74,6 +76,9 @@ class PinnedDeviceCaptured(Rule):
         # Only attributes forward places tensors with are worth tracing back to their values.
         placed_attrs = {attr for fn, arg in placed for attr in [fn.self_attr(arg)] if attr is not None}
         captured_attrs: dict[str, str] = {}
+        # Attributes forward itself sets to a fixed device: a read after such a write is pinned too.
+        pinned_in_forward: set[str] = set()
+        in_forward = {fn.node for fn in model.reachable}
         for name, facts in model.attrs.items():
             if facts.registered or name not in placed_attrs:
                 continue
@@ -83,13 +88,16 @@ class PinnedDeviceCaptured(Rule):
                     why = _pinned_argument(model, fn, value.id)
                 if why:
                     captured_attrs[name] = why
+                    if fn.node in in_forward:
+                        pinned_in_forward.add(name)
         captured_globals = {name: why for name, values in ctx.module_level_values.items()
                             for value in values for why in [_pinned(value, lambda n: False, ctx)] if why}
         if not captured_attrs and not captured_globals:
             return
         for fn, arg in placed:
             attr = fn.self_attr(arg)
-            if attr in captured_attrs:
+            if attr in captured_attrs and (attr in pinned_in_forward
+                                           or not accumulation_started_in_call(model, fn, attr, arg)):
                 yield self.violation(arg, f"`self.{attr}` is {captured_attrs[attr]} captured "
                                      "outside forward: every DataParallel replica places "
                                      "tensors on that one device", fix=_follow_input(fn, arg))
