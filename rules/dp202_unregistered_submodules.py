@@ -18,6 +18,11 @@ A container that gets layers with weights only in one arm of an `if` whose other
 weightless placeholders (`nn.Sequential()`, `nn.Identity()`) is a warning: it holds weights
 only in the configurations that take that arm.
 
+A list whose modules the same method also registers through a torch container built from it
+(`self.path_module_list = nn.ModuleList(self.paths)`, pytorch-semseg's `pyramidPooling`) is not
+reported where forward never reads the list itself, only the container: every replica runs its
+own copies. Where forward reads the list, each replica still calls the original's modules.
+
 Only weights make it a hazard: a container whose items (its literal's items, what
 `.append`/`.insert` and item stores put in it) are all weightless torch layers, or classes of
 this file whose `__init__` builds no Parameter, buffer or layer with weights, is not reported
@@ -34,8 +39,15 @@ from __future__ import annotations
 
 import ast
 
+from dpcheck.analysis.dataflow import read_in_forward
 from dpcheck.analysis.model_class import ITEM
-from dpcheck.analysis.torch_api import MODULE_BASES, PARAMETER_CTORS, is_torch_nn_class, parameter_free
+from dpcheck.analysis.torch_api import (
+    MODULE_BASES,
+    MODULE_CONTAINERS,
+    PARAMETER_CTORS,
+    is_torch_nn_class,
+    parameter_free,
+)
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
 from dpcheck.rule import Rule
@@ -85,7 +97,8 @@ class UnregisteredSubmodules(Rule):
             if found is None:
                 continue
             target, value, fn = found
-            if _registered_afterwards(fn, name) or _only_weightless(model, value):
+            if _registered_afterwards(fn, name) or _registered_in_container(model, fn, name) \
+                    or _only_weightless(model, value):
                 continue
             weights = _element_weights(model, name, facts)
             if weights == _WEIGHTLESS:
@@ -219,6 +232,23 @@ def _registered_afterwards(fn, name) -> bool:
     return any(isinstance(c.func, ast.Attribute) and c.func.attr in ("add_module", "register_module")
                and fn.is_self(c.func.value) for c in fn.nodes(ast.Call)) and any(
         fn.self_attr(n) == name for n in fn.nodes(ast.Attribute))
+
+
+def _registered_in_container(model, fn, name) -> bool:
+    """`self.path_module_list = nn.ModuleList(self.paths)`: ``fn`` stores on `self` a torch container
+    built from `self.<name>` (`nn.Sequential(*self.<name>)` too), and forward never reads `self.<name>`
+    itself: the modules are registered, moved and replicated through the container, the only way
+    forward reaches them."""
+    resolve = model.ctx.resolve
+    for call in fn.nodes(ast.Call):
+        target = resolve(call.func) or ""
+        if not (target.startswith("torch.nn.") and target.rpartition(".")[2] in MODULE_CONTAINERS):
+            continue
+        stored = fn.parent(call)
+        if isinstance(stored, ast.Assign) and any(fn.self_attr(t) for t in stored.targets) and any(
+                fn.self_attr(a.value if isinstance(a, ast.Starred) else a) == name for a in call.args):
+            return not read_in_forward(model, name)
+    return False
 
 
 def _weighted_only_on_a_branch(model, fn, name) -> bool:
