@@ -53,6 +53,7 @@ from dpcheck.record import record
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Methods that return the module itself: `DataParallel(net).cuda()` is still the wrapper.
 SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
                             "requires_grad_", "type"})
@@ -781,9 +782,16 @@ class ScriptFacts:
         nn.DataParallel(self.model)`)? The constructor runs before any other method can. So does
         a method of the class that this file calls only from there, before that call (cifr's
         `load_checkpoints`, called from `__init__` just before `self.check_and_use_multi_gpu()`),
-        where the file names it nowhere else."""
+        where the file names it nowhere else; and such a method called from `__init__` before
+        `__init__` itself wraps (BLINK's `load_model`, then `self.model = DataParallel(self.model)`)."""
         init = self.ctx.enclosing(node, _FUNCTIONS)
         method = self.ctx.enclosing(origin, _FUNCTIONS)
+        if depth and method is init is not None and init.name == "__init__":
+            # (a call, in the constructor that wraps, of a method that reads: before the wrap, and in
+            # no loop that also holds the wrap, it runs on the bare module: BLINK's `load_model`)
+            loop = self.ctx.enclosing(origin, _LOOPS)
+            return (node.lineno, node.col_offset) < (origin.lineno, origin.col_offset) and not (
+                loop is not None and self._within(node, loop))
         if init is None or method is None or method is init or not self._related(
                 self.ctx.enclosing(init, ast.ClassDef), self.ctx.enclosing(method, ast.ClassDef)):
             return False
