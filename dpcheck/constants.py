@@ -35,6 +35,12 @@ REPLICATE_FUNCTIONS = frozenset({"torch.nn.parallel.replicate", "torch.nn.parall
 # The method `DataParallelWithCallback` / `patch_replication_callback` (Synchronized-BatchNorm-PyTorch)
 # call on every module of each replica after `replicate`: a class defining it coordinates its replicas.
 REPLICATION_CALLBACK = "__data_parallel_replicate__"
+# Library trainers that may wrap the model they are handed in DataParallel themselves: transformers'
+# `Trainer` (and its subclasses, `Seq2SeqTrainer`: more than one GPU and no distributed launch), and
+# Lightning's (`strategy="dp"`). A project that imports one may use DataParallel no scanned file shows:
+# the packages whose imported names ending in `Trainer` count, and the packages any import of counts.
+TRAINER_NAME_PACKAGES = frozenset({"transformers"})
+TRAINER_PACKAGES = frozenset({"pytorch_lightning", "lightning"})
 # Modules whose `import *` brings DataParallel into a file.
 DATAPARALLEL_STAR_MODULES = frozenset({"torch.nn", "torch.nn.parallel"})
 

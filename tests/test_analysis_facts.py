@@ -1215,7 +1215,7 @@ def test_an_application_that_trains_and_never_wraps_gets_advice_only():
 
     folder = FIXTURES / "application"
     models = folder / "models.py"
-    errors = {("models.py", 18, "DP101"): ("error", False), ("models.py", 19, "DP401"): ("error", False)}
+    errors = {("models.py", 19, "DP101"): ("error", False), ("models.py", 20, "DP401"): ("error", False)}
     # The model package alone, or with a helper that trains nothing itself: a library, whose users
     # may wrap any of its models.
     assert severities(models) == errors
@@ -1223,6 +1223,8 @@ def test_an_application_that_trains_and_never_wraps_gets_advice_only():
     # With a training script that trains the model (DistributedDataParallel across processes) and
     # wraps nothing in DataParallel: an application that does not use it, advice only.
     assert severities(models, folder / "train.py", folder / "scaler.py") == {
-        ("models.py", 18, "DP101"): ("info", True), ("models.py", 19, "DP401"): ("info", True)}
+        ("models.py", 19, "DP101"): ("info", True), ("models.py", 20, "DP401"): ("info", True)}
+    # A script that hands the model to transformers' Trainer, which may wrap it itself: the errors stand.
+    assert severities(models, folder / "train.py", folder / "train_hf.py") == errors
     # A script that wraps the model in DataParallel as well: the errors stand.
     assert severities(folder) == errors

@@ -85,7 +85,7 @@ from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch
 from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
 from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION,
                                        MODULES_LEAF, PART_LEAF, UNTRACED_ITEM)
-from dpcheck.constants import DATAPARALLEL_CLASSES
+from dpcheck.constants import DATAPARALLEL_CLASSES, REPLICATE_FUNCTIONS, TRAINER_NAME_PACKAGES, TRAINER_PACKAGES
 from dpcheck.findings import Finding
 
 
@@ -697,7 +697,7 @@ class ClassIndex:
         return self._no_dataparallel or None
 
     def _no_dataparallel_reason(self) -> str:
-        if not self._training_files or self._wraps_anything():
+        if not self._training_files or self._wraps_anything() or self._imports_library_trainer():
             return ""
         files = sorted(_relative(f) for f in self._training_files)
         return (f"the scanned project trains its models itself ({_shown(files, '')}) and wraps none in DataParallel "
@@ -709,6 +709,16 @@ class ClassIndex:
                     or self.builders or self._own_attributes or self._replaced_output or self._wrappers
                     or self._parallel_helpers or self._wrapped_attributes or self._init_wrapped
                     or self._method_wraps or self._handed)
+
+    def _imports_library_trainer(self) -> bool:
+        """Does an indexed file import a library trainer that may wrap in DataParallel itself
+        (``TRAINER_NAME_PACKAGES``' `...Trainer`, anything of ``TRAINER_PACKAGES``), or torch's
+        `replicate` (a hand-written data-parallel step)?"""
+        if any(name.replace(":", ".").partition(".")[0] in TRAINER_PACKAGES
+               for names in list(self._imports.values()) for name in names):
+            return True
+        return any(target in REPLICATE_FUNCTIONS or target.partition(".")[0] in TRAINER_NAME_PACKAGES
+                   and target.endswith("Trainer") for target in list(self._import_targets))
 
     def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
         """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not
