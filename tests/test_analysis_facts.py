@@ -1224,6 +1224,8 @@ def test_an_application_that_trains_and_never_wraps_gets_advice_only():
     # wraps nothing in DataParallel: an application that does not use it, advice only.
     assert severities(models, folder / "train.py", folder / "scaler.py") == {
         ("models.py", 19, "DP101"): ("info", True), ("models.py", 20, "DP401"): ("info", True)}
+    # A helper that replicates the model by hand (replicate, scatter, parallel_apply, gather): the errors stand.
+    assert severities(models, folder / "train.py", folder / "replicate_step.py") == errors
     # A script that hands the model to transformers' Trainer, which may wrap it itself: the errors stand.
     assert severities(models, folder / "train.py", folder / "train_hf.py") == errors
     # A script that wraps the model in DataParallel as well: the errors stand.

@@ -47,7 +47,7 @@ from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.handed import handed_calls, records_calls
 from dpcheck.analysis.wrapping import (function_returns, harness_of, summarize_construction, summarize_wrapping,
-                                       untraced_functions)
+                                       untraced_functions, replicates_by_hand)
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.record import field, record, replace
@@ -209,8 +209,9 @@ class FileResult:
     # (outputs.non_tensor_forwards).
     non_tensor_forwards: list[str] = field(default_factory=list)
     # Whether it runs a training loop of its own: a backward pass in a loop, an optimizer step
-    # (training.trains_models).
+    # (training.trains_models); whether it replicates a model by hand (wrapping.replicates_by_hand).
     trains: bool = False
+    replicates: bool = False
 
     @property
     def submodules(self) -> list[str]:
@@ -283,7 +284,8 @@ class FileResult:
                 **({"calls_recorded": True} if self.calls_recorded else {}),
                 **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {}),
                 **({"untraced_functions": " ".join(self.untraced_functions)} if self.untraced_functions else {}),
-                **({"trains": True} if self.trains else {})}
+                **({"trains": True} if self.trains else {}),
+                **({"replicates": True} if self.replicates else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> "FileResult":
@@ -342,7 +344,8 @@ class FileResult:
                    handed_calls=str(data.get("handed_calls", "")).split(),
                    untraced_functions=str(data.get("untraced_functions", "")).split(),
                    non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split(),
-                   trains=bool(data.get("trains", False)))
+                   trains=bool(data.get("trains", False)),
+                   replicates=bool(data.get("replicates", False)))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -571,6 +574,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         declared = declared_all(tree)
         result.declared_all = None if declared is None else sorted(declared)
     result.trains = trains_models(ctx)
+    result.replicates = replicates_by_hand(ctx)
 
     summarize_options(ctx, result)  # (an options file mostly has no torch: before the test below)
     if not relevant:

@@ -85,7 +85,7 @@ from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch
 from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
 from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION,
                                        MODULES_LEAF, PART_LEAF, UNTRACED_ITEM)
-from dpcheck.constants import DATAPARALLEL_CLASSES, REPLICATE_FUNCTIONS, TRAINER_NAME_PACKAGES, TRAINER_PACKAGES
+from dpcheck.constants import DATAPARALLEL_CLASSES, TRAINER_NAME_PACKAGES, TRAINER_PACKAGES
 from dpcheck.findings import Finding
 
 
@@ -226,6 +226,7 @@ class ClassIndex:
         # The files that run a training loop of their own (FileResult.trains), and why the project
         # is an application that does not use DataParallel ("": it is not; None: not asked yet).
         self._training_files: list[str] = []
+        self._replicates = False  # some file replicates a model by hand (FileResult.replicates)
         self._no_dataparallel: str | None = None
         for result in results:
             self._add(result)
@@ -263,6 +264,7 @@ class ClassIndex:
         self._site_uses.clear()
         if result.trains:
             self._training_files.append(filename)
+        self._replicates = self._replicates or result.replicates
         self._no_dataparallel = None
         self._modules_by_leaf.setdefault(result.module.rpartition(".")[2], set()).add(result.module)
         for cls in result.classes:
@@ -704,21 +706,21 @@ class ClassIndex:
                 "anywhere: an application that does not use DataParallel")
 
     def _wraps_anything(self) -> bool:
-        """Does any indexed file wrap a model in DataParallel, in any form, or define a subclass of it?"""
-        return bool(self._wrap_sites or self._wrapped_names or self._wrap_candidates or self._unresolved_wraps
-                    or self.builders or self._own_attributes or self._replaced_output or self._wrappers
-                    or self._parallel_helpers or self._wrapped_attributes or self._init_wrapped
+        """Does any indexed file wrap a model in DataParallel, in any form (torch's `replicate` by hand
+        too), or define a subclass of it?"""
+        return bool(self._wrap_sites or self._replicates or self._wrapped_names or self._wrap_candidates
+                    or self._unresolved_wraps or self.builders or self._own_attributes or self._replaced_output
+                    or self._wrappers or self._parallel_helpers or self._wrapped_attributes or self._init_wrapped
                     or self._method_wraps or self._handed)
 
     def _imports_library_trainer(self) -> bool:
         """Does an indexed file import a library trainer that may wrap in DataParallel itself
-        (``TRAINER_NAME_PACKAGES``' `...Trainer`, anything of ``TRAINER_PACKAGES``), or torch's
-        `replicate` (a hand-written data-parallel step)?"""
+        (``TRAINER_NAME_PACKAGES``' `...Trainer`, anything of ``TRAINER_PACKAGES``)?"""
         if any(name.replace(":", ".").partition(".")[0] in TRAINER_PACKAGES
                for names in list(self._imports.values()) for name in names):
             return True
-        return any(target in REPLICATE_FUNCTIONS or target.partition(".")[0] in TRAINER_NAME_PACKAGES
-                   and target.endswith("Trainer") for target in list(self._import_targets))
+        return any(target.partition(".")[0] in TRAINER_NAME_PACKAGES and target.endswith("Trainer")
+                   for target in list(self._import_targets))
 
     def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
         """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not

@@ -1242,6 +1242,14 @@ def parallelises_own_submodule(model: ModelClass) -> str | None:
     return None
 
 
+def replicates_by_hand(ctx: FileContext) -> bool:
+    """Does the file call torch's `replicate` (`torch.nn.parallel.replicate(model, device_ids)`, then
+    scatter, parallel_apply, gather: WaveRNN's `data_parallel_workaround`)? A hand-written
+    data-parallel step: the project runs its models on replicas though no DataParallel wrap shows."""
+    return ctx.fact(_names_replicate) and any(
+        (ctx.resolve(call.func) or "") in REPLICATE_FUNCTIONS for call in ctx.nodes(ast.Call))
+
+
 def _names_replicate(ctx: FileContext) -> bool:
     """Does the text name `replicate` at all? One scan per file: asked of every class, and a
     large file's text scanned again for each of its classes cost a few percent of the analysis."""
