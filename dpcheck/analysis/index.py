@@ -708,10 +708,12 @@ class ClassIndex:
     def _wraps_anything(self) -> bool:
         """Does any indexed file wrap a model in DataParallel, in any form (torch's `replicate` by hand
         too), or define a subclass of it?"""
+        # (A builder counts where it returns a wrapper: a function returning what an imported
+        # function returns is one only if that function is, `builder:` conditions.)
         return bool(self._wrap_sites or self._replicates or self._wrapped_names or self._wrap_candidates
-                    or self._unresolved_wraps or self.builders or self._own_attributes or self._replaced_output
+                    or self._unresolved_wraps or self._own_attributes or self._replaced_output
                     or self._wrappers or self._parallel_helpers or self._wrapped_attributes or self._init_wrapped
-                    or self._method_wraps or self._handed)
+                    or self._method_wraps or self._handed) or any(map(self.returns_wrapper, list(self.builders)))
 
     def _imports_library_trainer(self) -> bool:
         """Does an indexed file import a library trainer that may wrap in DataParallel itself
