@@ -5,7 +5,8 @@ In training scripts, flags a model moved to a GPU other than `device_ids[0]`
 (as a warning) a model built in the same function that is never moved to a GPU at all:
 not before wrapping, not through the wrapper later in the file, not by its own class
 (`self.to(device)` or `self.netG.to(device)` in `__init__`, in this file or another scanned
-one), and not by code it is handed to (a builder that returns
+one), not by a builder function of another scanned file whose every return hands it back moved
+(`return Bicubic(k).cuda()`), and not by code it is handed to (a builder that returns
 it, a parameter, a function or method it is passed to, which may move it). A function that
 wraps a model it was given (`model = nn.DataParallel(model)` on a parameter) is not reported:
 its caller built the model and may have moved it. Nor is a wrapper that is never called: one

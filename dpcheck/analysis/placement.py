@@ -3,9 +3,11 @@ their own.
 
 A training module that holds its networks and moves them in `__init__` (`self.netG.to(
 self.device_ids[0])`, `self.to(device)`, `self.cuda()`) is on a GPU once it is constructed, so a
-script that wraps it without moving it is fine. Each file records its classes that do
-(``FileResult.self_placing``), and the project index answers ``unplaced:<class>``: no scanned class
-of that name moves itself or its submodules in its constructor.
+script that wraps it without moving it is fine; so is what a builder function returns moved
+(`def build_sampler(k): return Bicubic(k).cuda()`). Each file records its classes and top-level
+functions that do (``FileResult.self_placing``), and the project index answers ``unplaced:<name>``:
+no scanned class of that name moves itself or its submodules in its constructor, and no scanned
+function of that name returns its module moved.
 
 A module that builds no parameter, buffer or weighted layer of its own, only holds what it is handed
 (`LossWrapper(model, opt)`: the model, and criteria that own no weights), is on the GPU once the
@@ -49,13 +51,42 @@ def places_itself(info: ClassInfo, ctx: FileContext) -> bool:
     return False
 
 
+def returns_placed(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Does every `return` of the function hand back a value moved to a device: a move call
+    (`return Bicubic(k).cuda()`), or a local name bound to one or moved by a statement
+    (`net = Net(); net.to(device); return net`)? Returns of nested functions are theirs."""
+    returns, moved, bound = [], set(), {}
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            returns.append(node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.Expr) and _moves(node.value) and isinstance(node.value.func.value, ast.Name):
+            moved.add(node.value.func.value.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return bool(returns) and all(
+        _moves(value) or isinstance(value, ast.Name) and (
+            value.id in moved or bool(bound.get(value.id)) and all(_moves(v) for v in bound[value.id]))
+        for value in returns)
+
+
+def _moves(value) -> bool:
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MOVE_METHODS
+
+
 def summarize_placement(ctx: FileContext, result) -> None:
-    """Fill ``result.self_placing`` (qualified class names) for the project index; only files that
-    call `.cuda(` or `.to(` somewhere read the constructors."""
+    """Fill ``result.self_placing`` (qualified names of classes and top-level functions) for the
+    project index; only files that call `.cuda(` or `.to(` somewhere read the constructors and functions."""
     text = ctx.source.text
     if ".cuda(" not in text and ".to(" not in text:
         return
-    result.self_placing = sorted(info.qualname for info in ctx.classes.values() if places_itself(info, ctx))
+    result.self_placing = sorted(
+        [info.qualname for info in ctx.classes.values() if places_itself(info, ctx)]
+        + [f"{ctx.module}.{name}" for name, fn in ctx.module_functions.items() if returns_placed(fn)])
 
 
 # Calls in a constructor that build nothing with weights: builtins and standard-library helpers
