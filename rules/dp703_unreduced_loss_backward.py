@@ -20,9 +20,11 @@ A DataParallel subclass whose own `forward` calls no `gather` (nor a base's `for
 not the stock wrapper: what it returns is its own (PyTorch-Encoding's `DataParallelCriterion`
 returns `Reduce.apply(*outputs) / len(outputs)`, a 0-dim mean), and its output is left alone.
 DP401 still treats a class such a subclass wraps as gathered. A subclass that defines its own
-`gather` may reduce the per-GPU losses there (neural_sp's `CustomDataParallel` averages them): a
-warning, in its own file or another (an error where the subclass of another file keeps the stock
-gather).
+`gather` may reduce the per-GPU losses there: where every return of that gather reduces the part
+of the output the loss is (the whole output, or the tuple element a script unpacks it from:
+neural_sp's `CustomDataParallel` returns `gather(losses, ...).mean(), observation_avg` and the
+script takes `loss, observation = model(...)`), nothing is reported; where it does not, a warning,
+in its own file or another (an error where the subclass of another file keeps the stock gather).
 
 ## How to fix
 Reduce first: `loss = model(x, y).mean()` (or `.sum()`), as transformers does with
@@ -33,7 +35,15 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.scripts import STOCK_METHOD_CONDITION, STOCK_OUTPUT_CONDITION, mentions_dataparallel, replaced_output, script_facts
+from dpcheck.analysis.scripts import (
+    STOCK_METHOD_CONDITION,
+    STOCK_OUTPUT_CONDITION,
+    UNREDUCED_GATHER_CONDITION,
+    mentions_dataparallel,
+    reduced_positions,
+    replaced_output,
+    script_facts,
+)
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -81,6 +91,15 @@ class UnreducedLossBackward(Rule):
             # an argument): an error only where it keeps the stock gather.
             stock_gather = tuple(frozenset({f"{STOCK_METHOD_CONDITION}gather:{name}"}) for name in sorted(
                 c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:")))
+            # Which part of the output the loss is: a subclass's own gather may reduce just that.
+            position = _output_position(target, facts.scope_of(node), node.lineno)
+            local = ctx.classes.get(ctx.local_name(wrapper)) if wrapper and ctx.local_name(wrapper) else None
+            if local is not None and "gather" in local.methods \
+                    and _reduces(ctx.function(local.methods["gather"], local), position):
+                continue  # this file's subclass reduces the per-GPU losses in its own gather
+            requires = (*requires, *(frozenset({f"{UNREDUCED_GATHER_CONDITION}{position}:{name}"})
+                                     for name in sorted(c.partition(":")[2] for c in wrap.source.requires
+                                                        if c.startswith("dp:"))))
             note = wrap.source.note
             if "gather" in note:  # a custom gather may reduce the per-GPU losses itself
                 yield self.violation(node, f"`{ast.unparse(target)}.backward()` on the output of the "
@@ -111,6 +130,32 @@ class UnreducedLossBackward(Rule):
             loss = call.func.value
             mean = cst.Call(func=cst.Attribute(value=loss, attr=cst.Name("mean")))
             editor.replace(call, call.with_changes(func=call.func.with_changes(value=mean)))
+
+
+def _reduces(gather, position: str) -> bool:
+    reduced = reduced_positions(gather)
+    return "" in reduced or position in reduced
+
+
+def _output_position(target, scope, line) -> str:
+    """The part of the wrapper's output that ``target`` (the tensor backward is called on) holds: the
+    element index where it is `out[i]` or a name unpacked from the output (`loss, stats = model(x)`),
+    "" for the whole output (or where it cannot tell)."""
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+            and isinstance(target.slice.value, int) and not isinstance(target.slice.value, bool):
+        return str(target.slice.value)
+    if not isinstance(target, ast.Name):
+        return ""
+    last = None
+    for sub in ast.walk(scope):
+        if isinstance(sub, ast.Assign) and sub.lineno < line and any(
+                isinstance(t, ast.Name) and t.id == target.id for t in ast.walk(sub.targets[0])) \
+                and (last is None or sub.lineno > last.lineno):
+            last = sub
+    unpacked = last.targets[0] if last is not None and len(last.targets) == 1 else None
+    if isinstance(unpacked, ast.Tuple) and isinstance(last.value, ast.Call):
+        return next((str(i) for i, t in enumerate(unpacked.elts) if isinstance(t, ast.Name) and t.id == target.id), "")
+    return ""
 
 
 def _output_of(node, facts, line):

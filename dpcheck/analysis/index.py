@@ -73,11 +73,13 @@ from dpcheck.analysis.scripts import (
     LACKS_ATTRIBUTE_CONDITION,
     OWN_METHOD_CONDITION,
     PARTIAL_BATCHES_CONDITION,
+    REDUCED_MARK,
     REJECTS_CALL_CONDITION,
     RETURNED_ELEMENT,
     STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
     UNCALLED_CONDITION,
+    UNREDUCED_GATHER_CONDITION,
     WRAPPED_ATTRIBUTE_CONDITION,
     guard_fails,
 )
@@ -545,6 +547,18 @@ class ClassIndex:
             return next((int(a[len(prefix):-1]) for a in own if a.startswith(prefix)), None)
         return next((n for base in self.bases[target]
                      if (n := self._arity(base, method, trail | {target})) is not None), None)
+
+    def reduces_gather(self, wrapper: str, position: str, trail: frozenset[str] = frozenset()) -> bool:
+        """Does the wrapper's own `gather` (its class's, or a base's on the way down to DataParallel)
+        reduce the output's part at ``position`` ("" for the whole output) on every return (see
+        scripts.reduced_positions)? False where no class defines a gather (the stock one reduces nothing)."""
+        target = self.lookup(wrapper)
+        if target is None or target in trail or not self.is_dataparallel(target):
+            return False
+        own = self._own_attributes.get(target, ())
+        if "gather" in own:
+            return f"gather{REDUCED_MARK}" in own or f"gather{REDUCED_MARK}{position}" in own
+        return any(self.reduces_gather(base, position, trail | {target}) for base in self.bases[target])
 
     def builder_wrappers(self, name: str) -> set[str]:
         """The DataParallel subclasses of the project that the builder ``name`` (followed through
@@ -1437,6 +1451,9 @@ class ClassIndex:
         if f"{kind}:" == STOCK_METHOD_CONDITION and name:
             method, _, wrapper = name.partition(":")
             return not self.defines(wrapper, method)
+        if f"{kind}:" == UNREDUCED_GATHER_CONDITION and name:
+            position, _, wrapper = name.partition(":")
+            return not self.reduces_gather(wrapper, position)
         if f"{kind}:" == LACKS_ATTRIBUTE_CONDITION and name:
             attribute, _, wrapper = name.partition(":")
             return not self.has_attribute(wrapper, attribute)

@@ -23,6 +23,7 @@ import ast
 
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.analysis.torch_api import (
     MODULE_CONTAINERS,
     MOVE_METHODS,
@@ -51,23 +52,14 @@ def places_itself(info: ClassInfo, ctx: FileContext) -> bool:
     return False
 
 
-def returns_placed(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def returns_placed(fn: FunctionInfo) -> bool:
     """Does every `return` of the function hand back a value moved to a device: a move call
-    (`return Bicubic(k).cuda()`), or a local name bound to one or moved by a statement
+    (`return Bicubic(k).cuda()`), or a local name bound only to such calls or moved by a statement
     (`net = Net(); net.to(device); return net`)? Returns of nested functions are theirs."""
-    returns, moved, bound = [], set(), {}
-    stack = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return):
-            returns.append(node.value)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            bound.setdefault(node.targets[0].id, []).append(node.value)
-        elif isinstance(node, ast.Expr) and _moves(node.value) and isinstance(node.value.func.value, ast.Name):
-            moved.add(node.value.func.value.id)
-        stack.extend(ast.iter_child_nodes(node))
+    returns = list(fn.returns())
+    moved = {node.value.func.value.id for node in fn.nodes(ast.Expr)
+             if _moves(node.value) and isinstance(node.value.func.value, ast.Name)}
+    bound = fn.local_values
     return bool(returns) and all(
         _moves(value) or isinstance(value, ast.Name) and (
             value.id in moved or bool(bound.get(value.id)) and all(_moves(v) for v in bound[value.id]))
@@ -86,7 +78,8 @@ def summarize_placement(ctx: FileContext, result) -> None:
         return
     result.self_placing = sorted(
         [info.qualname for info in ctx.classes.values() if places_itself(info, ctx)]
-        + [f"{ctx.module}.{name}" for name, fn in ctx.module_functions.items() if returns_placed(fn)])
+        + [f"{ctx.module}.{name}" for name, fn in ctx.module_functions.items()
+           if returns_placed(ctx.function(fn, None))])
 
 
 # Calls in a constructor that build nothing with weights: builtins and standard-library helpers

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import argument, is_true, keyword
-from dpcheck.analysis.tree import cached_property
+from dpcheck.analysis.tree import FunctionInfo, cached_property
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
@@ -1148,6 +1148,18 @@ REJECTS_CALL_CONDITION = "rejects_call:"
 # In ``dataparallel_attributes``: `<method>(<n>)`, the most positional arguments the method takes
 # (after `self`), for a method without `*args`.
 ARITY_MARK = "("
+# The condition of a finding about a loss taken from what a DataParallel subclass of another file
+# returns, ``unreduced_gather:<position>:<class>``: the subclass's own `gather` (or a base's on the way
+# down to DataParallel) does not reduce that part of its output (ClassIndex.reduces_gather, from the
+# ``gather=<position>`` entries of dataparallel_attributes). <position> is the element of the returned
+# tuple (`loss, stats = model(...)`: 0), or empty for the whole output.
+UNREDUCED_GATHER_CONDITION = "unreduced_gather:"
+# In ``dataparallel_attributes``: `gather=<position>`, a part of the output the class's own gather
+# reduces to one value on every return (`return gather(losses, ...).mean(), stats`: `gather=0`).
+REDUCED_MARK = "="
+# Calls that reduce the per-device values a gather collects to one (`gather(losses).mean()`,
+# `torch.sum(...)`, Python's `sum(losses)`).
+_REDUCING_CALLS = frozenset({"mean", "sum"})
 # The method through which a class answers every attribute its instances do not have (a
 # DataParallel subclass's `__getattr__` that falls back to `getattr(self.module, name)`).
 FALLBACK_GETATTR = "__getattr__"
@@ -1183,8 +1195,38 @@ def dataparallel_attributes(ctx: FileContext) -> dict[str, list[str]]:
             arities = {f"{name}{ARITY_MARK}{len(args.posonlyargs) + len(args.args) - 1})"
                        for name, method in info.methods.items() if not name.startswith("__")
                        and (args := method.args).vararg is None and args.posonlyargs + args.args}
-            found[info.qualname] = sorted(own | arities)
+            reduced = {f"gather{REDUCED_MARK}{position}" for position in
+                       reduced_positions(ctx.function(info.methods["gather"], info))} if "gather" in info.methods else set()
+            found[info.qualname] = sorted(own | arities | reduced)
     return found
+
+
+def reduced_positions(gather: FunctionInfo) -> set[str]:
+    """The parts of its output a DataParallel subclass's own `gather` reduces to one value on every
+    return: "" for the whole output (`return gather(outs, d).mean()`), "<i>" for the i-th element of a
+    returned tuple (neural_sp's `return gather(losses, ...).mean(), observation_avg`: "0"). A local
+    name is followed to its one assignment in the method. Returns of nested functions are theirs."""
+    bound = gather.local_values
+
+    def value_of(node):
+        if isinstance(node, ast.Name) and len(bound.get(node.id, ())) == 1:
+            return bound[node.id][0]
+        return node
+
+    def reduced(node, depth: int = 0) -> bool:
+        node = value_of(node)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Mult)) and depth < 4:
+            return reduced(node.left, depth + 1)  # `sum(losses) / len(losses)`
+        func = node.func if isinstance(node, ast.Call) else None
+        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in _REDUCING_CALLS
+
+    found: set[str] | None = None
+    for value in gather.returns():
+        value = value_of(value)
+        parts = {""} if reduced(value) else {str(i) for i, element in enumerate(value.elts) if reduced(element)} \
+            if isinstance(value, ast.Tuple) else set()
+        found = parts if found is None else found & parts
+    return found or set()
 
 
 def _unwraps(value: ast.AST) -> bool:
