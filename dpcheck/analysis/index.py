@@ -1113,6 +1113,16 @@ class ClassIndex:
                 if candidate.startswith(ITEMS_LEAF) for leaf in self._stored_items(candidate[len(ITEMS_LEAF):])
                 if leaf != UNTRACED_ITEM and not leaf.startswith((CALL_LEAF, PART_LEAF))}
 
+    def unplaced(self, name: str) -> bool:
+        """Does no scanned class of this name move itself in its constructor, and no scanned function
+        of this name return its module moved (placement)? A function is matched by its `module.name`
+        tail too: a folder without `__init__.py` roots its modules differently from the imports."""
+        target = self.lookup(name) or name
+        if target in self._self_placing:
+            return False
+        tail = _tail(target)
+        return not any(_tail(placed) == tail for placed in self._self_placing)
+
     def holds_weights(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """May the class hold a parameter, buffer or weighted layer of its own: its constructor, a
         base's, or a class built there may build one, or one of them is not scanned?"""
@@ -1483,7 +1493,7 @@ class ClassIndex:
         if f"{kind}:" == UNRESUMED_CONDITION:
             return self.unresumed(name)
         if kind == UNPLACED and name:
-            return (self.lookup(name) or name) not in self._self_placing
+            return self.unplaced(name)
         if kind == HOLDS_WEIGHTS and name:
             return self.holds_weights(name)
         if f"{kind}:" == SCALAR_FORWARD_CONDITION and name:
