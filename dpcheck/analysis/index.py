@@ -246,6 +246,9 @@ class ClassIndex:
         # (Two scripts of one name in different folders are one module here: both its imports count.)
         self._imports.setdefault(result.module, []).extend(result.imports)
         filename = os.path.abspath(result.filename)
+        # A scanned file loaded again under another dotted name (a folder without `__init__.py`, imported
+        # from a higher root): its aliases rename its own classes, which no file thereby imports.
+        twin = loaded and filename in self._file_imports and self._file_imports[filename][0] != result.module
         # (A module loaded for an import may be a scanned file again, under a longer dotted name: the
         # scanned record decides where its imports resolve from.)
         if filename not in self._file_imports:
@@ -275,7 +278,8 @@ class ClassIndex:
         module = result.module
         for name, target in result.aliases.items():
             self.aliases[f"{module}.{name}"] = target
-        self._import_targets.update(result.aliases.values())
+        if not twin:
+            self._import_targets.update(result.aliases.values())
         if result.star_imports:
             self._star_imports[module] = result.star_imports
         if result.declared_all is not None:
