@@ -148,6 +148,10 @@ class FileResult:
     unnamed: list[str] = field(default_factory=list)
     mentions: list[str] = field(default_factory=list)
     builds_by_name: bool = False
+    # The namespaces (modules) it looks classes up in by a computed name, where the lookup can reach no
+    # other (`getattr(nets, name)`, `globals()[name]`: mentions.lookup_namespaces); builds_by_name is
+    # for lookups that may reach any class.
+    lookup_namespaces: list[str] = field(default_factory=list)
     # Whether it loads a module by a name it computes (mentions._loads_by_name).
     loads_by_name: bool = False
     # Attributes of objects other than self it stores a DataParallel wrapper in (scripts.wrapped_attributes).
@@ -258,6 +262,7 @@ class FileResult:
                 **({"unnamed": " ".join(self.unnamed)} if self.unnamed else {}),
                 **({"mentions": " ".join(self.mentions)} if self.mentions else {}),
                 **({"builds_by_name": True} if self.builds_by_name else {}),
+                **({"lookup_namespaces": " ".join(self.lookup_namespaces)} if self.lookup_namespaces else {}),
                 **({"loads_by_name": True} if self.loads_by_name else {}),
                 **({"wrapped_attributes": " ".join(self.wrapped_attributes)} if self.wrapped_attributes else {}),
                 **({"bare_built": " ".join(self.bare_built)} if self.bare_built else {}),
@@ -317,6 +322,7 @@ class FileResult:
                    forward_flags={str(k): str(v).split() for k, v in dict(data.get("forward_flags", {})).items()},
                    unnamed=str(data.get("unnamed", "")).split(), mentions=str(data.get("mentions", "")).split(),
                    builds_by_name=bool(data.get("builds_by_name", False)),
+                   lookup_namespaces=str(data.get("lookup_namespaces", "")).split(),
                    loads_by_name=bool(data.get("loads_by_name", False)),
                    wrapped_attributes=str(data.get("wrapped_attributes", "")).split(),
                    bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),

@@ -137,6 +137,7 @@ class ClassIndex:
         self._unnamed: set[str] = set()
         self._mentions: set[str] = set()
         self._builds_by_name = False
+        self._lookup_namespaces: set[str] = set()  # modules looked up by a computed name (mentions)
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
         # For built_outside: simple name -> the modules that build a class of that name they neither
@@ -307,6 +308,7 @@ class ClassIndex:
         self._unnamed.update(result.unnamed)
         self._mentions.update(result.mentions)
         self._builds_by_name = self._builds_by_name or result.builds_by_name
+        self._lookup_namespaces.update(result.lookup_namespaces)
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
         if result.built_per_call or result.built_elsewhere:
@@ -831,6 +833,7 @@ class ClassIndex:
         for owner, parts in self._layers_of.items():
             for part in parts:
                 owners_of.setdefault(part.rsplit(".", 1)[-1], set()).add(owner)
+        excluded.update(self._looked_up(set(self._bare_built).union(owners_of)))  # a lookup by name may build it
         bare: dict[str, str] = {}
         for name, bindings in self._bare_built.items():
             if name not in excluded and name not in owners_of and all(map(self._binding_confined, bindings)):
@@ -873,8 +876,24 @@ class ClassIndex:
         if not self._unnamed or self._builds_by_name or not (
                 self._wrapped_names or self._unresolved_wraps or self._wrap_candidates):
             return frozenset()
-        return self._used_nowhere(self._unnamed, self._mentions, lambda qualname: all(
+        looked_up = self._looked_up({q.rsplit(".", 1)[-1] for q in self._unnamed})
+        return self._used_nowhere(self._unnamed, self._mentions | looked_up, lambda qualname: all(
             b in MODULE_BASES or is_torch_nn_class(b) for b in self.bases[qualname]))
+
+    def _looked_up(self, simple_names: set[str]) -> set[str]:
+        """Which of these simple class names a lookup by a computed name in a scanned file may reach
+        (mentions.lookup_namespaces): a namespace module binds the name (defines it, imports it, or a
+        star import does), or the namespace is a module of the project that was not scanned, whose
+        names are not known. A namespace outside the project (a library's `models`) holds none of them."""
+        if not self._lookup_namespaces or not simple_names:
+            return set()
+        reached: set[str] = set()
+        for module in sorted(self._lookup_namespaces):
+            if module not in self._loaded and (self._modules_by_leaf.get(module.rpartition(".")[2]) or any(
+                    loaded.startswith(module + ".") for loaded in list(self._loaded))):
+                return set(simple_names)  # a project module not scanned (or scanned from another root)
+            reached.update(simple for simple in simple_names if self.lookup(f"{module}.{simple}") is not None)
+        return reached
 
     def _offline_names(self) -> frozenset[str]:
         if not self._unused:

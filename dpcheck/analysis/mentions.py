@@ -77,7 +77,8 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     names.update(identifier_constants(ctx))
     result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
-    result.builds_by_name = _builds_by_name(ctx)
+    result.builds_by_name, namespaces = _builds_by_name(ctx)
+    result.lookup_namespaces = sorted(namespaces)
     result.loads_by_name, loaded = _loads_by_name(ctx)
     if loaded:
         result.imports = sorted(set(result.imports).union(loaded))
@@ -117,39 +118,66 @@ def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
     return False, loaded
 
 
-def _builds_by_name(ctx: FileContext) -> bool:
+def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:
+    """(whether the file may look up any class by a computed name, the modules it looks classes up in
+    by a computed name where a lookup reaches no other): `getattr(nets, name)` on an imported module
+    hands out only what that module binds (its classes, what it imports or star-imports), and
+    `globals()[name]` only this module's names; `eval`, `__subclasses__()`, `sys.modules`, a lookup on
+    a module imported by a computed name or on a call's result may reach any."""
     calls = ctx.nodes(ast.Call)
     # Names that may hold a module: what the file imports, and what an import by a computed name
     # returns (`module = importlib.import_module("models." + name)`). Not torch's own namespaces:
     # `getattr(torch, window)`, `getattr(nn, activation)`, `getattr(torch.optim, name)` return
     # torch's functions and classes, never a class of the project.
     modules = {alias for alias, target in ctx.imports.aliases.items() if target.partition(".")[0] != "torch"}
+    computed: set[str] = set()
     for call in calls:
         if _called(call) in _IMPORT_CALLS:
             parent = ctx.tree_index.parents.get(call)
             if parent.__class__ is ast.Assign:
-                modules.update(t.id for t in parent.targets if t.__class__ is ast.Name)
+                computed.update(t.id for t in parent.targets if t.__class__ is ast.Name)
+    modules |= computed
+    namespaces: set[str] = set()
+
+    def namespace(node: ast.AST) -> bool:
+        """Record the module ``node`` names; False where it may be any (a call's result, a module
+        imported by a computed name, a name the imports do not resolve)."""
+        root = node
+        while root.__class__ is ast.Attribute:
+            root = root.value
+        resolved = ctx.resolve(node) if root.__class__ is ast.Name and root.id not in computed else None
+        if resolved:
+            namespaces.add(resolved)
+        return bool(resolved)
+
     for call in calls:
         name = _called(call)
         if name in _PATH_RESOLVING_CALLS:
-            return True  # instantiate(cfg.model), hydra.utils.instantiate(...), pydoc.locate(path)
+            return True, namespaces  # instantiate(cfg.model), hydra.utils.instantiate(...), pydoc.locate(path)
         if call.func.__class__ is not ast.Name:
             continue
         if name == "getattr":
-            if len(call.args) >= 2 and _computed(call.args[1]) and _may_be_module(call.args[0], modules):
-                return True
+            if len(call.args) >= 2 and _computed(call.args[1]) and _may_be_module(call.args[0], modules) \
+                    and not namespace(call.args[0]):
+                return True, namespaces
         elif name in _LOOKUP_CALLS:  # eval, exec
-            return True
+            return True, namespaces
         elif name in _NAMESPACE_CALLS and (name != "vars" or call.args and _may_be_module(call.args[0], modules)):
             parent = ctx.tree_index.parents.get(call)
             if parent.__class__ is ast.Subscript or parent.__class__ is ast.Attribute:
-                return True  # globals()[name], vars(module).get(name); not vars(args).items()
+                # globals()[name], vars(module).get(name); not vars(args).items()
+                if name == "vars" and not namespace(call.args[0]):
+                    return True, namespaces
+                if name != "vars":
+                    namespaces.add(ctx.module)
     for attribute in ctx.nodes(ast.Attribute):
         attr = attribute.attr
-        if attr in _ENUMERATING_ATTRIBUTES or attr == "__dict__" and _may_be_module(attribute.value, modules) \
+        if attr in _ENUMERATING_ATTRIBUTES \
                 or attr == "modules" and attribute.value.__class__ is ast.Name and attribute.value.id == "sys":
-            return True  # Base.__subclasses__(), inspect.getmembers(module), module.__dict__, sys.modules
-    return False
+            return True, namespaces  # Base.__subclasses__(), inspect.getmembers(module), sys.modules
+        if attr == "__dict__" and _may_be_module(attribute.value, modules) and not namespace(attribute.value):
+            return True, namespaces  # module.__dict__ of a module it cannot name
+    return False, namespaces
 
 
 def _called(call: ast.Call) -> str:
