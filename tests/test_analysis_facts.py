@@ -792,35 +792,40 @@ def test_mentions_are_names_attributes_and_identifier_strings():
     assert "not an identifier" not in result.mentions
 
 
-@pytest.mark.parametrize("code, by_name", [
-    ("import models\nnet = getattr(models, args.arch)()", True),
-    ("import importlib\nnet = getattr(importlib.import_module(path), name)()", True),
-    ("import importlib\nmodule = importlib.import_module('m.' + n)\nnet = getattr(module, name)()", True),
-    ("net = globals()[args.arch]()", True),
-    ("import models\nnet = vars(models)[args.arch]()", True),
-    ("net = eval(args.arch)()", True),
-    ("import torch.nn as nn\nchoices = {c.__name__: c for c in nn.Module.__subclasses__()}", True),
-    ("import sys\nnet = getattr(sys.modules[__name__], name)()", True),
-    ("from hydra.utils import instantiate\nnet = instantiate(cfg.model)", True),
-    ("import hydra\nnet = hydra.utils.instantiate(cfg.model)", True),
-    ("import pydoc\nnet = pydoc.locate(cfg.arch)()", True),
+@pytest.mark.parametrize("code, by_name, namespaces", [
+    # A lookup on an imported module, or in this module's globals, reaches only what that namespace
+    # binds: the index settles which classes (ClassIndex._looked_up).
+    ("import models\nnet = getattr(models, args.arch)()", False, ["models"]),
+    ("net = globals()[args.arch]()", False, ["pkg.models"]),
+    ("import models\nnet = vars(models)[args.arch]()", False, ["models"]),
+    ("import models\nnet = models.__dict__[args.arch]()", False, ["models"]),
+    ("import torchvision.models as tvm\nnet = getattr(tvm, args.arch)()", False, ["torchvision.models"]),
+    # Lookups that may reach any class.
+    ("import importlib\nnet = getattr(importlib.import_module(path), name)()", True, []),
+    ("import importlib\nmodule = importlib.import_module('m.' + n)\nnet = getattr(module, name)()", True, []),
+    ("net = eval(args.arch)()", True, []),
+    ("import torch.nn as nn\nchoices = {c.__name__: c for c in nn.Module.__subclasses__()}", True, []),
+    ("import sys\nnet = getattr(sys.modules[__name__], name)()", True, []),
+    ("from hydra.utils import instantiate\nnet = instantiate(cfg.model)", True, []),
+    ("import hydra\nnet = hydra.utils.instantiate(cfg.model)", True, []),
+    ("import pydoc\nnet = pydoc.locate(cfg.arch)()", True, []),
     # Constant names, objects of the program, a module imported by a computed name whose class
     # is named, and a model's own eval(): no class looked up by a computed name.
-    ("import models\nnet = getattr(models, 'Net')()", False),
-    ("value = getattr(args, key)\nlr = getattr(self, 'lr_' + k)", False),
-    ("import importlib\nmodule = importlib.import_module('model.' + name)\nnet = module.Net()", False),
-    ("for k, v in vars(args).items():\n    print(k, v)", False),
-    ("model.eval()\nstate = self.__dict__['_modules']", False),
+    ("import models\nnet = getattr(models, 'Net')()", False, []),
+    ("value = getattr(args, key)\nlr = getattr(self, 'lr_' + k)", False, []),
+    ("import importlib\nmodule = importlib.import_module('model.' + name)\nnet = module.Net()", False, []),
+    ("for k, v in vars(args).items():\n    print(k, v)", False, []),
+    ("model.eval()\nstate = self.__dict__['_modules']", False, []),
     # torch's own namespaces hold torch's functions and classes, never the project's (StyleTTS2's
-    # `getattr(torch, window)(win_length)`); another library's module may be the project's.
-    ("import torch\nwindow = getattr(torch, name)(n)", False),
-    ("import torch.nn as nn\nact = getattr(nn, args.act)()", False),
-    ("from torch import optim\nopt = getattr(optim, args.opt)(params)", False),
-    ("import torch\nopt = getattr(torch.optim, args.opt)(params)", False),
-    ("import torchvision.models as tvm\nnet = getattr(tvm, args.arch)()", True),
+    # `getattr(torch, window)(win_length)`).
+    ("import torch\nwindow = getattr(torch, name)(n)", False, []),
+    ("import torch.nn as nn\nact = getattr(nn, args.act)()", False, []),
+    ("from torch import optim\nopt = getattr(optim, args.opt)(params)", False, []),
+    ("import torch\nopt = getattr(torch.optim, args.opt)(params)", False, []),
 ])
-def test_builds_by_name(code, by_name):
-    assert _mentions(code).builds_by_name is by_name
+def test_builds_by_name(code, by_name, namespaces):
+    result = _mentions(code)
+    assert (result.builds_by_name, result.lookup_namespaces) == (by_name, namespaces)
 
 
 def test_a_file_no_rule_walks_is_read_as_text():

@@ -238,6 +238,7 @@ def test_file_result_round_trips_through_the_cache_format():
     result.unnamed = ["models.Leftover"]
     result.mentions = ["Known", "VGGLoss"]
     result.builds_by_name = True
+    result.lookup_namespaces = ["models", "pkg.nets"]
     result.bare_built = ["RingLoss", "GDL:loss_gdl:env.Base"]
     result.escaping = ["Net"]
     result.passed_attributes = ["model"]
@@ -251,9 +252,10 @@ def test_file_result_round_trips_through_the_cache_format():
     result.declared_all = []
     result.item_stores = {"model@policy.Policy": ["?", "heads.Categorical"]}
     back = FileResult.from_dict(json.loads(json.dumps(result.to_dict())))
-    assert (back.unnamed, back.mentions, back.builds_by_name) == (["models.Leftover"], ["Known", "VGGLoss"], True)
+    assert (back.unnamed, back.mentions, back.builds_by_name, back.lookup_namespaces) == (
+        ["models.Leftover"], ["Known", "VGGLoss"], True, ["models", "pkg.nets"])
     empty = FileResult.from_dict(json.loads(json.dumps(FileResult("n.py", "n").to_dict())))
-    assert (empty.unnamed, empty.mentions, empty.builds_by_name) == ([], [], False)
+    assert (empty.unnamed, empty.mentions, empty.builds_by_name, empty.lookup_namespaces) == ([], [], False, [])
     assert (back.bare_built, back.escaping, back.passed_attributes) == (
         ["RingLoss", "GDL:loss_gdl:env.Base"], ["Net"], ["model"])
     assert (empty.bare_built, empty.escaping, empty.passed_attributes) == ([], [], [])

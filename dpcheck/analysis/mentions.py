@@ -4,10 +4,12 @@ A class whose file never names it outside its own body, that no other scanned fi
 names (a free name a star import binds, an attribute `loss.VGGLoss`, a string a registry looks
 up) or subclasses, and that no decorator registers, is built by nothing the run can see: dead
 code copied in with a file (bOEMD's HookBasedFeatureExtractor, TENet's VGGLoss). That holds only
-where no scanned file looks classes up by a name it computes: `getattr(module, name)` (on a
-module of the project or another library; torch's namespaces hold none of its classes),
-`globals()[name]`, `eval`, `__subclasses__()`, ... can build any class of a module without its
-name appearing anywhere in the code (it may come from a config file or the command line).
+where no scanned file looks the class up by a name it computes: `eval`, `__subclasses__()`,
+`sys.modules`, `getattr` on a module imported by a computed name, ... can build any class of a module
+without its name appearing anywhere in the code (it may come from a config file or the command line);
+`getattr(module, name)`, `vars(module)[name]` or `module.__dict__[name]` on an imported module (of the
+project or another library; torch's namespaces hold none of its classes), and `globals()[name]`, can
+build only what that module binds (``lookup_namespaces``; the index asks which classes that is).
 
 Each file records (``FileResult``): ``unnamed``, its candidates (top-level, undecorated classes
 whose name starts with a capital, in a file that declares no `__all__`, named nowhere in the
@@ -15,7 +17,8 @@ file outside their own body except as the type an `isinstance`/`issubclass` test
 that declares `__all__` is wrapping._unused_outside_api's); ``mentions``, the capitalised names it
 mentions that another file's class could be (names, attribute names and identifier strings,
 less the names it imports by name, whose targets the import aliases carry, and less its own
-top-level classes' names); and ``builds_by_name``, whether it looks a class up by a computed name.
+top-level classes' names); ``builds_by_name``, whether it looks a class up by a computed name in a
+way that may reach any class, and ``lookup_namespaces``, the modules it looks classes up in otherwise.
 The project index settles it (``ClassIndex.unnamed``).
 """
 
