@@ -57,13 +57,16 @@ def returns_placed(fn: FunctionInfo) -> bool:
     (`return Bicubic(k).cuda()`), or a local name bound only to such calls or moved by a statement
     (`net = Net(); net.to(device); return net`)? Returns of nested functions are theirs."""
     returns = list(fn.returns())
+    names = [value for value in returns if not _moves(value)]
+    if not returns or not all(isinstance(value, ast.Name) for value in names):
+        return False  # (most functions: decided without reading their assignments)
+    if not names:
+        return True
     moved = {node.value.func.value.id for node in fn.nodes(ast.Expr)
              if _moves(node.value) and isinstance(node.value.func.value, ast.Name)}
     bound = fn.local_values
-    return bool(returns) and all(
-        _moves(value) or isinstance(value, ast.Name) and (
-            value.id in moved or bool(bound.get(value.id)) and all(_moves(v) for v in bound[value.id]))
-        for value in returns)
+    return all(value.id in moved or bool(bound.get(value.id)) and all(_moves(v) for v in bound[value.id])
+               for value in names)
 
 
 def _moves(value) -> bool:
