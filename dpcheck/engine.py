@@ -587,8 +587,10 @@ def module_loader(results: Sequence[FileResult], cache=None, summaries: ModuleSu
             probes[module] = [str(candidate), real_folder.file(str(candidate)),
                               None if twin is not None or cache is None else cache.content_digest(candidate) or ""]
         if twin is not None:
+            # (Named by the scanned file's path, as the index keys files: a scan through a symlinked
+            # folder names them by the link, the candidate by the real folder.)
             prefix = len(twin.module) + 1
-            return FileResult(str(candidate), module, aliases={
+            return FileResult(twin.filename, module, aliases={
                 **twin.aliases, **{c.qualname[prefix:]: c.qualname for c in twin.classes}})
         # Only the class summary is needed: no rules, and cached like any file.
         cached = cache.get(candidate, summary_only=True) if cache is not None else None
