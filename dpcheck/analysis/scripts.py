@@ -1207,26 +1207,30 @@ def reduced_positions(gather: FunctionInfo) -> set[str]:
     returned tuple (neural_sp's `return gather(losses, ...).mean(), observation_avg`: "0"). A local
     name is followed to its one assignment in the method. Returns of nested functions are theirs."""
     bound = gather.local_values
-
-    def value_of(node):
-        if isinstance(node, ast.Name) and len(bound.get(node.id, ())) == 1:
-            return bound[node.id][0]
-        return node
-
-    def reduced(node, depth: int = 0) -> bool:
-        node = value_of(node)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Mult)) and depth < 4:
-            return reduced(node.left, depth + 1)  # `sum(losses) / len(losses)`
-        func = node.func if isinstance(node, ast.Call) else None
-        return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in _REDUCING_CALLS
-
     found: set[str] | None = None
     for value in gather.returns():
-        value = value_of(value)
-        parts = {""} if reduced(value) else {str(i) for i, element in enumerate(value.elts) if reduced(element)} \
+        value = _bound_value(value, bound)
+        parts = {""} if _reduced(value, bound) else {
+            str(i) for i, element in enumerate(value.elts) if _reduced(element, bound)} \
             if isinstance(value, ast.Tuple) else set()
         found = parts if found is None else found & parts
     return found or set()
+
+
+def _bound_value(node: ast.AST, bound: dict[str, list[ast.AST]]) -> ast.AST:
+    """What a local name holds where the method binds it once; else the node itself."""
+    if isinstance(node, ast.Name) and len(bound.get(node.id, ())) == 1:
+        return bound[node.id][0]
+    return node
+
+
+def _reduced(node: ast.AST, bound: dict[str, list[ast.AST]], depth: int = 0) -> bool:
+    """A reduction of the per-device values (`x.mean()`, `torch.sum(x)`, `sum(losses) / len(losses)`)."""
+    node = _bound_value(node, bound)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.Mult)) and depth < 4:
+        return _reduced(node.left, bound, depth + 1)
+    func = node.func if isinstance(node, ast.Call) else None
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) in _REDUCING_CALLS
 
 
 def _unwraps(value: ast.AST) -> bool:
