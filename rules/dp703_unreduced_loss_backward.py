@@ -36,7 +36,6 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.scripts import (
-    STOCK_METHOD_CONDITION,
     STOCK_OUTPUT_CONDITION,
     UNREDUCED_GATHER_CONDITION,
     mentions_dataparallel,
@@ -81,7 +80,6 @@ class UnreducedLossBackward(Rule):
                 continue
             requires = wrap.requires
             wrapper = ctx.resolve(wrap.call.func) if isinstance(wrap.call, ast.Call) else None
-            stock_gather: tuple[frozenset[str], ...] = ()
             if wrapper and ctx.local_name(wrapper) in ctx.classes:
                 if ctx.classes[ctx.local_name(wrapper)].qualname in replaced_output(ctx):
                     continue  # this file's subclass returns its own (reduced) output
@@ -89,8 +87,7 @@ class UnreducedLossBackward(Rule):
                 requires = (*requires, frozenset({f"{STOCK_OUTPUT_CONDITION}{wrapper}"}))
             # A DataParallel subclass of another file (`dp:<class>`, also for a wrapper handed in as
             # an argument): an error only where it keeps the stock gather.
-            stock_gather = tuple(frozenset({f"{STOCK_METHOD_CONDITION}gather:{name}"}) for name in sorted(
-                c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:")))
+            stock_gather = wrap.keeps_stock("gather")
             # Which part of the output the loss is: a subclass's own gather may reduce just that.
             position = _output_position(target, facts.scope_of(node), node.lineno)
             local = ctx.classes.get(ctx.local_name(wrapper)) if wrapper and ctx.local_name(wrapper) else None
