@@ -27,9 +27,9 @@ def confirm(*paths, backend="emulated", extra=(), timeout=300):
 def fixture_results():
     """One --confirm run over every fixture (the expensive part, shared by the tests below).
 
-    Its time grows with the fixtures (the whole of this file took about 2.5 minutes on a quiet 2-core
-    machine in session 38) and with
-    the machine's load; it timed out at 300 s under load 26, so it gets the time CI can spare."""
+    Its time grows with the fixtures (the whole of this file took about 2.5 minutes on a quiet
+    2-core machine in session 38) and with the machine's load; it timed out at 300 s under load 26,
+    so it gets the time CI can spare."""
     return confirm("fixtures", timeout=1200)
 
 
