@@ -40,7 +40,12 @@ divisor (`x / x.abs().max()`, scores divided by the batch's largest distance thr
 sample (`(z - z.min()) / (z.max() - z.min())`), in whatever layout the tensor holds the samples
 (stacked on a new leading dim, permuted). Extremes are mostly lengths, bounds and tests
 (`torch.arange(lengths.max())`, `if x.max() > 1`) or a shift before a softmax (`x - x.max()`, which
-the softmax undoes): those are not reported.
+the softmax undoes): those are not reported. Nor is a shift, except where per-sample values are re-based
+on the padded size less the extreme (`lens + x.size(1) - lens.max()`: lengths moved so that the longest
+ends at the padded end) in a class with a bidirectional RNN: the collator pads a batch to its longest
+sample, so the shift is zero on one device, but a replica's chunk without that sample extends every length
+into the padding, where the backward direction then starts (a forward-only layer's valid steps come out
+the same).
 
 Samples paired by two strided slices of dim 0 with the same step and different starts (mixup
 partners or siamese pairs laid out interleaved) are paired within each replica's chunk: a chunk
@@ -91,7 +96,7 @@ import ast
 
 from dpcheck.analysis.classes import IN_MODEL_CONDITION
 from dpcheck.analysis.dataflow import (OPTION_PATH_NOTE, argument, batch_derived, dim_argument, fixed_off_by_callers,
-                                      is_batch_tensor, pairwise_over_batch, parameters_of, passed_values)
+                                      is_batch_tensor, is_true, pairwise_over_batch, parameters_of, passed_values)
 from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
@@ -226,6 +231,13 @@ class CrossBatchComputation(Rule):
                                              "the samples in forward: each DataParallel replica takes it over "
                                              "its own slice, so the samples are normalised by another value "
                                              "than on one device")
+                    elif (size := _padded_size_shift(node, fn)) is not None and _reads_backwards(model):
+                        yield self.violation(node, f"`{statistic}` over all elements of a batch tensor, taken "
+                                             f"from the padded size `{size}`, shifts the samples in forward: "
+                                             "a batch padded to its longest sample gives no shift on one device, "
+                                             "but each DataParallel replica takes the extreme over its own slice, "
+                                             "so in a chunk without the batch's longest sample the bidirectional "
+                                             "layer's backward pass starts in the padding")
                 elif _applied_to_batch(node, fn):
                     yield self.violation(node, f"`{statistic}` over all elements of a batch tensor in forward: "
                                          "each DataParallel replica takes it over its own slice, so the "
@@ -815,6 +827,68 @@ def _scales_batch(node, fn, depth=0) -> bool:
             return False
         child, parent = parent, fn.parent(parent)
     return False
+
+
+def _padded_size_shift(node, fn) -> str | None:
+    """The size read in a sum or difference that re-bases the samples' values on the padded size less
+    the extreme (`lens + x.size(1) - lens.max()`: lengths moved so that the longest sample ends at the
+    padded end): a size of a batch tensor along a dim other than the batch's, and a batch value, among
+    the terms of the `+`/`-` chain the extreme is a term of; else None. On one device the collator pads
+    the batch to its longest sample and the shift is zero; a replica's chunk without that sample gets
+    a shift. A shift alone (`x - x.max()` before a softmax) or a padding amount (`max_len - x.size(1)`
+    handed to `F.pad`, no samples' values among the terms) is not one."""
+    top = node
+    parent = fn.parent(node)
+    while isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub)):
+        top, parent = parent, fn.parent(parent)
+    if top is node:
+        return None
+    terms, work = [], [top]
+    while work:
+        sub = work.pop()
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Add, ast.Sub)):
+            work.extend((sub.left, sub.right))
+        elif sub is not node:
+            terms.append(sub)
+    size = next((t for t in terms if _size_of_batch_dim(t, fn)), None)
+    if size is None or not any(t is not size and _meets_batch(t, fn) for t in terms):
+        return None
+    return ast.unparse(size)
+
+
+# The recurrent layers, and the position of `bidirectional` among their constructor's parameters.
+_RECURRENT_LAYERS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"})
+_BIDIRECTIONAL_POSITION = 6
+
+
+def _reads_backwards(model) -> bool:
+    """Does the class build a bidirectional recurrent layer (`nn.LSTM(..., bidirectional=True)`)? Its
+    backward direction starts at each sample's last valid step, so lengths shifted past the sample's
+    end change the features at every valid step; a forward-only layer's valid steps come out the same
+    (only the padding's outputs change, which the caller masks with the lengths it kept)."""
+    resolve = model.ctx.resolve
+    for facts in model.attrs.values():
+        for _, value, _ in facts.assignments:
+            if isinstance(value, ast.Call) and resolve(value.func) in _RECURRENT_LAYERS \
+                    and is_true(argument(value, _BIDIRECTIONAL_POSITION, "bidirectional")):
+                return True
+    return False
+
+
+def _size_of_batch_dim(node, fn) -> bool:
+    """`x.size(d)` / `x.shape[d]` of a batch tensor `x`, `d` a constant other than 0 (a padded length,
+    not the batch)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and len(node.args) == 1 and not node.keywords:
+        tensor, dim = node.func.value, node.args[0]
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        tensor, dim = node.value.value, node.slice
+    else:
+        return False
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub):
+        dim = dim.operand
+    return isinstance(dim, ast.Constant) and isinstance(dim.value, int) and not isinstance(dim.value, bool) \
+        and dim.value != 0 and _batch_value(tensor, fn)
 
 
 def _holds_extreme(node) -> bool:
