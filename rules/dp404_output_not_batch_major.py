@@ -37,12 +37,11 @@ from dpcheck.analysis.dataflow import (
     time_major_source,
 )
 from dpcheck.analysis.outputs import gathered_class, optional_severity, returned_leaves
+from dpcheck.analysis.torch_api import RECURRENT_LAYERS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
-
-_RNNS = ("LSTM", "GRU", "RNN")
 
 
 class OutputNotBatchMajor(Rule):
@@ -173,7 +172,7 @@ def _strip_moves(node):
 
 def _rnn_call(call, fn, model) -> bool:
     kind = rnn_kind(model, fn.self_attr(call.func)) if isinstance(call, ast.Call) else None
-    if kind not in _RNNS:
+    if kind not in RECURRENT_LAYERS:
         return False
     return True
 

@@ -21,11 +21,10 @@ import ast
 
 from dpcheck.analysis.dataflow import argument, parameters_of, rnn_kind
 from dpcheck.analysis.outputs import gathered_class
+from dpcheck.analysis.torch_api import RECURRENT_LAYERS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
-
-_RNNS = ("LSTM", "GRU", "RNN")
 
 
 class HiddenStateArgument(Rule):
@@ -66,7 +65,7 @@ class HiddenStateArgument(Rule):
             return  # only the wrapped model's own arguments are scattered
         params = set(parameters_of(fn))
         for call in fn.nodes(ast.Call):
-            if rnn_kind(model, fn.self_attr(call.func)) not in _RNNS:
+            if rnn_kind(model, fn.self_attr(call.func)) not in RECURRENT_LAYERS:
                 continue
             state = argument(call, 1, "hx")
             names = [n for n in ast.walk(state)] if state is not None else []

@@ -102,6 +102,7 @@ from dpcheck.analysis.options import behind_switch_off_by_default
 from dpcheck.analysis.outputs import gathered_verdict, is_loss_module, output_record_name
 from dpcheck.analysis.pairing import STRIDED_PAIRING_CONDITION, pairing_helpers, strided_pairings
 from dpcheck.analysis.scripts import LIBRARY_ROOTS
+from dpcheck.analysis.torch_api import BIDIRECTIONAL_POSITION, RECURRENT_LAYERS
 from dpcheck.analysis.wrapping import batch_dim_is_zero
 from dpcheck.constants import REPLICATION_CALLBACK
 from dpcheck.findings import ObservationKind as K
@@ -856,11 +857,6 @@ def _padded_size_shift(node, fn) -> str | None:
     return ast.unparse(size)
 
 
-# The recurrent layers, and the position of `bidirectional` among their constructor's parameters.
-_RECURRENT_LAYERS = frozenset({"torch.nn.LSTM", "torch.nn.GRU", "torch.nn.RNN"})
-_BIDIRECTIONAL_POSITION = 6
-
-
 def _reads_backwards(model) -> bool:
     """Does the class build a bidirectional recurrent layer (`nn.LSTM(..., bidirectional=True)`)? Its
     backward direction starts at each sample's last valid step, so lengths shifted past the sample's
@@ -869,8 +865,11 @@ def _reads_backwards(model) -> bool:
     resolve = model.ctx.resolve
     for facts in model.attrs.values():
         for _, value, _ in facts.assignments:
-            if isinstance(value, ast.Call) and resolve(value.func) in _RECURRENT_LAYERS \
-                    and is_true(argument(value, _BIDIRECTIONAL_POSITION, "bidirectional")):
+            if not isinstance(value, ast.Call):
+                continue
+            layer = resolve(value.func) or ""
+            if layer.startswith("torch.nn.") and layer.rsplit(".", 1)[-1] in RECURRENT_LAYERS \
+                    and is_true(argument(value, BIDIRECTIONAL_POSITION, "bidirectional")):
                 return True
     return False
 

@@ -28,6 +28,10 @@ MOVE_METHODS = frozenset({"to", "cuda"})
 # returns, and `model = model.eval()` keeps the instance `model` named.
 SELF_RETURNING_MODULE_METHODS = MOVE_METHODS | {"cpu", "train", "eval", "float", "half", "double", "bfloat16",
                                                 "requires_grad_", "apply"}
+# torch.nn's recurrent layers, by class name: their hidden state is (layers * directions, B, H), and they
+# take `bidirectional` as their seventh constructor parameter.
+RECURRENT_LAYERS = frozenset({"LSTM", "GRU", "RNN"})
+BIDIRECTIONAL_POSITION = 6
 VARIABLE_CTORS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 TENSOR_FACTORIES = frozenset({
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
