@@ -19,7 +19,10 @@ DataParallel's scatter walks lists, tuples and dicts and splits every tensor it 
 them along dim 0; any other value (a number, a string, a list of numbers) is handed whole
 to every replica. A list of B Python numbers is therefore paired, on each replica, with a
 B/N chunk of the tensors: `pack_padded_sequence` raises `Expected len(lengths) to be equal
-to batch_size`, or the replica silently uses the lengths or labels of other samples.
+to batch_size`, or the replica silently uses the lengths or labels of other samples. A list whose
+items the script does not show (`list(images)`, `[crop(im) for im in images]`) may hold tensors
+instead: scatter then splits each item along its own dim 0, so every replica gets all B items, each
+cut to a slice of its first dim (a per-sample image loses channels), and the message says both.
 
 A container of tensors is not flagged: `model([images.cuda().float(), batch['annot']])`
 reaches each replica as a list of the two tensors' chunks, which is what such a model
@@ -96,10 +99,18 @@ class PythonListArgument(Rule):
                     continue
                 node, why = found
                 where = "" if node is arg else " inside a container"
-                yield self.violation(node, f"{why}{where} passed to the DataParallel model: scatter splits "
-                                     "only the tensors in lists, tuples and dicts and hands other values whole "
-                                     "to every replica, so each replica gets all B entries with its B/N chunk "
-                                     "of the batch")
+                if lists.items_known:
+                    what = ("scatter splits only the tensors in lists, tuples and dicts and hands other values "
+                            "whole to every replica, so each replica gets all B entries with its B/N chunk of the "
+                            "batch")
+                else:
+                    # Items this file does not show: scatter splits a list of tensors item by item.
+                    what = ("scatter hands a list of Python values whole to every replica, so each replica gets "
+                            "all B entries with its B/N chunk of the batch; if the items are tensors, it splits "
+                            "each along its own dim 0 instead, so each replica gets all B items, each cut to a "
+                            "slice of its first dim (one tensor per sample is cut across its channels or steps, "
+                            "not shared out by sample)")
+                yield self.violation(node, f"{why}{where} passed to the DataParallel model: {what}")
 
 
     def check_class(self, model):
@@ -237,6 +248,9 @@ class _ListFinder:
 
     def __init__(self, call, ctx):
         self.call, self.ctx = call, ctx
+        # Whether the last list found visibly holds Python values (`.tolist()`, `[int(n) for n in ...]`, a
+        # literal of numbers) rather than items this file does not show (`list(views)`, `[f(v) for v in ...]`).
+        self.items_known = True
 
     def find(self, node, depth=0) -> tuple[ast.AST, str] | None:
         """(the node to report, why) for the argument itself or one of its container elements."""
@@ -260,12 +274,16 @@ class _ListFinder:
     def _python_list(self, node, depth) -> str | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "tolist" \
                 and not node.args:
+            self.items_known = True
             return f"`{ast.unparse(node)}` (a Python list)"
         if isinstance(node, ast.ListComp) and not self._tensor(node.elt):
+            self.items_known = self._scalar(node.elt)
             return "a list comprehension"
         if isinstance(node, ast.List) and node.elts and all(self._scalar(e) for e in node.elts):
+            self.items_known = True
             return "a list literal of Python values"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "list":
+            self.items_known = False
             return "`list(...)`"
         if isinstance(node, ast.Name) and depth < 2:
             value = self._binding(node)

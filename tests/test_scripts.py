@@ -2073,3 +2073,26 @@ def test_method_calls_tell_calls_on_an_instance_just_built():
     index = ClassIndex([analyze_source(script, "train.py", [], "train")])
     assert not index.condition("called_late:summary")
     assert index.condition("called_late:describe") and index.condition("called_late:unknown")
+
+
+def test_dp504_message_on_a_list_whose_items_may_be_tensors():
+    # A list of tensors is not handed whole: scatter splits each item along its own dim 0. Where the
+    # script does not show what the items are, the message says both cases; a list of visible Python
+    # values keeps the handed-whole message alone.
+    text = textwrap.dedent("""
+        import torch.nn as nn
+
+        def train(net, loader):
+            model = nn.DataParallel(net)
+            for images, lengths in loader:
+                model(list(images))
+                model([crop(im) for im in images])
+                model(images, [int(n) for n in lengths])
+    """)
+    findings = analyze_source(text, "train.py", [rules_by_code()["DP504"]()], "train").findings
+    by_line = {f.row: f.message for f in findings if f.code == "DP504"}
+    assert sorted(by_line) == [7, 8, 9]
+    for line in (7, 8):
+        assert "if the items are tensors, it splits each along its own dim 0" in by_line[line]
+    assert "if the items are tensors" not in by_line[9]
+    assert "hands other values whole" in by_line[9]
