@@ -5,6 +5,11 @@ positionally and only non-tensor keyword arguments: `model(images, return_loss=F
 `model(x, mask=None)`, `model(x, mode="train")` (constants, directly or through a local or
 module-level name).
 
+A call that cannot bind to the forward of the class the wrapper holds (a class of this file:
+`model(mel, speaker, return_unsample=True)` on `forward(self, mel, return_unsample=False)`, an
+argument too many or a keyword no parameter takes) raises TypeError on one device too, before
+DataParallel splits anything: it is not flagged.
+
 A DataParallel subclass that defines its own `scatter` (in this file, or in another scanned file
 it is imported from) decides how its inputs reach each device: calls through it are not flagged.
 
@@ -37,7 +42,9 @@ import ast
 
 from dpcheck.analysis.batch_feeds import PARTIAL_FEED_CONDITION, batch_of_one, drops_last, is_loader, loop_source
 from dpcheck.analysis.bindings import reaching_assignment
+from dpcheck.analysis.dataflow import binding_error
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.wrapping import classes_of
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -79,6 +86,8 @@ class NonTensorKeywordArguments(Rule):
             constants = [k for k in call.keywords if _constant(k.value, call, ctx)]
             if len(constants) != len(call.keywords):
                 continue  # a tensor keyword splits with the batch
+            if _never_binds(call, wrap, ctx):
+                continue  # TypeError on one device too: the call never reaches the scatter
             loader = _loader_of(call, ctx)
             if loader is not None and drops_last(loader):
                 continue
@@ -116,6 +125,22 @@ def _constant(node, call, ctx, depth=0) -> bool:
         binding = reaching_assignment(ctx, node.id, call, module_fallback=True)
         return binding is not None and _constant(binding.value, call, ctx, depth + 1)
     return False
+
+
+def _never_binds(call, wrap, ctx) -> bool:
+    """Can the call bind to no forward of the classes the wrapper holds (every one of them a class
+    of this file whose forward it shows)? `self.encoder(mel, speaker, return_unsample=True)` on a
+    `forward(self, x, return_unsample=False)` raises TypeError before DataParallel splits anything."""
+    classes = classes_of(wrap.inner, wrap.call, ctx)
+    if not classes:
+        return False
+    for name in classes:
+        info = ctx.classes.get(ctx.local_name(name) or "")
+        mro = ctx.in_file_mro(info) if info is not None else []
+        forward = next((c.methods["forward"] for c in mro if "forward" in c.methods), None)
+        if forward is None or any("__call__" in c.methods for c in mro) or binding_error(call, forward) is None:
+            return False  # (an own `__call__` decides what a call takes)
+    return True
 
 
 def _loader_of(call, ctx):

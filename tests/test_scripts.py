@@ -2096,3 +2096,30 @@ def test_dp504_message_on_a_list_whose_items_may_be_tensors():
         assert "if the items are tensors, it splits each along its own dim 0" in by_line[line]
     assert "if the items are tensors" not in by_line[9]
     assert "hands other values whole" in by_line[9]
+
+
+def test_dp505_skips_a_call_that_cannot_bind_to_the_wrapped_forward():
+    # `speaker` binds `return_unsample` and the keyword repeats it: TypeError on one device too, so
+    # the call never reaches DataParallel's scatter. With a forward that takes both it is reported.
+    template = """
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def forward(self, {params}):
+                return mel
+
+        def train(loader):
+            model = nn.DataParallel(Encoder())
+            for mel, speaker in loader:
+                model(mel, speaker, return_unsample=True)
+                model(mel, unsample=True)
+    """
+    rules = [rules_by_code()["DP505"]()]
+
+    def lines(params):
+        text = textwrap.dedent(template.format(params=params))
+        return sorted(f.row for f in analyze_source(text, "train.py", rules, "train").findings if f.code == "DP505")
+
+    assert lines("mel, return_unsample=False") == []
+    assert lines("mel, speaker, return_unsample=False") == [11]
+    assert lines("mel, *rest, **options") == [11, 12]

@@ -248,6 +248,25 @@ def argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
     return call.args[position] if len(call.args) > position else keyword(call, name)
 
 
+def binding_error(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef, bound: int = 1) -> str | None:
+    """Why ``call`` cannot bind to ``fn``'s parameters (its first ``bound`` bound already: `self`),
+    as Python would raise TypeError on any device count; None where it may bind. A call with
+    `*args` or `**kwargs` may bind anything."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    args = fn.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][bound:]
+    named = {a.arg for a in args.args[max(bound - len(args.posonlyargs), 0):]} | {a.arg for a in args.kwonlyargs}
+    if len(call.args) > len(positional) and args.vararg is None:
+        return f"{len(call.args)} positional arguments for {len(positional)} parameters"
+    for k in call.keywords:
+        if k.arg in positional[:len(call.args)]:
+            return f"`{k.arg}=` after a positional argument already bound it"
+        if k.arg not in named and args.kwarg is None:
+            return f"`{k.arg}=` names no parameter"
+    return None
+
+
 def dim_argument(call: ast.Call, position: int) -> ast.AST | None:
     """The dim a torch call passes: its positional argument ``position``, or `dim=`, or NumPy's
     `axis=`, which torch takes as the same keyword (`torch.stack(xs, axis=1)`, `x.sum(axis=0)`)."""
