@@ -1,8 +1,10 @@
 """
 ## What it does
 Flags values with a data-dependent size that reach forward's return value:
-`torch.unique`, `nonzero`, `masked_select`, `argwhere`, one-argument `torch.where`, and
-boolean-mask indexing (`x[x > 0]`, `x[mask]`).
+`torch.unique`, `nonzero`, `argwhere`, one-argument `torch.where`, and `masked_select` or
+boolean-mask indexing (`x[x > 0]`, `x[mask]`) of a tensor whose dim 0 is not the batch (a parameter,
+a transposed value). A mask selection from a batch-major tensor is not flagged: it walks the tensor
+sample by sample, so gather's concatenation of the replicas' selections is the whole batch's.
 
 Also flags, in any module's forward (a layer's too), the longest length of the replica's own
 chunk (`lengths.max()`, `torch.max(lengths)`, `max(lens)` over values computed from forward's
@@ -16,7 +18,8 @@ reduction over dim 1 (or over everything) removes, nor a buffer of a fixed size 
 ## Why is this bad?
 Each replica computes them on its own chunk and gather concatenates the pieces:
 `unique` returns duplicates (`[1, 2, 3, 1, 2, 3]`), `nonzero` returns chunk-local
-indices (`[1, 3, 1, 3]`), and 2-D results with different sizes per replica fail with
+indices (`[1, 3, 1, 3]`), a mask selection of a transposed tensor interleaves the replicas'
+pieces feature by feature, and 2-D results with different sizes per replica fail with
 `Input tensor at index 1 has invalid shape`. Nothing warns in the 1-D case.
 A tensor as long as the chunk's longest sample is as long on each replica as that replica's
 longest sample: gather fails with `Gather got an input of invalid size` (Parallel-Tacotron2's
@@ -33,7 +36,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.bindings import reaching_assignment
-from dpcheck.analysis.dataflow import dim_argument, parameters_of
+from dpcheck.analysis.dataflow import dim_argument, is_batch_tensor, parameters_of
 from dpcheck.analysis.outputs import gathered_verdict, optional_severity, returned_leaves
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -52,7 +55,7 @@ class DataDependentOutputSize(Rule):
     forward_code_only = True
     confirms = frozenset({
         K.OUTPUT_SHAPE_DIFFERS, K.GATHER_FAILED, K.VALUES_DIFFER, K.INTEGER_VALUES_DIFFER, K.GRADS_DIFFER})
-    summary = "unique/nonzero/boolean-mask results, or sizes of the chunk's longest sample, returned from forward gather wrongly"
+    summary = "unique/nonzero results, masks over non-batch dims, or sizes of the chunk's longest sample, returned from forward gather wrongly"
     fix_hint = "Return dense tensors or masks of sizes every replica shares; compute unique/nonzero after the forward pass"
     bad_example = """
         class Vocab(nn.Module):
@@ -124,16 +127,28 @@ def _data_dependent(node, fn, model, depth) -> str | None:
         func = node.func
         name = resolve(func) or ""
         last = name.rsplit(".", 1)[-1] if name.startswith("torch.") else (func.attr if isinstance(func, ast.Attribute) else "")
+        if last == "masked_select" and _in_sample_order(
+                node.args[0] if name.startswith("torch.") and node.args else func.value, fn):
+            return None
         if last in _OPS:
-            return f"`{last}`"
+            return f"`{last}`" + (" of a tensor whose dim 0 is not the batch" if last == "masked_select" else "")
         if name == "torch.where" and len(node.args) == 1:
             return "one-argument `torch.where`"
         if isinstance(func, ast.Attribute) and func.attr in _PASS_THROUGH:
             return _data_dependent(func.value, fn, model, depth + 1)
         return None
-    if isinstance(node, ast.Subscript) and _is_mask(node.slice, fn):
-        return "a boolean-mask selection"
+    if isinstance(node, ast.Subscript) and _is_mask(node.slice, fn) and not _in_sample_order(node.value, fn):
+        return "a boolean-mask selection of a tensor whose dim 0 is not the batch"
     return None
+
+
+def _in_sample_order(selected, fn) -> bool:
+    """Is the tensor a boolean mask selects from batch-major (computed from forward's inputs with
+    the batch kept in dim 0)? Then the selection walks it sample by sample, and gather's concatenation
+    of the replicas' selections is the whole batch's selection, element for element (the harness
+    finds `h[h > 0]` and `masked_select(h, m)` equal to the single-device run on uneven batches too).
+    A parameter, a buffer or a transposed value holds no samples in that order: still reported."""
+    return is_batch_tensor(selected, fn)
 
 
 def _is_mask(index, fn) -> bool:

@@ -257,3 +257,18 @@ class Head(nn.Module):
 def test_a_torch_distributions_object_returned_from_forward_is_not_gatherable(prelude, body, reported):
     text = DISTRIBUTION_HEAD.format(prelude=prelude, body=body)
     assert bool(dp402_rows(text)) is reported
+
+
+@pytest.mark.parametrize("returned, flagged", [
+    ("h[h > 0]", False),  # batch-major: the replicas' selections concatenate to the whole batch's
+    ("torch.masked_select(h, h > 0)", False),
+    ("h.masked_select(h > 0)", False),
+    ("h.t()[h.t() > 0]", True),  # walked feature by feature: each replica's pieces interleave wrongly
+    ("self.net.weight[self.net.weight > 0]", True),  # a parameter: every replica selects all of it
+    ("torch.unique(h)", True),
+])
+def test_dp403_a_mask_selection_in_sample_order_is_gathered_exactly(returned, flagged):
+    text = textwrap.dedent(HEAD) + textwrap.indent(f"def forward(self, x):\n    h = self.net(x)\n    return {returned}\n",
+                                                   "    ")
+    result = analyze_source(text, "m.py", [rules_by_code()["DP403"]()], "m")
+    assert any(f.code == "DP403" for f in result.findings) == flagged
