@@ -32,7 +32,10 @@ read on every path (earlier in the read's block or a block around it, or, for a 
 method, among the statements forward opens with, before any call). A move to one numbered GPU
 (`.cuda(0)`, `.to("cuda:0")`) is no move to the replica's device and stays reported. Reported as a
 warning where every read runs only behind an option left off by default (`if use_prior:` with
-forward's `use_prior=False`): real only when a caller turns it on.
+forward's `use_prior=False`): real only when a caller turns it on. Where no scanned call of the
+class passes that option a value that can turn it on (every call leaves it out or passes the
+constant False: `self.branch(x, use_prior=False)`), the path never runs in the scanned program:
+advice only (info).
 
 Not reported when forward only hands values computed from the tensor to its layers
 (`weights = F.softmax(self.alphas, dim=-1)`, then `cell(x, weights)`) and the layers of the
@@ -56,8 +59,9 @@ import ast
 
 from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, under_lazy_guard
+from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.layer_stores import layer_stores
-from dpcheck.analysis.options import every_path_off, off_by_default
+from dpcheck.analysis.options import OptionPath, every_path_off, off_by_default
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
@@ -325,7 +329,20 @@ def _read_only_behind_options(model, reads):
     """Where every read that uses the tensor as it is runs only behind an option off by default
     (``options.off_by_default``: `if use_stereoshape:` with forward's `use_stereoshape=False`), how a
     latent finding is reported (``options.OptionPath``); None where one read is on the default path."""
-    return every_path_off([off_by_default(model, fn, node) for fn, node in reads])
+    return every_path_off([_unless_unpassed(model, fn, node, off_by_default(model, fn, node)) for fn, node in reads])
+
+
+def _unless_unpassed(model, fn, node, path):
+    """``path`` with advice added where forward's own option gates the read (`if use_stereoshape:`,
+    `use_stereoshape=False`) and no scanned call passes it a value that takes the path (a call
+    passing the constant False passes nothing: handnet's `self.mano_branch(..., use_stereoshape=False)`)."""
+    if path is None:
+        return None
+    guard = optional_argument_guard(model, fn, node)
+    if not guard:
+        return path
+    return OptionPath({**path.latent, "advice_if": path.latent.get("advice_if", ()) + guard["advice_if"]},
+                      path.default_path)
 
 
 def _handed_to_layers_that_move_it(model, name: str) -> bool:

@@ -305,3 +305,25 @@ def test_a_parameter_rebound_only_after_its_test_still_holds_the_callers_value()
         "        for _ in range(2):\n            if lengths is not None:\n                out, _", 1).replace(
         "        return out", "            lengths = None\n        return out", 1)
     assert len(kept(looped)) == 1  # the next iteration's test reads forward's own value
+
+
+def test_a_constant_false_passes_nothing_to_a_parameter_that_defaults_to_false():
+    # `if packed:` with `packed=False`: a caller passing False keeps the branch off, as leaving it out
+    # does (handnet's `self.mano_branch(..., use_stereoshape=False)`); True or a name may turn it on.
+    flag = LAYER.replace("lengths=None, *, mask=None", "lengths=None, packed=False, *, mask=None").replace(
+        "if lengths is not None:\n            x =", "if packed:\n            x =", 1).replace(
+        "if lengths is not None:\n            out, _", "if packed:\n            out, _", 1)
+    assert _caller("self.post(x, packed=False)").module_calls == {"layer.Post": ["#1", "packed=False"]}
+    assert _caller("self.post(x, lengths, False)").module_calls == {"layer.Post": ["#2", "@2=False"]}
+    layer = _result(flag, "layer")
+
+    def kept(call):
+        index = ClassIndex([layer, _caller(call)])
+        return [f for f in layer.findings if index.holds(f)]
+
+    assert kept("self.post(x, packed=False)") == []
+    assert kept("self.post(x, lengths, False)") == []
+    assert len(kept("self.post(x, packed=True)")) == 1
+    assert len(kept("self.post(x, lengths, x.is_packed)")) == 1
+    # A None default tells False apart: `if lengths is not None:` takes a False.
+    assert len(_kept(_caller("self.post(x, lengths=False)"))) == 1

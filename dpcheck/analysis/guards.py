@@ -44,6 +44,10 @@ UNPASSED_CONDITION = "unpassed:"
 WRAPPER_PASSES_CONDITION = "wrapper_passes:"
 # Marker in a call summary: some use of the module is not a call whose arguments can be read.
 UNKNOWN_CALLER = "*"
+# Suffix of a call summary's marker for an argument that is the constant False (`use_stereoshape=False`,
+# `@2=False`), and of a ``passed:`` condition whose parameter defaults to False: such a call passes that
+# parameter nothing it does not already hold (ClassIndex.passed), while a None default tells False apart.
+FALSE_PASSED = "=False"
 # Marker in a call summary: an instance built where every use of it is read (its calls, if any, are
 # the other markers; one handed to a DataParallel wrapper is called through it, see wrapper_calls).
 BUILT_HERE = "~"
@@ -68,7 +72,9 @@ def branch_requires(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> tuple
             for name in _required_params(parent.test, taken, params):
                 position, off_by_default = params[name]
                 if off_by_default and _callers_value_at(fn, name, parent):
-                    requires.append(frozenset({f"{PASSED_CONDITION}{fn.owner.qualname}:{name}@{position}"}))
+                    false_default = FALSE_PASSED if _is_false(parameter_defaults(fn.node.args).get(name)) else ""
+                    requires.append(frozenset({f"{PASSED_CONDITION}{fn.owner.qualname}:{name}@{position}"
+                                               f"{false_default}"}))
             if taken and _tests_packed(parent.test, params, model):
                 return _NEVER
         child, parent = parent, fn.parent(parent)
@@ -270,15 +276,15 @@ def _arguments_passed(ctx: FileContext, call: ast.Call) -> set[str]:
     keywords = _keywords_read(ctx, call)
     if keywords is None or any(isinstance(a, ast.Starred) for a in call.args):
         return {UNKNOWN_CALLER}
-    sources = [_forwarded_from(ctx, call, a) for a in call.args]
+    sources = [FALSE_PASSED if _is_false(a) else _forwarded_from(ctx, call, a) for a in call.args]
     first = next((i for i, source in enumerate(sources) if source is not None), len(sources))
     markers = {f"#{first}"}
-    markers.update(f"@{i}" if source is None else f"@{i}<{source}"
+    markers.update(f"@{i}" if source is None else f"@{i}{source}" if source == FALSE_PASSED else f"@{i}<{source}"
                    for i, source in enumerate(sources[first:], first) if source != "")
     for name, value in keywords:
-        source = _forwarded_from(ctx, call, value)
+        source = FALSE_PASSED if _is_false(value) else _forwarded_from(ctx, call, value)
         if source != "":
-            markers.add(name if source is None else f"{name}<{source}")
+            markers.add(name if source is None else name + source if source == FALSE_PASSED else f"{name}<{source}")
     return markers
 
 
@@ -463,6 +469,10 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
 
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+def _is_false(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
 
 
 def _wrapper_uses(wrap, ctx: FileContext, facts) -> list[ast.AST]:

@@ -45,7 +45,7 @@ from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OUTSIDE_CONDITION
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
-from dpcheck.analysis.guards import UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.guards import FALSE_PASSED, UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.options import OPTION_DEFAULT_CONDITION, OPTION_NOT_DEFAULT_CONDITION, define_option
 from dpcheck.analysis.outputs import (
@@ -615,6 +615,8 @@ class ClassIndex:
             return self.uncalled(rest)
         if f"{kind}:" == UNPASSED_CONDITION and rest and not self.passed(rest):
             param = rest.rpartition(":")[2].partition("@")[0]
+            if rest.endswith(FALSE_PASSED):  # (its default is False: a caller passing False keeps it off)
+                return f"it runs only when `{param}` is passed a true value, and no scanned caller passes one"
             return f"it runs only when `{param}` is passed, and no scanned caller passes it"
         return None
 
@@ -1203,6 +1205,9 @@ class ClassIndex:
         trail = trail | {text}
         name, _, rest = text.rpartition(":")
         param, _, position = rest.partition("@")
+        # A parameter that defaults to False: a caller passing the constant False passes nothing new.
+        false_default = position.endswith(FALSE_PASSED)
+        position = position.removesuffix(FALSE_PASSED)
         if len(trail) > 1:
             name = self.lookup(name) or name  # a forwarding caller, named as its own file names it
         if self._calls_canonical is None:
@@ -1221,6 +1226,8 @@ class ClassIndex:
         most = max((int(m[1:]) for m in markers if m.startswith("#")), default=0)
         if param in markers or 0 <= int(position) < most or f"@{position}" in markers:
             return True
+        if not false_default and (param + FALSE_PASSED in markers or f"@{position}{FALSE_PASSED}" in markers):
+            return True  # (False is a value where the default is None: `if mask is not None:` takes it)
         return any(self.passed(source, trail) for marker in markers
                    for head, _, source in [marker.partition("<")] if source and head in (param, f"@{position}"))
 
