@@ -36,7 +36,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.bindings import reaching_assignment
-from dpcheck.analysis.dataflow import dim_argument, is_batch_tensor, parameters_of
+from dpcheck.analysis.dataflow import dim_argument, is_batch_tensor, is_true, keyword, parameters_of
 from dpcheck.analysis.outputs import gathered_verdict, optional_severity, returned_leaves
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
@@ -147,8 +147,25 @@ def _in_sample_order(selected, fn) -> bool:
     the batch kept in dim 0)? Then the selection walks it sample by sample, and gather's concatenation
     of the replicas' selections is the whole batch's selection, element for element (the harness
     finds `h[h > 0]` and `masked_select(h, m)` equal to the single-device run on uneven batches too).
-    A parameter, a buffer or a transposed value holds no samples in that order: still reported."""
-    return is_batch_tensor(selected, fn)
+    A parameter, a buffer, a transposed value or a time-major one (`pad_packed_sequence(out)` without
+    `batch_first=True`) holds no samples in that order: still reported."""
+    return is_batch_tensor(selected, fn) and not _time_major(selected, fn, 0)
+
+
+def _time_major(node, fn, depth) -> bool:
+    """Does ``node`` come (through the local names it is computed from) from `pad_packed_sequence`
+    without `batch_first=True`, whose output is (T, B, ...)?"""
+    if depth > 6:
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call) and (sub.func.attr if isinstance(sub.func, ast.Attribute) else
+                                          getattr(sub.func, "id", "")) == "pad_packed_sequence" \
+                and not is_true(keyword(sub, "batch_first")):
+            return True
+        if isinstance(sub, ast.Name):
+            if any(_time_major(value, fn, depth + 1) for value in fn.local_values.get(sub.id, ())):
+                return True
+    return False
 
 
 def _is_mask(index, fn) -> bool:

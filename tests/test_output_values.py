@@ -266,6 +266,8 @@ def test_a_torch_distributions_object_returned_from_forward_is_not_gatherable(pr
     ("h.t()[h.t() > 0]", True),  # walked feature by feature: each replica's pieces interleave wrongly
     ("self.net.weight[self.net.weight > 0]", True),  # a parameter: every replica selects all of it
     ("torch.unique(h)", True),
+    # time-major: pad_packed_sequence without batch_first returns (T, B, ...)
+    ("nn.utils.rnn.pad_packed_sequence(h)[0][h > 0]", True),
 ])
 def test_dp403_a_mask_selection_in_sample_order_is_gathered_exactly(returned, flagged):
     text = textwrap.dedent(HEAD) + textwrap.indent(f"def forward(self, x):\n    h = self.net(x)\n    return {returned}\n",
