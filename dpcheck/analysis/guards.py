@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
-from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.scripts import BUILDER_CONDITION, mentions_dataparallel, script_facts, target_text
 from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
 from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
 
@@ -235,7 +235,8 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
             held.setdefault((id(owner), attr), set()).add(name)
             calls.setdefault(name, set())
         elif isinstance(target, ast.Name):
-            calls.setdefault(name, set()).update({BUILT_HERE, *_local_instance_markers(ctx, call, target.id)})
+            calls.setdefault(name, set()).update({BUILT_HERE, *_local_instance_markers(
+                ctx, call, target.id, _in_own_factory(ctx, call, last))})
         elif isinstance(parent, ast.Call) and parent.func is not built and _never_calls(parent, ctx):
             calls.setdefault(name, set()).add(BUILT_HERE)  # `nn.DataParallel(Net())`: see wrapper_calls
         else:
@@ -371,19 +372,42 @@ def _forward_optionals(ctx: FileContext) -> dict[ast.AST, dict[str, str]]:
     return found
 
 
+_FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 # Methods of a module that return the module itself (`model = model.to(device)`).
 _RETURNS_ITSELF = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval",
                              "requires_grad_", "type", "apply", "share_memory", "to_empty"})
 
 
-def _local_instance_markers(ctx: FileContext, construction: ast.Call, name: str) -> set[str]:
+def _in_own_factory(ctx: FileContext, construction: ast.Call, built: str) -> bool:
+    """Is ``construction`` (of the class named ``built``) in a `from_*` method of that class itself
+    (minGPT's `GPT.from_pretrained`: `model = GPT(config)` ... `return model`)? Its callers build the
+    class through `GPT.from_pretrained(...)`, which ``module_calls`` reads as a construction where
+    they call it, so the instance it returns is followed there."""
+    method = ctx.enclosing(construction, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if method is None or not method.name.startswith("from_"):
+        return False
+    owner = ctx.enclosing(method, ast.ClassDef)
+    return owner is not None and owner.name == built and owner.body.count(method) == 1
+
+
+def _local_instance_markers(ctx: FileContext, construction: ast.Call, name: str, factory: bool = False) -> set[str]:
     """What the uses of a local name bound to a module's construction (`model = Net(...)` in a
     script) tell of its calls: the markers of each direct call, nothing for a member read
     (`model.parameters()`, `model = model.to(device)`, `model.eval()`), a wrap in DataParallel or
     another torch function or inspection (``_inspects``: a wrapper's own calls are ``wrapper_calls``);
     ``UNKNOWN_CALLER`` where any use hands it on (returned, stored, passed to a call, `net =
-    model.cuda()`). Every load of the name in the scope counts, whatever it holds then."""
+    model.cuda()`), but for an argument of a function of this file, whose uses of that parameter are
+    read the same way (`evaluate(model, loader)`, ``_handed_parameter``), and but for its return from
+    the class's own factory (``factory``, see ``_in_own_factory``). Every load of the name in the
+    scope counts, whatever it holds then."""
     scope = ctx.enclosing(construction, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or ctx.tree
+    return _instance_markers(ctx, scope, name, frozenset(), factory)
+
+
+def _instance_markers(ctx: FileContext, scope: ast.AST, name: str, trail: frozenset[int],
+                      factory: bool = False) -> set[str]:
+    """``_local_instance_markers`` of the loads of ``name`` in ``scope``; ``trail``: the functions of
+    this file already followed into (a cycle adds nothing new)."""
     markers: set[str] = set()
     for node in ctx.tree_index.nodes_within(scope, ast.Name):
         if node.id != name or not isinstance(node.ctx, ast.Load):
@@ -398,9 +422,46 @@ def _local_instance_markers(ctx: FileContext, construction: ast.Call, name: str)
                 if not (isinstance(outer, ast.Expr) or isinstance(outer, ast.Assign) and len(outer.targets) == 1
                         and isinstance(outer.targets[0], ast.Name) and outer.targets[0].id == name):
                     return {UNKNOWN_CALLER}
+        elif factory and isinstance(parent, ast.Return) and ctx.enclosing(parent, _FUNCTION_SCOPES) is scope:
+            continue
         elif not (isinstance(parent, ast.Call) and _never_calls(parent, ctx)):
-            return {UNKNOWN_CALLER}
+            handed = _handed_parameter(ctx, parent, node)
+            if handed is None:
+                return {UNKNOWN_CALLER}
+            if id(handed[0]) not in trail:
+                found = _instance_markers(ctx, handed[0], handed[1], trail | {id(handed[0])})
+                if UNKNOWN_CALLER in found:
+                    return found
+                markers |= found
     return markers
+
+
+def _handed_parameter(ctx: FileContext, call: ast.AST, node: ast.AST) -> tuple[ast.AST, str] | None:
+    """(function, parameter) where ``call`` hands ``node`` to a module-level function of this file
+    (`evaluate(model, loader)`, `run(net=model)`), as a positional argument before any `*` or by
+    keyword; None for any other use. A function that rebinds the parameter or hands on `*args`
+    or `**kwargs` of its own is not followed."""
+    if isinstance(call, ast.keyword):
+        keyword, call = call, ctx.parent(call)
+    else:
+        keyword = None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        return None
+    fn = ctx.module_functions.get(call.func.id)
+    if fn is None:
+        return None
+    args = fn.args
+    if keyword is not None:
+        param = keyword.arg if keyword.arg in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} else None
+    else:
+        index = next((i for i, arg in enumerate(call.args) if arg is node), None)
+        positional = [*args.posonlyargs, *args.args]
+        param = positional[index].arg if index is not None and index < len(positional) and not any(
+            isinstance(arg, ast.Starred) for arg in call.args[:index]) else None
+    if param is None or any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load)
+                            for n in ctx.tree_index.nodes_within(fn, ast.Name)):
+        return None
+    return fn, param
 
 
 # What a module may be handed to without that call or what it returns calling it outside a
@@ -429,7 +490,8 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
     markers of each call of a name holding its wrapper (``#n``, ``-k`` for a positional argument k
     that is the constant None, and keyword names not passed as None; comma-joined, one entry per
     call), or ``UNKNOWN_CALLER`` where the wrapper is returned or handed to a call (which may call
-    it otherwise)."""
+    it otherwise). A wrapper handed to a function of this file (`evaluate(model, loader)`) is called
+    as that function calls its parameter (``_handed_to``)."""
     if not mentions_dataparallel(ctx):
         return {}
     facts = script_facts(ctx)
@@ -440,31 +502,117 @@ def wrapper_calls(ctx: FileContext) -> dict[str, list[str]]:
         owners = set(classes_of(wrap.inner, wrap.call, ctx)) - {""}
         if not owners:
             continue
-        uses = _wrapper_uses(wrap, ctx, facts)
-        markers = []
-        for node in uses:
-            parent = ctx.parent(node)
-            if isinstance(parent, ast.Call) and parent.func is node:
-                keywords = _keywords_read(ctx, parent)
-                if keywords is None or any(isinstance(a, ast.Starred) for a in parent.args):
-                    markers.append(UNKNOWN_CALLER)
-                else:
-                    sources = [_forwarded_from(ctx, parent, a) for a in parent.args]
-                    markers.append(",".join([f"#{len(parent.args)}", *(
-                        f"-{i}" if source == "" else f"-{i}<{source}"
-                        for i, source in enumerate(sources) if source is not None), *(
-                        name if source is None else f"{name}<{source}" for name, value in keywords
-                        if (source := _forwarded_from(ctx, parent, value)) != "")]))
-            elif isinstance(parent, ast.keyword):
-                parent = ctx.parent(parent)
-            if isinstance(parent, ast.Return) or (isinstance(parent, ast.Call) and parent.func is not node
-                                                  and not _inspects(parent, ctx)):
-                markers.append(UNKNOWN_CALLER)
+        markers = _wrapper_call_markers(wrap, ctx, facts, frozenset())
+        if not markers and not _every_load_read(wrap, ctx, facts):
+            markers = [UNKNOWN_CALLER]
         for owner in owners:
-            found.setdefault(owner, []).extend(markers or [UNKNOWN_CALLER])
-    if any(wrap.parameter or not set(classes_of(wrap.inner, wrap.call, ctx)) - {""} for wrap in facts.wraps):
-        found[UNKNOWN_CALLER] = [UNKNOWN_CALLER]  # a wrapper whose class is not known here: its calls are not read
+            found.setdefault(owner, []).extend(markers)
+    # A wrapper whose class is not known here: its calls are not read. One that a builder of another
+    # file returns only if it returns a wrapper at all (`config = GPT.get_default_config()`) is
+    # unknown only where the index finds that it does: the entry is that ``builder:`` condition.
+    unknown = {_unknown_wrapper_entry(wrap) for wrap in facts.wraps if (
+        not _handed_traced(wrap, ctx, facts, frozenset()) if wrap.parameter
+        else not set(classes_of(wrap.inner, wrap.call, ctx)) - {""})}
+    if unknown:
+        found[UNKNOWN_CALLER] = sorted(unknown)
     return found
+
+
+def _unknown_wrapper_entry(wrap) -> str:
+    """``UNKNOWN_CALLER``, or the one ``builder:`` condition under which ``wrap`` holds a wrapper."""
+    requires = wrap.source.requires
+    if not wrap.parameter and len(requires) == 1 and next(iter(requires)).startswith(BUILDER_CONDITION):
+        return next(iter(requires))
+    return UNKNOWN_CALLER
+
+
+def _wrapper_call_markers(wrap, ctx: FileContext, facts, trail: frozenset) -> list[str]:
+    """The markers of each use of the name that holds ``wrap`` (see wrapper_calls); ``trail``: the
+    functions already followed into."""
+    markers = []
+    for node in _wrapper_uses(wrap, ctx, facts):
+        parent = ctx.parent(node)
+        if isinstance(parent, ast.Call) and parent.func is node:
+            keywords = _keywords_read(ctx, parent)
+            if keywords is None or any(isinstance(a, ast.Starred) for a in parent.args):
+                markers.append(UNKNOWN_CALLER)
+            else:
+                sources = [_forwarded_from(ctx, parent, a) for a in parent.args]
+                markers.append(",".join([f"#{len(parent.args)}", *(
+                    f"-{i}" if source == "" else f"-{i}<{source}"
+                    for i, source in enumerate(sources) if source is not None), *(
+                    name if source is None else f"{name}<{source}" for name, value in keywords
+                    if (source := _forwarded_from(ctx, parent, value)) != "")]))
+            continue
+        call = ctx.parent(parent) if isinstance(parent, ast.keyword) else parent
+        if isinstance(call, ast.Return):
+            markers.append(UNKNOWN_CALLER)
+        elif isinstance(call, ast.Call) and call.func is not node and not _inspects(call, ctx):
+            handed = _handed_to(call, node, facts, trail)
+            markers.extend(_wrapper_call_markers(handed, ctx, facts, trail | {handed.scope}) or [UNKNOWN_CALLER]
+                           if handed is not None else [UNKNOWN_CALLER])
+    return markers
+
+
+def _every_load_read(wrap, ctx: FileContext, facts) -> bool:
+    """Are the uses ``_wrapper_uses`` reads of a local (or module-level) name that holds ``wrap`` all
+    there is: every load of the name elsewhere in the file is in a function that binds a name of its
+    own so spelled? Then a wrapper none of them calls (`model2 = DataParallel(GPT(...)).cuda()`,
+    then only `model2.eval()`) is called by nothing here, not by callers unknown. (A wrapper kept in
+    `self.<attr>` may be called by a subclass of another file.)"""
+    if wrap.name.startswith("self."):
+        return False
+    for node in ctx.nodes(ast.Name):
+        if node.id != wrap.name or not isinstance(node.ctx, ast.Load):
+            continue
+        scope = facts.scope_of(node)
+        if scope is not wrap.scope and not _binds_own(scope, wrap.name):
+            return False
+    return True
+
+
+def _binds_own(scope: ast.AST, name: str) -> bool:
+    """Does a function bind ``name`` as a parameter or by an assignment in its own body?"""
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    args = scope.args
+    return any(a is not None and a.arg == name for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                                         args.vararg, args.kwarg)) \
+        or any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(scope))
+
+
+def _handed_to(call: ast.Call, node: ast.AST, facts, trail: frozenset):
+    """The parameter wrap (a parameter of a function of this file that a call site hands a wrapper,
+    scripts) that ``call`` binds ``node`` to; None where it hands it to anything else, or to a
+    function in ``trail``."""
+    for wrap in facts.wraps:
+        if wrap.parameter and wrap.scope not in trail and any(
+                site is call and any(arg is node for arg in _handed_arguments(wrap, site, skip))
+                for site, skip in wrap.sites):
+            return wrap
+    return None
+
+
+def _handed_arguments(wrap, call: ast.Call, skip: int) -> list[ast.AST]:
+    """What ``call`` (a site of the parameter wrap ``wrap``) passes for that parameter."""
+    params = [a.arg for a in wrap.scope.args.posonlyargs + wrap.scope.args.args][skip:]
+    return [arg for i, arg in enumerate(call.args) if i < len(params) and params[i] == wrap.name] + [
+        k.value for k in call.keywords if k.arg == wrap.name]
+
+
+def _handed_traced(wrap, ctx: FileContext, facts, trail: frozenset) -> bool:
+    """Does every call site of this file hand the parameter ``wrap`` a wrapper that this file traces
+    to its class, through a use ``_wrapper_call_markers`` follows (then the function's calls of the
+    parameter are read as that wrapper's)?"""
+    for site, skip in wrap.sites:
+        for arg in _handed_arguments(wrap, site, skip):
+            source = facts.wrap_for(arg)
+            if source is None or not any(use is arg for use in _wrapper_uses(source, ctx, facts)):
+                return False
+            if not (_handed_traced(source, ctx, facts, trail | {wrap.scope}) and source.scope not in trail
+                    if source.parameter else set(classes_of(source.inner, source.call, ctx)) - {""}):
+                return False
+    return True
 
 
 def _is_none(node: ast.AST) -> bool:
@@ -483,14 +631,18 @@ def _wrapper_uses(wrap, ctx: FileContext, facts) -> list[ast.AST]:
         return [n for n in ctx.tree_index.nodes_within(wrap.scope, ast.Attribute)
                 if target_text(n) == wrap.name and isinstance(n.ctx, ast.Load) and facts.wrap_for(n) is wrap]
     names = [n for n in ctx.tree_index.nodes_within(wrap.scope, ast.Name) if n.id == wrap.name]
+    # (A rebinding or a use on the other arm of the `if` that wrapped, `else: model = GPT(...)`, is
+    # not this wrapper's: scripts.exclusive.)
+    other_arm = (lambda node: facts.exclusive(wrap.origin, node)) if wrap.origin is not None else (lambda node: False)
     end = float("inf")
     for node in names:
         parent = ctx.parent(node)
         if isinstance(node.ctx, ast.Store) and node.lineno > wrap.start and isinstance(parent, ast.Assign) \
-                and not any(isinstance(n, ast.Name) and n.id == wrap.name for n in ast.walk(parent.value)):
+                and not any(isinstance(n, ast.Name) and n.id == wrap.name for n in ast.walk(parent.value)) \
+                and not other_arm(node):
             end = min(end, node.lineno)
     return [n for n in names if isinstance(n.ctx, ast.Load) and wrap.start < n.lineno < end
-            and facts.scope_of(n) is wrap.scope]
+            and facts.scope_of(n) is wrap.scope and not other_arm(n)]
 
 
 # Methods of a logger (`logger.info(model)` prints the module; it never calls it).

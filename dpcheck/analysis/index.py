@@ -1234,7 +1234,8 @@ class ClassIndex:
     def _wrapper_call_passes(self, name: str, param: str, position: str, trail: frozenset[str]) -> bool:
         """May some call through a DataParallel wrapper of the class pass forward's parameter? True
         unless every wrap site of the scanned files is traced to its class and its calls are read."""
-        if UNKNOWN_CALLER in self._wrapper_calls or self._wrap_candidates or self._unresolved_wraps \
+        if any(entry == UNKNOWN_CALLER or self.condition(entry) for entry in self._wrapper_calls.get(UNKNOWN_CALLER, ())) \
+                or self._wrap_candidates or self._unresolved_wraps \
                 or any(self.lookup(n) is None for n in list(self._wrapped_names)):
             return True
         calls = [call for callee, found in list(self._wrapper_calls.items())
