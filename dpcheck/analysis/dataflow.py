@@ -394,20 +394,28 @@ def _is_scripting_test(test: ast.AST) -> bool:
 
 
 def stacks_new_leading_dim(call: ast.Call, fn: FunctionInfo, derived: dict[str, bool] | None = None) -> bool:
-    """`torch.stack(items)` on dim 0 of a list built per layer, step or stream (not per sample).
+    """`torch.stack(items)` on dim 0 of a list built per layer, step or stream (not per sample), or
+    `torch.cat` on dim 0 of such a list whose every item is given a new dim 0 (`torch.cat([h.unsqueeze(0)
+    for h in hidden_states[-4:]], 0)`, the last layers stacked: vert-papers' span encoder).
 
     The new dim 0 indexes the list: it is the batch only when the list holds one entry per
     sample (`[f(s) for s in x]`, a loop over the batch appending `h[i]`).
     """
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name != "stack" or not call.args or not (isinstance(func, ast.Name) or (
+    if name not in ("stack", "cat") or not call.args or not (isinstance(func, ast.Name) or (
             isinstance(func.value, ast.Name) and func.value.id == "torch")):
         return False
     dim = dim_argument(call, 1)
     if dim is not None and not (isinstance(dim, ast.Constant) and dim.value == 0):
         return False
-    return _per_step_list(call.args[0], fn, batch_derived(fn) if derived is None else derived)
+    items = call.args[0]
+    if name == "cat" and not (
+            isinstance(items, ast.ListComp) and isinstance(items.elt, ast.Call) and _new_leading_axis(items.elt)
+            or isinstance(items, ast.List) and items.elts and all(
+                isinstance(item, ast.Call) and _new_leading_axis(item) for item in items.elts)):
+        return False
+    return _per_step_list(items, fn, batch_derived(fn) if derived is None else derived)
 
 
 def _per_step_list(node: ast.AST, fn: FunctionInfo, derived: dict[str, bool]) -> bool:
