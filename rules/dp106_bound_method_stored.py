@@ -15,7 +15,9 @@ with the wrong weights. `Module.compile()` stores a compiled wrapper of the orig
 
 A bound method whose body reads nothing of the module (an activation, a pure function) is
 harmless today, whichever module it is bound to: info (advice), in case it later reads the
-module. An opt-in path is lighter too: a constructor option away from its default (also when the layer's
+module. So is one that reads of the module only plain attributes, as values (`self.kernel_size == 1`
+in nnsvs's `_same_padding`), none of them a layer, parameter, buffer or tensor and none stored by
+forward's code: `replicate` copies those by reference, so the method computes the same on either. An opt-in path is lighter too: a constructor option away from its default (also when the layer's
 builder in the same file passes its own default down) is a warning; compiling inside a method
 the user must call (`task.compile()`) is info, since it matters only where torch.compile and
 DataParallel are combined (see DP706).
@@ -81,6 +83,13 @@ class BoundMethodStored(Rule):
             for target, value, fn in facts.assignments:
                 why = _bound(value, fn, model)
                 if why:
+                    if why.startswith(_SHARED_READS):
+                        yield self.violation(target, f"`self.{name}` stores {why[len(_SHARED_READS):]}, bound to "
+                                             "the original module: harmless while that method reads only plain "
+                                             "attributes of the module, which DataParallel replicas share with the "
+                                             "original, but once it reads a layer, parameter or buffer they use the "
+                                             "original's", severity=Severity.INFO)
+                        continue
                     if why.startswith(_STATELESS):
                         yield self.violation(target, f"`self.{name}` stores {why[len(_STATELESS):]}, bound to the "
                                              "original module: harmless while that method reads nothing of the "
@@ -117,6 +126,9 @@ class BoundMethodStored(Rule):
 
 # Marks a bound method whose body never reads the module: latent, not broken.
 _STATELESS = "stateless:"
+# A method that reads of the module only plain attributes (not layers, parameters or buffers) that
+# forward's code never stores: see _reads_shared_attributes_only.
+_SHARED_READS = "shared-reads:"
 
 
 def _bound(value, fn, model) -> str | None:
@@ -130,6 +142,8 @@ def _bound(value, fn, model) -> str | None:
         method = model.find_method(attr) if attr is not None else None
         if method is not None and not model.has_property(attr) and not any(
                 ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
+            if _uses_self(method) and _reads_shared_attributes_only(method, model):
+                return f"{_SHARED_READS}the bound method `self.{attr}`"
             return f"{'' if _uses_self(method) else _STATELESS}the bound method `self.{attr}`"
         owner = fn.self_attr(value.value)
         if value.attr in ("forward", "__call__") and owner is not None and not _weightless(model, owner):
@@ -159,6 +173,34 @@ def _uses_self(method) -> bool:
     if any(ast.unparse(d) in ("staticmethod", "classmethod") for d in method.node.decorator_list):
         return False
     return any(method.is_self(n) for n in method.nodes(ast.Name))
+
+
+def _reads_shared_attributes_only(method, model) -> bool:
+    """Does the method use the module only to read plain attributes (`self.kernel_size == 1`,
+    `(self.kernel_size - 1) // 2`: nnsvs's `_same_padding`) as values, none of them a parameter,
+    buffer or layer, none stored by forward's code, none called or read into? `replicate` copies a
+    module's plain attributes by reference, so such a method computes the same bound to the original
+    as bound to a replica."""
+    reachable = {id(fn.node) for fn in model.reachable}
+    for node in method.nodes(ast.Name):
+        if not method.is_self(node):
+            continue
+        read = method.parent(node)
+        if not (isinstance(read, ast.Attribute) and isinstance(read.ctx, ast.Load)) \
+                or isinstance(method.parent(read), (ast.Attribute, ast.Call, ast.Subscript)):
+            return False  # `self` handed on, `self.fc(x)`, `self.fc.weight`, `self.table[i]`
+        facts = model.attrs.get(read.attr)
+        if facts is None or not facts.assignments or facts.kinds & _HELD_PER_REPLICA:
+            return False
+        stores = model.self_stores.get(read.attr)
+        if stores is None or any(id(store.fn.node) in reachable for store in stores):
+            return False
+    return True
+
+
+# What `replicate` gives each replica its own copy of (or may: a class not known to be no module).
+_HELD_PER_REPLICA = frozenset({"parameter", "buffer", "module", "maybe_module", "tensor", "scalar_tensor",
+                               "container"})
 
 
 def _weightless(model, attr: str) -> bool:
