@@ -6,6 +6,10 @@ registered anywhere in the file, whose body assigns to `self.x`, writes into a
 container on `self`, or writes into a container from an enclosing scope
 (`features[name] = output`, `activations.append(output)`).
 
+A hook that only resets state to a constant (`self._linearized_weight = None`, clearing an inference
+cache in a backward hook: nnsvs's wavenet convolution) is not reported: every replica writes the same
+value, so no chunk of the batch is kept.
+
 A hook that a method registers and removes again before returning (its handle's `.remove()`
 called there, or the handle used as a `with` context), in a method forward does not reach, is
 not reported: an attention or Grad-CAM probe that runs the module itself in between fires only
@@ -144,6 +148,8 @@ class HookWritesSharedState(Rule):
                         and isinstance(sub.args[0], ast.Name) and sub.args[0].id == self_name:
                     yield self._finding(sub, self_name)
                 continue
+            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Constant):
+                continue  # a reset to a constant (`self._cache = None`): every replica writes the same value
             targets = sub.targets if isinstance(sub, ast.Assign) else [sub.target]
             for target in targets:
                 if isinstance(target, (ast.Attribute, ast.Subscript)):

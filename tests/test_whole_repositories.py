@@ -45,3 +45,37 @@ def test_dp303_factory_returned_by_a_layer_built_in_another_file_is_not_reported
     # its output never reaches DataParallel's gather. Wrapped itself, the same return is an error.
     assert found("fixtures/dp303/grouplayerpkg", "DP303") == []
     assert found("fixtures/dp303/groupwrappedpkg", "DP303") == [("DP303", "error", "flagged_grouping.py", 11)]
+
+
+def test_dp401_wrapper_handed_to_a_function_of_the_script_that_never_passes_targets_is_advice():
+    # Understanding-Jailbreaks' evals (session 39): the wrapper is built on one arm of an `if` and the
+    # bare model on the other, both handed to the script's own `evaluate(model, ...)`, which calls it
+    # for its logits; a second wrapper is only loaded and put in eval mode, the config comes from a
+    # getter of the model class, and the model file's `from_pretrained` returns an instance it builds.
+    assert found("fixtures/dp401/targetshandedpkg", "DP401") == [("DP401", "info", "model.py", 29)]
+    assert found("fixtures/dp401/targetshandedpassedpkg", "DP401") == [("DP401", "error", "flagged_model.py", 29)]
+
+
+def test_dp601_sum_over_layers_concatenated_on_a_new_leading_axis_is_not_reported():
+    # vert-papers' span encoder (session 39): `torch.cat([h.unsqueeze(0) for h in hidden_states[-4:]], 0)`
+    # stacks the last layers on a new dim 0, so the sum over dim 0 adds layers, per sample.
+    assert found("fixtures/dp601/safe_layers_concatenated_on_new_axis.py", "DP601") == []
+    assert found("fixtures/dp601/flagged_samples_concatenated_on_new_axis.py", "DP601") == [
+        ("DP601", "error", "flagged_samples_concatenated_on_new_axis.py", 15)]
+
+
+def test_dp106_bound_method_reading_only_plain_attributes_is_advice():
+    # nnsvs's transformer FFN (session 39): `self.padding = self._same_padding`, which reads of the
+    # module only `self.kernel_size`, an int replicas share with the original; its look-alike also
+    # reads a Parameter, which every replica would take from the original.
+    assert found("fixtures/dp106/flagged_bound_method_reading_attributes.py", "DP106") == [
+        ("DP106", "error", "flagged_bound_method_reading_attributes.py", 34),
+        ("DP106", "info", "flagged_bound_method_reading_attributes.py", 15)]
+
+
+def test_dp104_hook_that_resets_state_to_a_constant_is_not_reported():
+    # nnsvs's wavenet Conv1d (session 39): a backward hook that clears an inference cache to None
+    # writes the same value from every replica; the look-alike keeps the replica's gradient.
+    assert found("fixtures/dp104/safe_hook_resets_cache.py", "DP104") == []
+    assert found("fixtures/dp104/flagged_hook_keeps_gradient.py", "DP104") == [
+        ("DP104", "error", "flagged_hook_keeps_gradient.py", 14)]
