@@ -22,8 +22,8 @@ the replicas too: their reductions count (TimesNet's `FFT_for_Period(x)`, whose
 `abs(xf).mean(0)` picks the periods every sample is reshaped by, from the replica's slice).
 
 A reduction over one sample's rows of a packed tensor is per sample, not across the batch:
-`h.narrow(0, start, n).mean(0)` where `start` or `n` is bound per iteration of a loop over the
-batch (see DP404 for the lists that count as one entry per sample). So is a reduction over a new
+`h.narrow(0, start, n).mean(0)` or `rep[scope[i][0]:scope[i][1]].sum(0)` where a bound is bound per
+iteration of a loop over the batch (OpenNRE's bags of sentences) (see DP404 for the lists that count as one entry per sample). So is a reduction over a new
 leading dim that a `torch.stack` of a list per layer or step makes, or a `torch.cat` on dim 0 of such
 a list whose items are each given a new dim 0 (`torch.cat([h.unsqueeze(0) for h in hidden_states[-4:]],
 0).sum(0)`: the last layers added up, per sample).

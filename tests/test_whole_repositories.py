@@ -79,3 +79,12 @@ def test_dp104_hook_that_resets_state_to_a_constant_is_not_reported():
     assert found("fixtures/dp104/safe_hook_resets_cache.py", "DP104") == []
     assert found("fixtures/dp104/flagged_hook_keeps_gradient.py", "DP104") == [
         ("DP104", "error", "flagged_hook_keeps_gradient.py", 14)]
+
+
+def test_dp601_sum_over_one_bags_rows_in_a_loop_over_the_bags_is_not_reported():
+    # OpenNRE's BagAttention (session 39): `rep[scope[i][0]:scope[i][1]]` in `for i in range(len(scope))`
+    # is one bag's sentences, and the weights the same loop binds are that bag's too (though the
+    # name holds every bag's on another path); the look-alike's slice spans every bag of the chunk.
+    assert found("fixtures/dp601/safe_bag_rows_summed_per_bag.py", "DP601") == []
+    assert found("fixtures/dp601/flagged_rows_summed_across_bags.py", "DP601") == [
+        ("DP601", "error", "flagged_rows_summed_across_bags.py", 20)]

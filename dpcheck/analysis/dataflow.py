@@ -78,10 +78,15 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         value = node.value
         if value is None:
             continue
-        sources = [derived[n.id] for n in fn.nodes_under(value, ast.Name) if n.id in derived]
-        if not sources:
+        names = [n for n in fn.nodes_under(value, ast.Name) if n.id in derived]
+        if not names:
             continue
-        batch_major = all(sources) and not any(moves_batch_dim(n, fn) for n in fn.nodes_under(value, ast.Attribute)) \
+        # One sample's rows (`rep[scope[i][0]:scope[i][1]]` in a loop over the bags) are no batch.
+        rows = {id(n) for sub in fn.nodes_under(value, ast.Subscript) if _per_sample_rows(sub, fn)
+                for n in fn.nodes_under(sub, ast.Name)} if any(isinstance(n, ast.Slice) for n in ast.walk(value)) else ()
+        sources = [derived[n.id] for n in names if id(n) not in rows]
+        batch_major = bool(sources) and all(sources) \
+            and not any(moves_batch_dim(n, fn) for n in fn.nodes_under(value, ast.Attribute)) \
             and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
             and not _chain_drops_batch_dim(value) and not _sized_apart_from_batch(value)
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -178,7 +183,33 @@ def is_batch_tensor(node: ast.AST, fn: FunctionInfo) -> bool:
                                            or _per_sample_slice(base, fn)):
             return False
         base = base.func if isinstance(base, ast.Call) else base.value
-    return isinstance(base, ast.Name) and derived.get(base.id, False)
+    if not (isinstance(base, ast.Name) and derived.get(base.id, False)):
+        return False
+    rows = fn.fact(_row_bindings)
+    if base.id in rows:  # (the derived map is one answer per name; a name bound to one sample's rows here)
+        binding = reaching_assignment(fn, base.id, base)
+        return binding is None or id(binding) not in rows[base.id]
+    return True
+
+
+def _row_bindings(fn: FunctionInfo) -> dict[str, set[int]]:
+    """Local name -> the assignments that bind it to one sample's rows (``_per_sample_rows``) and to
+    nothing else of forward's inputs (`softmax_att_score = self.softmax(att_score[scope[i][0]:
+    scope[i][1]])` in OpenNRE's loop over the bags), where the same name holds the batch elsewhere."""
+    if not fn.nodes(ast.Slice):
+        return {}
+    derived = batch_derived(fn)
+    found: dict[str, set[int]] = {}
+    for node in fn.nodes(ast.Assign):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            continue
+        subs = [sub for sub in fn.nodes_under(node.value, ast.Subscript) if _per_sample_rows(sub, fn)]
+        if not subs:
+            continue
+        inside = {id(n) for sub in subs for n in fn.nodes_under(sub, ast.Name)}
+        if not any(derived.get(n.id) and id(n) not in inside for n in fn.nodes_under(node.value, ast.Name)):
+            found.setdefault(node.targets[0].id, set()).add(id(node))
+    return found
 
 
 _LOOPS = (ast.For, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
@@ -194,7 +225,25 @@ def _per_sample_slice(call: ast.Call, fn: FunctionInfo) -> bool:
             and dim.value == 0 and not isinstance(dim.value, bool)):
         return False
     bounds = {n.id for arg in passed_values(call)[1:] for n in ast.walk(arg) if isinstance(n, ast.Name)}
-    node = fn.parent(call)
+    return _bound_per_sample(bounds, call, fn)
+
+
+def _per_sample_rows(node: ast.AST, fn: FunctionInfo) -> bool:
+    """`rep[scope[i][0]:scope[i][1]]`, a slice of dim 0 whose bounds are bound per iteration of a loop
+    over the batch: one sample's rows of a packed tensor (OpenNRE's bag of sentences), as
+    ``_per_sample_slice`` reads `narrow`."""
+    if not isinstance(node, ast.Subscript):
+        return False
+    index = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) and node.slice.elts else node.slice
+    if not isinstance(index, ast.Slice) or index.lower is None or index.upper is None:
+        return False
+    bounds = {n.id for part in (index.lower, index.upper) for n in ast.walk(part) if isinstance(n, ast.Name)}
+    return _bound_per_sample(bounds, node, fn)
+
+
+def _bound_per_sample(bounds: set[str], node: ast.AST, fn: FunctionInfo) -> bool:
+    """Is one of the names ``bounds`` a target of a loop or comprehension over the batch around ``node``?"""
+    node = fn.parent(node)
     while node is not None:
         if isinstance(node, _LOOPS):
             for loop in [node] if isinstance(node, ast.For) else node.generators:
