@@ -327,3 +327,16 @@ def test_a_constant_false_passes_nothing_to_a_parameter_that_defaults_to_false()
     assert len(kept("self.post(x, lengths, x.is_packed)")) == 1
     # A None default tells False apart: `if lengths is not None:` takes a False.
     assert len(_kept(_caller("self.post(x, lengths=False)"))) == 1
+
+
+def test_a_wrapper_handed_to_a_function_of_the_script_is_called_as_it_calls_its_parameter():
+    # Understanding-Jailbreaks' evals (session 39): the function's own calls are the wrapper's.
+    handed = _result("import torch.nn as nn\nfrom net import Net\n\n\ndef evaluate(model, batches):\n"
+                     "    for x in batches:\n        model(x)\n\n\nmodel = nn.DataParallel(Net())\n"
+                     "evaluate(model, [])\n", "train")
+    assert handed.wrapper_calls == {"net.Net": ["#1"]}
+    # A function that hands its parameter to itself is not followed around the cycle: unknown.
+    recursive = _result("import torch.nn as nn\nfrom net import Net\n\n\ndef run(model, depth):\n"
+                        "    if depth:\n        return run(model, depth - 1)\n    return model(depth)\n\n\n"
+                        "model = nn.DataParallel(Net())\nrun(model, 3)\n", "train")
+    assert "*" in recursive.wrapper_calls

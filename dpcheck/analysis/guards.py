@@ -609,7 +609,7 @@ def _handed_traced(wrap, ctx: FileContext, facts, trail: frozenset) -> bool:
             source = facts.wrap_for(arg)
             if source is None or not any(use is arg for use in _wrapper_uses(source, ctx, facts)):
                 return False
-            if not (_handed_traced(source, ctx, facts, trail | {wrap.scope}) and source.scope not in trail
+            if not (source.scope not in trail | {wrap.scope} and _handed_traced(source, ctx, facts, trail | {wrap.scope})
                     if source.parameter else set(classes_of(source.inner, source.call, ctx)) - {""}):
                 return False
     return True
