@@ -90,7 +90,7 @@ class PythonListArgument(Rule):
             return
         facts = script_facts(ctx)
         for call in ctx.nodes(ast.Call):
-            if facts.wrap_for(call.func) is None:
+            if facts.called_wrap(call) is None:
                 continue
             lists = _ListFinder(call, ctx)
             for arg in [*call.args, *(k.value for k in call.keywords)]:
@@ -243,6 +243,10 @@ def _subscripts_with(loop: ast.For, index: str, derived, param: str) -> bool:
     return False
 
 
+def _empty_list(node: ast.AST) -> bool:
+    return isinstance(node, ast.List) and not node.elts
+
+
 class _ListFinder:
     """Finds, in one argument of a wrapper call, a Python list of per-sample values."""
 
@@ -294,6 +298,47 @@ class _ListFinder:
                     if inner is value:
                         return f"`{node.id}`, {why},"
                     return f"`{node.id}`, which holds {why.rstrip(',')},"
+            if (value is None or _empty_list(value)) and self._appended_python_values(node.id):
+                return f"`{node.id}`, a list filled with Python values by `.append`,"
+        return None
+
+    def _appended_python_values(self, name: str) -> bool:
+        """Is ``name`` a list of Python values built in the call's function: every binding of it there
+        is a list literal of them (`cxts = []`, also again after each batch, so that no one binding
+        reaches the call), and the function only appends or inserts Python values into it
+        (`cxts.append(ss[0].strip())`), at least once?"""
+        scope = self.ctx.enclosing(self.call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if scope is None or name in {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}:
+            return False
+        appended = False
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+                value = self._assigned(node)
+                if not (isinstance(value, ast.List) and all(self._scalar(e) for e in value.elts)):
+                    return False  # (a loop target, an unpacking, `+=`, `del`, a `with ... as`)
+            elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+                return False
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name:
+                call = self.ctx.parent(node)
+                if node.attr in ("append", "insert", "extend", "__setitem__", "__iadd__"):
+                    if not (node.attr in ("append", "insert") and isinstance(call, ast.Call) and call.func is node
+                            and call.args and self._scalar(call.args[-1])):
+                        return False
+                    appended = True
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
+                    and not isinstance(node.ctx, ast.Load):
+                return False  # (`cxts[i] = tensor`)
+        return appended
+
+    def _assigned(self, target: ast.Name) -> ast.AST | None:
+        """The value a plain assignment binds to ``target``: `x = value`, or `a, x = [], []`."""
+        parent = self.ctx.parent(target)
+        if isinstance(parent, ast.Assign) and target in parent.targets:
+            return parent.value
+        holder = self.ctx.parent(parent) if isinstance(parent, ast.Tuple) else None
+        if isinstance(holder, ast.Assign) and parent in holder.targets and isinstance(holder.value, ast.Tuple) \
+                and len(holder.value.elts) == len(parent.elts):
+            return holder.value.elts[parent.elts.index(target)]
         return None
 
     def _tensor(self, node) -> bool:

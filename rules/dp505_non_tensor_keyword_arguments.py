@@ -80,7 +80,7 @@ class NonTensorKeywordArguments(Rule):
             if not call.args or not call.keywords or any(isinstance(a, ast.Starred) for a in call.args) \
                     or any(k.arg is None for k in call.keywords):
                 continue  # no positional batch, no keyword, or `**kwargs` of unknown values
-            wrap = facts.wrap_for(call.func)
+            wrap = facts.called_wrap(call)
             if wrap is None or "scatter" in wrap.source.note:
                 continue  # not a wrapper, or one whose own scatter decides
             constants = [k for k in call.keywords if _constant(k.value, call, ctx)]

@@ -95,7 +95,7 @@ class GraphObjectArgument(Rule):
             return
         facts = script_facts(ctx)
         for call in ctx.nodes(ast.Call):
-            wrap = facts.wrap_for(call.func)
+            wrap = facts.called_wrap(call)
             if wrap is None or "scatter" in wrap.source.note:
                 continue  # not a wrapper, or one whose own scatter decides
             subclasses = sorted(c.partition(":")[2] for c in wrap.source.requires if c.startswith("dp:"))

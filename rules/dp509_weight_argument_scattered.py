@@ -87,7 +87,7 @@ class WeightArgumentScattered(Rule):
         for call in ctx.nodes(ast.Call):
             if not (call.args or call.keywords):
                 continue
-            wrap = facts.wrap_for(call.func)
+            wrap = facts.called_wrap(call)
             if wrap is None or wrap.inner is None or "scatter" in wrap.source.note:
                 continue
             name = _wrapped_class(wrap, call, facts, ctx)

@@ -124,7 +124,7 @@ class WrappedStateDict(Rule):
         maybe_bare = [] if round_trip else resumes
         loaders = tuple(frozenset({f"{PREFIX_KEPT}:{name}"}) for name in loader_calls(ctx)) if saves_wrapped else ()
         # A wrapper that is never called was made to write the prefix on purpose (a conversion script).
-        called = {id(w.source.call) for c in ctx.nodes(ast.Call) for w in [facts.wrap_for(c.func)] if w is not None}
+        called = {id(w.source.call) for c in ctx.nodes(ast.Call) for w in [facts.called_wrap(c)] if w is not None}
         for node, wrap in saves_wrapped:
             if (loads_bare or not round_trip) and id(wrap.source.call) in called:
                 if loads_bare:

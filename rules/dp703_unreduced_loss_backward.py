@@ -162,7 +162,7 @@ def _output_of(node, facts, line):
             isinstance(node, ast.Attribute) and node.attr in ("mean", "sum")):
         node = node.value
     if isinstance(node, ast.Call):
-        return facts.wrap_for(node.func)
+        return facts.called_wrap(node)
     if isinstance(node, ast.Name):
         scope = facts.scope_of(node)
         last = None

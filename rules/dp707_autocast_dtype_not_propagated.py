@@ -70,8 +70,8 @@ class AutocastDtypeNotPropagated(Rule):
                 continue
             for stmt in node.body:
                 for call in ast.walk(stmt):
-                    if isinstance(call, ast.Call) and facts.wrap_for(call.func) is not None:
-                        wrap = facts.wrap_for(call.func)
+                    if isinstance(call, ast.Call) and facts.called_wrap(call) is not None:
+                        wrap = facts.called_wrap(call)
                         yield self.violation(call, f"`{ast.unparse(call.func)}` is DataParallel-wrapped and "
                                              f"called under autocast with dtype={dtype}: the replica threads "
                                              "get only `enabled`, and compute in float16", severity=severity,

@@ -684,6 +684,15 @@ class ScriptFacts:
             return Wrap(text, Source(guard), self.scope_of(node), guard.lineno, float("inf"), guard)
         return None
 
+    def called_wrap(self, call: ast.Call) -> Wrap | None:
+        """The wrapper a call runs through: `model(x)`, or `model.forward(x)`: DataParallel's own
+        `forward` is what calling the wrapper runs (scatter, replicate, parallel_apply, gather), so
+        the arguments reach the replicas the same way."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value
+        return self.wrap_for(func)
+
     def _may_run(self, node: ast.AST) -> bool:
         """Is the function around ``node`` public, special, or named somewhere in this file (a private
         method no call reaches from here runs only if another file calls it)?"""
