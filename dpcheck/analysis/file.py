@@ -46,8 +46,8 @@ from dpcheck.analysis.scripts import (
 from dpcheck.analysis.source import SourceFile, suppressed
 from dpcheck.analysis.tree import TreeIndex, statement_nodes
 from dpcheck.analysis.handed import handed_calls, records_calls
-from dpcheck.analysis.wrapping import (function_returns, harness_of, summarize_construction, summarize_wrapping,
-                                       untraced_functions, replicates_by_hand)
+from dpcheck.analysis.wrapping import (function_returns, harness_of, method_returns, summarize_construction,
+                                       summarize_wrapping, untraced_functions, replicates_by_hand)
 from dpcheck.constants import INTERNAL_ERROR, NOTEBOOK_SUFFIX, SYNTAX_ERROR
 from dpcheck.findings import Edit, Finding, Severity
 from dpcheck.record import field, record, replace
@@ -209,6 +209,9 @@ class FileResult:
     # Its module-level functions whose returns are not all traced (a module loaded by a computed
     # name may be asked for one of them: wrapping.MODULES_LEAF).
     untraced_functions: list[str] = field(default_factory=list)
+    # The methods of its classes without a forward that return a value, `<module>.<Class>.<method>` ->
+    # their returns' leaves, or `?` where one is not traced (wrapping.method_returns).
+    method_returns: dict[str, list[str]] = field(default_factory=dict)
     # Its module classes whose forward returns, on every return, a value gather cannot take apart
     # (outputs.non_tensor_forwards).
     non_tensor_forwards: list[str] = field(default_factory=list)
@@ -289,6 +292,8 @@ class FileResult:
                 **({"calls_recorded": True} if self.calls_recorded else {}),
                 **({"handed_calls": " ".join(self.handed_calls)} if self.handed_calls else {}),
                 **({"untraced_functions": " ".join(self.untraced_functions)} if self.untraced_functions else {}),
+                **({"method_returns": {k: " ".join(v) for k, v in self.method_returns.items()}}
+                   if self.method_returns else {}),
                 **({"trains": True} if self.trains else {}),
                 **({"replicates": True} if self.replicates else {})}
 
@@ -349,6 +354,7 @@ class FileResult:
                    calls_recorded=bool(data.get("calls_recorded", False)),
                    handed_calls=str(data.get("handed_calls", "")).split(),
                    untraced_functions=str(data.get("untraced_functions", "")).split(),
+                   method_returns={str(k): str(v).split() for k, v in dict(data.get("method_returns", {})).items()},
                    non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split(),
                    trains=bool(data.get("trains", False)),
                    replicates=bool(data.get("replicates", False)))
@@ -590,6 +596,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         if ctx.module_functions:
             result.returns = function_returns(ctx)
             result.untraced_functions = untraced_functions(ctx, result.returns)
+        if ctx.classes and "return" in text:
+            result.method_returns = method_returns(ctx)
         if "Parallel" in text:
             result.dataparallel_attributes = dataparallel_attributes(ctx)
         # and which of its classes' properties take `next(self.parameters())` (a mixin without

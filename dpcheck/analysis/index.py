@@ -86,7 +86,7 @@ from dpcheck.analysis.scripts import (
 from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
 from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
 from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION,
-                                       MODULES_LEAF, PART_LEAF, UNTRACED_ITEM)
+                                       MODULES_LEAF, OVERRIDE_LEAF, PART_LEAF, UNTRACED_ITEM)
 from dpcheck.constants import DATAPARALLEL_CLASSES, TRAINER_NAME_PACKAGES, TRAINER_PACKAGES
 from dpcheck.findings import Finding
 
@@ -130,6 +130,8 @@ class ClassIndex:
         self._wrap_candidates: list[list[str]] = []  # wrapping.wrap_candidates of every file
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
         self._untraced_functions: set[str] = set()  # the other module-level functions (wrapping.untraced_functions)
+        self._method_returns: dict[str, list[str]] = {}  # builder methods -> their leaves (wrapping.method_returns)
+        self._settled: frozenset[str] | None = None  # (_settled_wrapped)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
         self._unused: set[str] = set()
         # Classes their own file never names, capitalised names the files mention, and whether a
@@ -304,6 +306,7 @@ class ClassIndex:
         self._wrap_candidates.extend(result.wrap_candidates)
         self._returns.update(result.returns)
         self._untraced_functions.update(result.untraced_functions)
+        self._method_returns.update(result.method_returns)
         self._unused.update(result.unused)
         self._unnamed.update(result.unnamed)
         self._mentions.update(result.mentions)
@@ -654,7 +657,16 @@ class ClassIndex:
                                     for names, stars in ((self._wrapped_names | self._item_wrapped(), True),
                                                          (self._submodule_names, False)))
         wrapped, submodules = self._canonical
-        return name in wrapped or name not in submodules
+        return name in wrapped or name not in submodules or name in self._settled_wrapped()
+
+    def _settled_wrapped(self) -> frozenset[str]:
+        """The classes that wrap sites traced through builders hold (a function of another file, a
+        method a subclass overrides: ``_uses``'s roots), also where some module builds them as a layer."""
+        if self._settled is None:
+            if self._used is None:
+                self._used = self._classes_in_use()
+            self._settled = frozenset(self.lookup(n) or n for n in self._wrapped_roots)
+        return self._settled
 
     def in_model(self, name: str) -> bool:
         """Does some scanned file wrap this class, or build it inside a module (a layer, or a part
@@ -1010,6 +1022,14 @@ class ClassIndex:
                 classes += found[0]
                 parts += found[1]
                 continue
+            if leaf.startswith(OVERRIDE_LEAF):
+                found = None if leaf in trail else self._override_leaves(leaf[len(OVERRIDE_LEAF):], trail | {leaf},
+                                                                         is_part)
+                if found is None:
+                    return None
+                classes += found[0]
+                parts += found[1]
+                continue
             if leaf.startswith(HANDED_LEAF):
                 found = None if leaf in trail else self._handed_values(leaf[len(HANDED_LEAF):], trail | {leaf}, is_part)
                 if found is None:
@@ -1065,6 +1085,21 @@ class ClassIndex:
             found[0].extend(leaves[0])
             found[1].extend(leaves[1])
         return found if any_defines else None
+
+    def _override_leaves(self, text: str, trail: frozenset[str], part: bool) -> tuple[list[str], list[str]] | None:
+        """``_settle_leaves`` of `<Class>.<method>` (wrapping.OVERRIDE_LEAF): what the method returns in
+        the class and in every scanned subclass that defines it; None where one of them is not traced,
+        or where none returns anything."""
+        holder, _, method = text.rpartition(".")
+        leaves: list[str] = []
+        for key, returned in list(self._method_returns.items()):
+            owner, _, name = key.rpartition(".")
+            if name != method or not self._inherits(owner, holder):
+                continue
+            if UNTRACED_ITEM in returned:
+                return None
+            leaves += returned
+        return self._settle_leaves(leaves, trail, part) if leaves else None
 
     def _handed_values(self, text: str, trail: frozenset[str], part: bool) -> tuple[list[str], list[str]] | None:
         """``_settle_leaves`` of what every scanned call of a function or class hands its parameter

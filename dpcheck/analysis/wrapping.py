@@ -160,6 +160,10 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
                 parts.update((part, owner) for part in classes_of(arg, construction, ctx))
         if constructions:
             continue
+        overridden = _self_method_leaves(inner, call, ctx)
+        if overridden:
+            candidates.append(overridden)
+            continue
         # A lower-case name imported from another file may be a class (MEAL-V2's
         # `discriminatorLoss(d)`) or a builder function: recorded as wrapped all the same. The
         # project index counts only names that are classes as wrapped, and while a wrapped name
@@ -532,6 +536,10 @@ HANDED_LEAF = "handed:"
 # `modules:<package>.<name>`, what that name of every scanned module of the package builds, which the
 # project index settles.
 MODULES_LEAF = "modules:"
+# A leaf of ``wrap_candidates`` that the project index settles: what a method that a wrap site's class
+# calls on self returns, the class's own and every scanned subclass's override of it (``method_returns``):
+# `override:<module>.<Class>.<method>`.
+OVERRIDE_LEAF = "override:"
 # The function that loads a module by its dotted name, and what its name is spelt with.
 _IMPORT_BY_NAME = "importlib.import_module"
 _IMPORT_BY_NAME_TEXT = "import_module"
@@ -1122,6 +1130,47 @@ def untraced_functions(ctx: FileContext, returns: dict[str, list[str]]) -> list[
     return [f"{ctx.module}.{name}" for name in ctx.module_functions if f"{ctx.module}.{name}" not in returns]
 
 
+def method_returns(ctx: FileContext) -> dict[str, list[str]]:
+    """The methods of this file's classes that have no forward (a runner, an adapter, a trainer: not a
+    model, whose builder methods make its layers) and return a value, by `<module>.<Class>.<method>` ->
+    the leaves of their returns (``instance_leaves``), or ``UNTRACED_ITEM`` where one is not traced:
+    what a base class's `self.model = self._init_model()` then `DataParallel(self.model)` wraps where
+    each subclass, in this file or another, overrides `_init_model` (``OVERRIDE_LEAF``)."""
+    return ctx.fact(_find_method_returns)
+
+
+def _find_method_returns(ctx: FileContext) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for info in ctx.classes.values():
+        if "forward" in info.methods:
+            continue
+        for method, fn in info.methods.items():
+            if not isinstance(fn, ast.FunctionDef) or method.startswith("__") or not any(
+                    isinstance(stmt, ast.Return) and stmt.value is not None
+                    and not (isinstance(stmt.value, ast.Constant) and stmt.value.value is None)
+                    for stmt in _scope_statements(fn.body)):
+                continue  # (a base's `raise NotImplementedError` or `return None` builds nothing)
+            leaves = _returns_of(fn, ctx, 0)
+            found[f"{info.qualname}.{method}"] = sorted(set(leaves)) if leaves else [UNTRACED_ITEM]
+    return found
+
+
+def _self_method_leaves(inner: ast.AST | None, call: ast.Call, ctx: FileContext) -> list[str]:
+    """``OVERRIDE_LEAF`` leaves for a wrapped module that a method of this file's class gets from a
+    method of the same class on self (`self.model = self._init_model()`, then `DataParallel(self.model)`)
+    that the class defines: which class runs is decided by the subclass's override. Empty otherwise."""
+    leaves = []
+    for construction in _constructions_of(inner, call, ctx, imported_calls=True):
+        func = construction.func
+        owner = ctx.enclosing(construction, ast.ClassDef)
+        info = ctx.classes.get(owner.name) if owner is not None else None
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+                and info is not None and info.node is owner and func.attr in info.methods):
+            return []
+        leaves.append(f"{OVERRIDE_LEAF}{info.qualname}.{func.attr}")
+    return leaves
+
+
 def submodule_classes(ctx: FileContext) -> frozenset[str]:
     """Resolved names of classes this file builds inside an nn.Module of its own (other than itself),
     or whose instances a script of it passes to the constructor of the model it wraps."""
@@ -1398,6 +1447,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     summarize_mentions(ctx, ctx.fact(unnamed_classes), result)
     result.returns = function_returns(ctx)
     result.untraced_functions = untraced_functions(ctx, result.returns)
+    result.method_returns = method_returns(ctx)
     result.partial_batches = partial_batches(ctx)
     result.kept_modules = kept_modules(ctx)
     result.item_stores = item_stores(ctx)
