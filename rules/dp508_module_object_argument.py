@@ -101,7 +101,7 @@ def _wrapper_calls(ctx):
         for call in ctx.nodes(ast.Call):
             if not (call.args or call.keywords):
                 continue
-            wrap = facts.wrap_for(call.func)
+            wrap = facts.called_wrap(call)
             if wrap is None:
                 continue
             seen.add(id(call))
