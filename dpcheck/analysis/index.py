@@ -660,12 +660,17 @@ class ClassIndex:
         return name in wrapped or name not in submodules or name in self._settled_wrapped()
 
     def _settled_wrapped(self) -> frozenset[str]:
-        """The classes that wrap sites traced through builders hold (a function of another file, a
-        method a subclass overrides: ``_uses``'s roots), also where some module builds them as a layer."""
+        """The classes that wrap sites traced through a builder hold (a function of another file, a
+        method that subclasses override: each site's candidates, settled on their own, so that a site
+        traced counts where another is not), also where some module builds them as a layer."""
         if self._settled is None:
-            if self._used is None:
-                self._used = self._classes_in_use()
-            self._settled = frozenset(self.lookup(n) or n for n in self._wrapped_roots)
+            found: set[str] = set()
+            builders = [[CALL_LEAF + name] for name in list(self._wrapped_names) if self.lookup(name) is None]
+            for leaves in [*builders, *self._wrap_candidates]:
+                settled = self._settle_leaves(leaves)
+                if settled is not None:
+                    found.update(self.lookup(name) or name for name in settled[0])
+            self._settled = frozenset(found)
         return self._settled
 
     def in_model(self, name: str) -> bool:
