@@ -6,7 +6,10 @@ Flags `pad_packed_sequence(...)` in code that runs during `forward` without
 takes is left out: an optional argument no caller passes, and `if isinstance(x, PackedSequence):`
 on a forward input of the wrapped model, or of a layer in a file that packs no sequence
 (DataParallel's scatter never hands in a PackedSequence; a layer gets one only from code that packs).
-Nor is an unpacking whose padded length never leaves the replica: the output padded up to an
+Nor is an unpacking whose packed lengths were first shifted so that their longest spans the padded
+input (`lens = lens + x.size(1) - lens.max()`, then perhaps halved or cast): every replica's longest
+sequence is then the full padded width, and every replica pads to it. Nor is an unpacking whose padded
+length never leaves the replica: the output padded up to an
 argument's time length (`torch.cat` with padding up to `x_mask.size(1)`, or copied into
 `torch.zeros([B, C, m.shape[-1]])`: the argument is scattered whole along time), or used only as the
 input of a submodule of the file whose forward sums over the time dim, with any softmax weights
@@ -90,6 +93,8 @@ class PadPackedWithoutTotalLength(Rule):
                         continue  # padded up to the length every replica's argument shares
                     if _pooled_over_time_before_return(model, fn, call):
                         continue  # the padded time axis never leaves forward
+                    if _lengths_fill_the_width(fn, call, resolve):
+                        continue  # every replica's longest sequence spans the padded input's width
                     padded = _padded_input(fn, call, resolve)
                     fix = None if padded is None else self.offer_fix(
                         f"Pad to the input's length: `total_length={padded}`", Applicability.SAFE, total=padded)
@@ -188,6 +193,110 @@ def _unchanged_between(name, fn, first, later) -> bool:
         return name in parameters_of(fn)
     binding = reaching_binding(fn, name, later)
     return binding is not None and binding is reaching_binding(fn, name, first)
+
+
+def _lengths_fill_the_width(fn, pad_call, resolve) -> bool:
+    """Do the packs whose output ``pad_call`` unpacks (where the trace ends elsewhere, the function's
+    packs) all take lengths rebased to the padded width (``_rebased_lengths``)? pad_packed_sequence
+    pads to the longest packed length, which is then the same on every replica."""
+    packs = _packs_feeding(argument(pad_call, 0, "sequence"), fn, resolve, set()) or {
+        call for call in fn.nodes(ast.Call) if (resolve(call.func) or "").endswith("pack_padded_sequence")}
+    return bool(packs) and all(_rebased_lengths(fn, pack) for pack in packs)
+
+
+# Monotone steps a length may take after its rebasing (a cast, a move, a division by a constant
+# such as a pyramidal layer's halving): the longest stays the longest, mapped the same on every replica.
+_SAME_ORDER_METHODS = frozenset({"cpu", "cuda", "to", "long", "int", "float", "double", "detach", "clone"})
+_SAME_ORDER_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv)
+
+
+def _rebased_lengths(fn, pack) -> bool:
+    """Kids-reading-verification's pyramidal LSTM layers: the lengths a pack takes were bound by
+    `lens = lens + x.size(1) - lens.max()` (the time dim of the pack's layout), so the chunk's longest
+    sequence spans the padded width on every replica, followed back through rebindings of the same
+    name that keep the order of lengths (`lens = (lens / 2).long()`, `lens.cpu()`)."""
+    batch_first = keyword(pack, "batch_first")
+    if batch_first is None and len(pack.args) > 2:
+        batch_first = pack.args[2]
+    time_dim = 1 if is_true(batch_first) else 0
+    node, at = argument(pack, 1, "lengths"), pack
+    for _ in range(8):
+        name = _order_kept(node)
+        if name is None:
+            return False
+        binding = reaching_binding(fn, name, at)
+        if not isinstance(binding, ast.Assign):
+            return False  # a parameter, or several bindings may reach
+        if _shifted_to_width(binding.value, name, time_dim):
+            return True
+        node, at = binding.value, binding.value
+        if _order_kept(node) != name:
+            return False
+    return False
+
+
+def _order_kept(node) -> str | None:
+    """The name ``node`` computes from through ``_SAME_ORDER_METHODS`` and arithmetic with a
+    positive constant (`(lens / 2).long()`: `lens`), or None."""
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _SAME_ORDER_METHODS:
+            node = node.func.value
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, _SAME_ORDER_OPS) \
+                and _positive_constant(node.right):
+            node = node.left
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)) \
+                and _positive_constant(node.left):
+            node = node.right
+        else:
+            return None
+
+
+def _positive_constant(node) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value > 0
+
+
+def _shifted_to_width(value, name: str, time_dim: int) -> bool:
+    """`name + x.size(d) - name.max()` in any order of its terms (`.max()`, `max(name)`,
+    `torch.max(name)`, `.item()` after it), with d the time dim of the packed layout."""
+    terms: list[tuple[int, ast.AST]] = []
+
+    def flatten(node, sign):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            flatten(node.left, sign)
+            flatten(node.right, sign if isinstance(node.op, ast.Add) else -sign)
+        else:
+            terms.append((sign, node))
+
+    flatten(value, 1)
+    if len(terms) != 3:
+        return False
+    kinds = sorted((sign, _term_kind(node, name, time_dim)) for sign, node in terms)
+    return kinds == [(-1, "max"), (1, "name"), (1, "width")]
+
+
+def _term_kind(node, name: str, time_dim: int) -> str | None:
+    if isinstance(node, ast.Name):
+        return "name" if node.id == name else None
+    if _size_owner(node) is not None:  # `x.size(d)`, `x.shape[d]`
+        index = node.slice if isinstance(node, ast.Subscript) else node.args[0] if len(node.args) == 1 else None
+        return "width" if isinstance(index, ast.Constant) and index.value == time_dim else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" \
+            and not node.args:
+        node = node.func.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "max" \
+            and not node.args and not node.keywords and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id == name:
+        return "max"  # `name.max()`
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords \
+            and isinstance(node.args[0], ast.Name) and node.args[0].id == name \
+            and (isinstance(node.func, ast.Name) and node.func.id == "max"
+                 or isinstance(node.func, ast.Attribute) and node.func.attr == "max"
+                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        return "max"  # `max(name)`, `torch.max(name)`
+    return None
 
 
 def _from_lengths(node, fn, depth) -> bool:
