@@ -37,6 +37,12 @@ class passes that option a value that can turn it on (every call leaves it out o
 constant False: `self.branch(x, use_prior=False)`), the path never runs in the scanned program:
 advice only (info).
 
+Not reported where forward only iterates a vector made on the CPU (`for freq in self.freqs:` over
+`torch.linspace(...)`, a Fourier embedding's frequency bands) and uses each element only in arithmetic
+with a tensor (`freq * x`): the elements are 0-dim CPU tensors, which CUDA ops take as scalars on
+any device. A vector made on a GPU, or an element used otherwise (concatenated, indexed with),
+stays reported.
+
 Not reported when forward only hands values computed from the tensor to its layers
 (`weights = F.softmax(self.alphas, dim=-1)`, then `cell(x, weights)`) and the layers of the
 same file move what they are handed to their input's device (`w.to(x.device)`), as the
@@ -122,6 +128,8 @@ class PlainTensorAttribute(Rule):
                         moved.add(name)  # `self.freqs.to(x.device)`: follows the replica
                     elif _fallback_when_no_target(fn, node) or _rebound_moved_before(model, fn, node, name):
                         moved.add(name)
+                    elif _iterated_into_scalars(fn, node) and _cpu_vector(model, candidates[name]):
+                        moved.add(name)  # its 0-dim CPU elements are scalars to CUDA ops on any device
                     else:
                         used.add(name)
                         reads.setdefault(name, []).append((fn, node))
@@ -240,6 +248,72 @@ def _seeded_by_setup_method(model, name, assignments) -> str | None:
             if any(fn.self_attr(t) == name for t in node.targets):
                 return sorted(tensor_writers)[0]
     return None
+
+
+def _iterated_into_scalars(fn, node) -> bool:
+    """`for freq in self.freqs:` (or a comprehension over it) whose variable is read only as an
+    operand of arithmetic that also has another operand, neither a constant nor the variable (`f(freq * x)`):
+    each element is a 0-dim tensor combined with a tensor as a scalar, never used on its own."""
+    loop = fn.parent(node)
+    if not (isinstance(loop, (ast.For, ast.comprehension)) and loop.iter is node and isinstance(loop.target, ast.Name)):
+        return False
+    var = loop.target.id
+    scope = loop.body if isinstance(loop, ast.For) else [fn.parent(loop)]
+    reads = [n for stmt in scope for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id == var]
+    if not reads or any(not isinstance(n.ctx, ast.Load) for n in reads):
+        return False
+    for read in reads:
+        top, parent = read, fn.parent(read)
+        while isinstance(parent, ast.BinOp) and isinstance(parent.op, _ARITHMETIC):
+            top, parent = parent, fn.parent(parent)
+        if top is read or not any(not isinstance(n, ast.Constant) and not (isinstance(n, ast.Name) and n.id == var)
+                                  for n in _operands(top)):
+            return False
+    return True
+
+
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.FloorDiv, ast.Mod)
+
+
+def _operands(node):
+    """The operands of a chain of arithmetic (`2 * freq * x`: 2, freq, x)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        yield from _operands(node.left)
+        yield from _operands(node.right)
+    else:
+        yield node
+
+
+# torch functions that make a 1-D tensor, on the CPU unless given a device.
+_VECTOR_FUNCTIONS = frozenset({"torch.linspace", "torch.logspace", "torch.arange"})
+_ELEMENTWISE_METHODS = frozenset({"float", "double", "exp", "exp2", "sqrt", "log", "pow", "clone", "detach"})
+
+
+def _cpu_vector(model, facts) -> bool:
+    """Is every value the attribute is assigned a 1-D tensor made on the CPU (`torch.linspace(1, f, n)`,
+    `2 ** exps` with `exps` such a local, `torch.tensor([1., 2.])`), with no device and no move?"""
+    return all(_makes_cpu_vector(model, fn, value, 0) for _, value, fn in facts.assignments)
+
+
+def _makes_cpu_vector(model, fn, value, depth) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(value, ast.Name):
+        values = fn.local_values.get(value.id)
+        return bool(values) and all(_makes_cpu_vector(model, fn, v, depth + 1) for v in values)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, _ARITHMETIC):
+        sides = [side for side in (value.left, value.right) if not isinstance(side, ast.Constant)]
+        return bool(sides) and all(_makes_cpu_vector(model, fn, side, depth + 1) for side in sides)
+    if not isinstance(value, ast.Call) or any(k.arg == "device" for k in value.keywords):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in _ELEMENTWISE_METHODS:
+        return _makes_cpu_vector(model, fn, func.value, depth + 1)
+    name = model.ctx.resolve(func) or ""
+    if name in _VECTOR_FUNCTIONS:
+        return True
+    return name == "torch.tensor" and len(value.args) == 1 and isinstance(value.args[0], (ast.List, ast.Tuple)) \
+        and all(isinstance(e, (ast.Constant, ast.UnaryOp)) for e in value.args[0].elts)
 
 
 def _fallback_when_no_target(fn, node) -> bool:
