@@ -261,20 +261,20 @@ def _positive_constant(node) -> bool:
 def _shifted_to_width(value, name: str, time_dim: int) -> bool:
     """`name + x.size(d) - name.max()` in any order of its terms (`.max()`, `max(name)`,
     `torch.max(name)`, `.item()` after it), with d the time dim of the packed layout."""
-    terms: list[tuple[int, ast.AST]] = []
-
-    def flatten(node, sign):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-            flatten(node.left, sign)
-            flatten(node.right, sign if isinstance(node.op, ast.Add) else -sign)
-        else:
-            terms.append((sign, node))
-
-    flatten(value, 1)
+    terms = list(_signed_terms(value, 1))
     if len(terms) != 3:
         return False
     kinds = sorted((sign, _term_kind(node, name, time_dim)) for sign, node in terms)
     return kinds == [(-1, "max"), (1, "name"), (1, "width")]
+
+
+def _signed_terms(node, sign: int):
+    """(sign, term) of a sum (`a + b - c`: (1, a), (1, b), (-1, c))."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        yield from _signed_terms(node.left, sign)
+        yield from _signed_terms(node.right, sign if isinstance(node.op, ast.Add) else -sign)
+    else:
+        yield sign, node
 
 
 def _term_kind(node, name: str, time_dim: int) -> str | None:
