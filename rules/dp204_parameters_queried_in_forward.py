@@ -27,6 +27,11 @@ is bound to in the caller's function, where every other use of it only reads an 
 script's `inputs = {"input_ids": batch[0], ...}; model(**inputs)`); any other `**kwargs`,
 a class no scanned file builds (a library model) and an untraced wrap count as passing it.
 
+A query that runs only in eval mode (under `if not self.training:`, or the `else:` of `if
+self.training:`) is latent, a warning, where the scanned files wrap a model and none puts one in
+eval mode (no `.eval()`, `.train(False)`, no library trainer): a module starts in training mode. It
+is an error where some scanned file may evaluate.
+
 ## How to fix
 Take the device and dtype from the input (`x.device`, `x.dtype`), or from a buffer.
 Compute parameter penalties in the training loop, on the original module.
@@ -37,7 +42,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.devices import input_to_follow
-from dpcheck.analysis.guards import optional_argument_guard
+from dpcheck.analysis.guards import EVAL_MODE_LATENT, EVAL_MODE_NOTE, eval_mode_only, optional_argument_guard
 from dpcheck.analysis.model_class import PARAMETER_PROPERTY_CONDITION, PARAMETER_QUERIES
 from dpcheck.analysis.torch_api import is_torch_nn_class
 from dpcheck.findings import Severity
@@ -96,9 +101,12 @@ class ParametersQueriedInForward(Rule):
                 if isinstance(outer, ast.Attribute) and outer.attr in ("device", "dtype") \
                         and input_to_follow(fn, node, floating=outer.attr == "dtype"):
                     fix = self.offer_fix(f"Use the input's `.{outer.attr}` (forward's first tensor argument)")
-                yield self.violation(node, f"`{text}` in forward {consequence}: DataParallel "
-                                     "replicas hold their weights as plain tensors, not Parameters", fix=fix,
-                                     **guard)
+                message = f"`{text}` in forward {consequence}: DataParallel replicas hold their weights as " \
+                          "plain tensors, not Parameters"
+                if eval_mode_only(fn, node):
+                    yield self.violation(node, message + EVAL_MODE_NOTE, fix=fix, **guard, **EVAL_MODE_LATENT)
+                else:
+                    yield self.violation(node, message, fix=fix, **guard)
         yield from self._inherited_properties(model)
 
     def _inherited_properties(self, model):

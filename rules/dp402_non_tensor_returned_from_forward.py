@@ -9,6 +9,11 @@ what a layer returns where every construction of it is of a project class, of th
 another, whose own forward returns such a value on every return (`q = self.vq_layer(z)` returned
 as it came, the quantizer's forward ending in `return QuantizationOutput(quantized, loss)`).
 
+A value returned only in eval mode (under `if not self.training:`, or the `else:` of `if
+self.training:`) is latent, a warning, where the scanned files wrap a model and none puts one in
+eval mode (no `.eval()`, `.train(False)`, no library trainer): a module starts in training mode. It
+is an error where some scanned file may evaluate.
+
 ## Why is this bad?
 DataParallel's gather only understands tensors, `None`, and tuples, lists, dicts and
 namedtuples of them. A float raises `TypeError: 'float' object is not iterable`; a
@@ -24,6 +29,7 @@ log-probability) and build the distribution from the gathered tensors.
 
 from __future__ import annotations
 
+from dpcheck.analysis.guards import EVAL_MODE_LATENT, EVAL_MODE_NOTE, eval_mode_only
 from dpcheck.analysis.outputs import (
     gathered_class,
     non_tensor_reason,
@@ -73,8 +79,12 @@ class NonTensorReturnedFromForward(Rule):
         for leaf, fn, anchor in returned_leaves(model):
             reason = non_tensor_reason(leaf, fn, model)
             if reason:
-                yield self.violation(anchor, f"forward returns {reason}: DataParallel's gather only "
-                                     "handles tensors and containers of tensors",
-                                     severity=optional_severity(anchor, model, leaf),
-                                     requires=reason_requires(reason))
+                message = f"forward returns {reason}: DataParallel's gather only handles tensors and containers " \
+                          "of tensors"
+                severity = optional_severity(anchor, model, leaf)
+                if severity is None and (eval_mode_only(fn, leaf) or eval_mode_only(model.forward, anchor)):
+                    yield self.violation(anchor, message + EVAL_MODE_NOTE, requires=reason_requires(reason),
+                                         **EVAL_MODE_LATENT)
+                else:
+                    yield self.violation(anchor, message, severity=severity, requires=reason_requires(reason))
 

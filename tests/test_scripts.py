@@ -1601,6 +1601,29 @@ def test_partial_batches_fact_of_a_wrapping_file_survives_the_cache():
     assert FileResult.from_dict(dropped.to_dict()).partial_batches == "dropped"
 
 
+def test_eval_mode_switch_fact_and_the_project_condition():
+    # A module starts in training mode: only `.eval()`, `.train(<not True>)` or a `.training` store
+    # puts one in eval mode. Where the scanned files wrap a model and none holds such a switch, a
+    # path taken only in eval mode does not run (scripts.EVALUATED_CONDITION is false).
+    from dpcheck.analysis.file import FileResult
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.analysis.scripts import EVALUATED_CONDITION
+
+    script = ("import torch.nn as nn\nmodel = nn.DataParallel(Net()).cuda()\nmodel.train()\n"
+              "# no model.eval() here: a comment is no switch\nout = model(x)\n")
+    trains = analyze_source(script, "t.py", [], "t")
+    assert not trains.switches_to_eval
+    for switch in ("model.eval()\n", "model.train(False)\n", "model.train(mode=is_training)\n",
+                   "model.module.training = False\n"):
+        evaluates = analyze_source(script + switch, "t.py", [], "t")
+        assert evaluates.switches_to_eval, switch
+        assert FileResult.from_dict(evaluates.to_dict()).switches_to_eval
+    assert not ClassIndex([trains]).condition(EVALUATED_CONDITION)
+    assert ClassIndex([trains, analyze_source("net.eval()\n", "e.py", [], "e")]).condition(EVALUATED_CONDITION)
+    # Nothing wrapped: a library, whose users may evaluate.
+    assert ClassIndex([analyze_source("import torch\n", "m.py", [], "m")]).condition(EVALUATED_CONDITION)
+
+
 def test_conditional_ddp_rebinding_leaves_the_dataparallel_wrapper():
     # `if local_rank != -1: model = DDP(model)` after the DataParallel wrap is an alternative, not a
     # replacement: where the test fails `model` is still the DataParallel wrapper.

@@ -40,6 +40,7 @@ from dpcheck.analysis.scripts import (
     handed_wrappers,
     init_wrapped_attributes,
     method_calls,
+    switches_to_eval,
     wrapping_methods,
     wrapped_attributes,
 )
@@ -219,6 +220,8 @@ class FileResult:
     # (training.trains_models); whether it replicates a model by hand (wrapping.replicates_by_hand).
     trains: bool = False
     replicates: bool = False
+    # Whether it may put a model in eval mode (scripts.switches_to_eval).
+    switches_to_eval: bool = False
 
     @property
     def submodules(self) -> list[str]:
@@ -255,6 +258,7 @@ class FileResult:
                    if self.dataparallel_attributes else {}),
                 **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
                 **({"partial_batches": self.partial_batches} if self.partial_batches else {}),
+                **({"switches_to_eval": True} if self.switches_to_eval else {}),
                 **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
                    if self.kept_modules else {}),
                 **({"parameter_properties": {k: " ".join(v) for k, v in self.parameter_properties.items()}}
@@ -357,7 +361,8 @@ class FileResult:
                    method_returns={str(k): str(v).split() for k, v in dict(data.get("method_returns", {})).items()},
                    non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split(),
                    trains=bool(data.get("trains", False)),
-                   replicates=bool(data.get("replicates", False)))
+                   replicates=bool(data.get("replicates", False)),
+                   switches_to_eval=bool(data.get("switches_to_eval", False)))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -609,6 +614,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         summarize_text_calls(text, result)
         # and what a script's calls hand the project's trainers (one that imports no torch).
         _record_calls(ctx, rules, result)
+        # and whether it puts a model in eval mode (an evaluation helper handed the model).
+        result.switches_to_eval = switches_to_eval(ctx)
         return result
     try:
         _run_rules(ctx, rules, result)

@@ -24,11 +24,14 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
-from dpcheck.analysis.scripts import BUILDER_CONDITION, mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.scripts import (BUILDER_CONDITION, EVALUATED_CONDITION, mentions_dataparallel, script_facts,
+                                       target_text)
 from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
 from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
+from dpcheck.findings import Severity
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -96,6 +99,49 @@ def _callers_value_at(fn: FunctionInfo, name: str, branch: ast.If) -> bool:
     test_end = (branch.test.end_lineno, branch.test.end_col_offset)
     return all((node.lineno, node.col_offset) > test_end for node in fn.nodes(ast.Name)
                if node.id == name and not isinstance(node.ctx, ast.Load))
+
+
+def eval_mode_only(fn: FunctionInfo, node: ast.AST) -> bool:
+    """Does ``node`` run only in eval mode: in the body of `if not self.training:` (or an `and` with
+    it), in the `else:` of `if self.training:` (or an `or` with it), either arm of a conditional
+    expression alike, or after `if self.training: return ...` in a block around it? A rule reports
+    it with ``EVAL_MODE_LATENT`` and ``EVAL_MODE_NOTE``."""
+    child, parent = node, fn.parent(node)
+    while parent is not None:
+        if isinstance(parent, (ast.If, ast.IfExp)) and child is not parent.test:
+            taken = child in parent.body if isinstance(parent, ast.If) else child is parent.body
+            if _training_decides(fn, parent.test) is (not taken):
+                return True
+        if isinstance(child, ast.stmt) and any(
+                isinstance(before, ast.If) and not before.orelse and _training_decides(fn, before.test) is True
+                and isinstance(before.body[-1], (ast.Return, ast.Raise)) for before in statements_before(parent, child)):
+            return True  # `if self.training: return loss`, then the eval path
+        if parent is fn.node:
+            break
+        child, parent = parent, fn.parent(parent)
+    return False
+
+
+# How a finding on a path that runs only in eval mode is reported: a warning, an error where the
+# scanned program may evaluate a model (ClassIndex.may_evaluate).
+EVAL_MODE_LATENT = {"severity": Severity.WARNING, "error_if": (frozenset({EVALUATED_CONDITION}),)}
+EVAL_MODE_NOTE = (" (only in eval mode, where `self.training` is False: latent unless some scanned file "
+                  "puts a model in eval mode)")
+
+
+def _training_decides(fn: FunctionInfo, test: ast.AST) -> bool | None:
+    """True where ``test`` holds whenever the module is in training mode (`self.training`, an `or`
+    with it), False where it holds only in eval mode (`not self.training`, an `and` with it), else
+    None."""
+    if fn.self_attr(test) == "training":
+        return True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and fn.self_attr(test.operand) == "training":
+        return False
+    if isinstance(test, ast.BoolOp):
+        parts = [_training_decides(fn, value) for value in test.values]
+        wanted = True if isinstance(test.op, ast.Or) else False
+        return wanted if wanted in parts else None
+    return None
 
 
 def optional_argument_guard(model: ModelClass, fn: FunctionInfo, node: ast.AST) -> dict | None:

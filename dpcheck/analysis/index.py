@@ -65,6 +65,7 @@ from dpcheck.analysis.scripts import (
     FALLBACK_GETATTR,
     GUARD_CONDITION,
     CALLED_LATE_CONDITION,
+    EVALUATED_CONDITION,
     HANDED_WRAPPER_CONDITION,
     METHOD_WRAPS_CONDITION,
     INIT_WRAPPED_CONDITION,
@@ -181,6 +182,7 @@ class ClassIndex:
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
         self._wrapping_files = 0
+        self._evaluating_files = 0  # files that may put a model in eval mode (scripts.switches_to_eval)
         self._kept_modules: dict[str, list[str]] = {}  # class -> `__init__` parameters kept as submodules
         # Every function or method name a scanned file calls other than as a fed call, and each fed
         # call's markers by name (batch_feeds; see feeds_partial_batches).
@@ -350,6 +352,7 @@ class ClassIndex:
         for entry in result.batch_feeds:
             name, marker = _feed_entry(entry)
             self._batch_feeds.setdefault(name, set()).add(marker)
+        self._evaluating_files += result.switches_to_eval
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
@@ -1375,6 +1378,13 @@ class ClassIndex:
             return self._keeps_last
         return self._wrapped_keeps_last[target]
 
+    def may_evaluate(self) -> bool:
+        """May a model of the scanned program run in eval mode? False only where the scanned files
+        wrap a model, none may switch one to eval mode (scripts.switches_to_eval) and none imports a
+        library trainer (which evaluates what it is handed): modules start in training mode. A
+        project that wraps nothing is a library (or its wrap is elsewhere), whose users evaluate."""
+        return self._evaluating_files > 0 or not self._wraps_anything() or self._imports_library_trainer()
+
     def feeds_partial_batches(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """May a call of the function or method ``name`` get a batch from a loader that keeps the
         partial last batch? False where the scanned files call it, and every call is fed by loaders
@@ -1556,6 +1566,8 @@ class ClassIndex:
             return self.outlives_call(name)
         if kind == "passed" and name:
             return self.passed(name)
+        if f"{kind}:" == EVALUATED_CONDITION:
+            return self.may_evaluate()
         if f"{kind}:" == WRAPPER_PASSES_CONDITION and name:
             return self.wrapper_passes(name)
         if kind == PREFIX_KEPT and name:

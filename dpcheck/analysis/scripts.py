@@ -1788,6 +1788,33 @@ def partial_batches(ctx: FileContext) -> str:
     return EVALUATES if _evaluates_only(ctx) else KEEPS_LAST
 
 
+# The condition of a finding on a path that runs only in eval mode (`if not self.training:`, the
+# `else:` of `if self.training:`): some scanned file may switch a model to eval mode, or none wraps
+# one (a library, whose users evaluate). ClassIndex.may_evaluate settles it from each file's
+# `switches_to_eval`.
+EVALUATED_CONDITION = "evaluated:"
+
+
+def switches_to_eval(ctx: FileContext) -> bool:
+    """May this file put a model in eval mode: call `.eval()`, `.train(False)` or `.train(mode)` (any
+    argument but True), or set `.training`? A module starts in training mode, and only such a switch
+    makes `self.training` False: where no scanned file holds one, a path taken only in eval mode never
+    runs in the scanned program. (The text first: most files name neither.)"""
+    text = ctx.source.text
+    if ".eval(" in text or ".train(" in text:
+        for node in ctx.nodes(ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and (func.attr == "eval" or func.attr == "train" and (
+                    node.keywords or node.args and not is_true(node.args[0]))):
+                return True
+    return ".training" in text and _SETS_TRAINING.search(text) is not None and any(
+        isinstance(target, ast.Attribute) and target.attr == "training"
+        for node in ctx.nodes(ast.Assign) for target in node.targets)
+
+
+_SETS_TRAINING = re.compile(r"\.training\s*=[^=]")
+
+
 def _evaluates_only(ctx: FileContext) -> bool:
     """Does the file run what it wraps in eval mode only: it calls `.eval()`, holds no backward pass,
     optimizer step or `.train(` call, and hands no wrapper it holds to another call (a training

@@ -46,6 +46,7 @@ from dpcheck.analysis.scripts import (
     partial_batches,
     replaced_output,
     script_facts,
+    switches_to_eval,
     target_text,
 )
 from dpcheck.analysis.torch_api import (FORWARDLESS_CONTAINERS, SELF_RETURNING_MODULE_METHODS, FunctionNode,
@@ -1440,7 +1441,7 @@ def _is_zero(node: ast.AST) -> bool:
 
 def summarize_wrapping(ctx: FileContext, result) -> None:
     """Fill ``result.builders``, ``.wrapped``, ``.wrap_candidates``, ``.returns``, ``.layer_owners``,
-    ``.unused``, ``.unnamed``, ``.mentions``, ``.builds_by_name``, ``.partial_batches`` and
+    ``.unused``, ``.unnamed``, ``.mentions``, ``.builds_by_name``, ``.partial_batches``, ``.switches_to_eval`` and
     ``.kept_modules`` for the project index."""
     result.layer_owners = {part: sorted(names) for part, names in sorted(layer_owners(ctx).items())}
     result.unused = sorted(f"{ctx.module}.{name}" for name in ctx.fact(_unused_outside_api))
@@ -1449,6 +1450,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.untraced_functions = untraced_functions(ctx, result.returns)
     result.method_returns = method_returns(ctx)
     result.partial_batches = partial_batches(ctx)
+    result.switches_to_eval = switches_to_eval(ctx)
     result.kept_modules = kept_modules(ctx)
     result.item_stores = item_stores(ctx)
     if not mentions_script_token(ctx):
