@@ -855,6 +855,42 @@ def test_a_class_no_file_names_is_advice_only_where_the_run_wraps_a_model():
     # The model file checked alone shows no wrap: its classes may be what its users wrap.
     assert severities(folder / "models.py") == {("models.py", 17): "error", ("models.py", 28): "error"}
 
+def test_project_wide_answers_do_not_depend_on_which_question_loads_a_module_first():
+    """A lookup may summarise a module the run did not scan (a file a pre-commit run left out), whose
+    mentions count: `unnamed` asked before and after that load answers as if the load came first
+    (the answer was computed once and kept, session 38)."""
+    from dpcheck.analysis.file import analyze_source
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.registry import rules_by_code
+
+    rules = [rule() for rule in rules_by_code().values() if rule.kind == "static"]
+    train = analyze_source("import torch.nn as nn\nfrom pkg.models import Net\n\n"
+                           "model = nn.DataParallel(Net().cuda())\n", "train.py", rules, "train")
+    models = analyze_source(textwrap.dedent("""
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Orphan(nn.Module):
+            def forward(self, x):
+                return x.sum()
+    """), "pkg/models.py", rules, "pkg.models")
+    extra = "import torch\nfrom pkg import models\nTHING = 1\n\ndef make():\n    return models.Orphan()\n"
+
+    def load(name):
+        return analyze_source(extra, "pkg/extra.py", [], "pkg.extra") if name == "pkg.extra" else None
+
+    asked_first = ClassIndex([train, models], load_module=load)
+    assert asked_first.unnamed("Orphan")  # no file the index holds names it yet
+    asked_first.lookup("pkg.extra.THING")  # summarises pkg/extra.py, which builds one
+    loaded_first = ClassIndex([train, models], load_module=load)
+    loaded_first.lookup("pkg.extra.THING")
+    assert asked_first.unnamed("Orphan") is None
+    assert loaded_first.unnamed("Orphan") is None
+
+
 def test_wrapped_attributes_are_attributes_of_other_objects_that_hold_a_wrapper():
     from conftest import file_context
 

@@ -132,7 +132,6 @@ class ClassIndex:
         self._returns: dict[str, list[str]] = {}  # function -> its returns' leaves (wrapping.function_returns)
         self._untraced_functions: set[str] = set()  # the other module-level functions (wrapping.untraced_functions)
         self._method_returns: dict[str, list[str]] = {}  # builder methods -> their leaves (wrapping.method_returns)
-        self._settled: frozenset[str] | None = None  # (_settled_wrapped)
         self._wrapped_roots: list[str] = []  # what the scanned files wrap, candidates included (_classes_in_use)
         self._unused: set[str] = set()
         # Classes their own file never names, capitalised names the files mention, and whether a
@@ -192,22 +191,21 @@ class ClassIndex:
         # Each class a file wraps (traced to it) -> whether one of the files that wrap it keeps the
         # partial last batch (see keeps_partial_batches).
         self._wrapped_keeps_last: dict[str, bool] = {}
-        self._offline: frozenset[str] | None = None
-        self._never_named: frozenset[str] | None = None
+        # Project-wide answers computed from every summary indexed so far (see _derived), by name ->
+        # (the generation they were computed at, the answer); the generation counts the summaries added.
+        self._generation = 0
+        self._derived_facts: dict[str, tuple[int, object]] = {}
         # Every import target (each once: a model library imports the same few names in every
         # file, 38k targets for 4k names on transformers `models/`); their `module.Class` tails are
         # taken only when ``offline`` is first asked (the guessing index of engine.ModuleSummaries
         # never asks it).
         self._import_targets: set[str] = set()
-        self._used: frozenset[str] | None = None
         # Classes built and only called outside any module: simple name -> each binding ("" for a
         # local, `<attr>:<holder class>` for an attribute); the names files use otherwise; the
         # attributes files read otherwise (bare_calls).
         self._bare_built: dict[str, list[str]] = {}
         self._escaping: set[str] = set()
         self._passed_attributes: set[str] = set()
-        self._bare: dict[str, str] | None = None
-        self._canonical: tuple[set[str], set[str]] | None = None
         # Module -> the import names of its files (FileResult.imports): which modules an import name
         # may stand for, by name (_imported_modules).
         self._imports: dict[str, list[str]] = {}
@@ -247,6 +245,7 @@ class ClassIndex:
         self._memo.clear()
 
     def _add(self, result: FileResult, loaded: bool = False) -> None:
+        self._generation += 1
         self._loaded.add(result.module)
         # (Two scripts of one name in different folders are one module here: both its imports count.)
         self._imports.setdefault(result.module, []).extend(result.imports)
@@ -372,7 +371,6 @@ class ClassIndex:
             self._bare_built.setdefault(name, []).append(binding)
         self._escaping.update(result.mentions if EVERY_MENTION in result.escaping else result.escaping)
         self._passed_attributes.update(result.passed_attributes)
-        self._bare = None
         for key, leaves in result.item_stores.items():
             self._item_stores.setdefault(key, []).extend(leaves)
         for name, attrs in result.init_wrapped.items():
@@ -643,53 +641,72 @@ class ClassIndex:
         return all(not guard_fails(c, arguments) if c.startswith(GUARD_CONDITION) else self.condition(c, trail | {name})
                    for c in self.builders[name])
 
+    def _derived(self, name: str, compute):
+        """A project-wide answer (``compute()``) from every summary indexed so far, kept until another
+        is added. A lookup may summarise a module that was not scanned (``_load_for``), whose names and
+        mentions then count: the answer is computed again, also where that happened while computing
+        it, so that no answer depends on which question was asked first. (Each module is summarised
+        once: this ends.)"""
+        held = self._derived_facts.get(name)
+        if held is not None and held[0] == self._generation:
+            return held[1]
+        while True:
+            generation = self._generation
+            value = compute()
+            if generation == self._generation:
+                self._derived_facts[name] = (generation, value)
+                return value
+
     def wrapped(self, name: str) -> bool:
         """Does some scanned file wrap an instance of this class in DataParallel?"""
-        self.gathered(name)
-        return name in self._canonical[0]
+        return name in self._canonical()[0]
+
+    def _canonical(self) -> tuple[set[str], set[str]]:
+        """(The classes the scanned files wrap, those they build as layers), as lookup resolves them."""
+        return self._derived("canonical", self._canonical_names)
+
+    def _canonical_names(self) -> tuple[set[str], set[str]]:
+        # (lookup may summarise unscanned modules, which adds names: iterate over copies)
+        simple = {q.rsplit(".", 1)[-1] for q in list(self.bases)}
+        # A name bound by a star import counts for a wrap, never for a submodule: a script's class
+        # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
+        # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
+        return tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
+                     for names, stars in ((self._wrapped_names | self._item_wrapped(), True),
+                                          (set(self._submodule_names), False)))
 
     def gathered(self, name: str) -> bool:
         """Wrapped in some scanned file, or built as a layer of a module in none."""
-        if self._canonical is None:
-            # (lookup may summarise unscanned modules, which adds names: iterate over copies)
-            simple = {q.rsplit(".", 1)[-1] for q in self.bases}
-            # A name bound by a star import counts for a wrap, never for a submodule: a script's class
-            # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
-            # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
-            self._canonical = tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
-                                    for names, stars in ((self._wrapped_names | self._item_wrapped(), True),
-                                                         (self._submodule_names, False)))
-        wrapped, submodules = self._canonical
+        wrapped, submodules = self._canonical()
         return name in wrapped or name not in submodules or name in self._settled_wrapped()
 
     def _settled_wrapped(self) -> frozenset[str]:
         """The classes that wrap sites traced through a builder hold (a function of another file, a
         method that subclasses override: each site's candidates, settled on their own, so that a site
         traced counts where another is not), also where some module builds them as a layer."""
-        if self._settled is None:
-            found: set[str] = set()
-            builders = [[CALL_LEAF + name] for name in list(self._wrapped_names) if self.lookup(name) is None]
-            for leaves in [*builders, *self._wrap_candidates]:
-                settled = self._settle_leaves(leaves)
-                if settled is not None:
-                    found.update(self.lookup(name) or name for name in settled[0])
-            self._settled = frozenset(found)
-        return self._settled
+        return self._derived("settled", self._settled_wrapped_names)
+
+    def _settled_wrapped_names(self) -> frozenset[str]:
+        found: set[str] = set()
+        builders = [[CALL_LEAF + name] for name in list(self._wrapped_names) if self.lookup(name) is None]
+        for leaves in [*builders, *self._wrap_candidates]:
+            settled = self._settle_leaves(leaves)
+            if settled is not None:
+                found.update(self.lookup(name) or name for name in settled[0])
+        return frozenset(found)
 
     def in_model(self, name: str) -> bool:
         """Does some scanned file wrap this class, or build it inside a module (a layer, or a part
         handed to the constructor of the model a script wraps)? Then its forward may run on replicas."""
-        self.gathered(name)
-        wrapped, submodules = self._canonical
+        wrapped, submodules = self._canonical()
         return name in wrapped or name in submodules
 
     def unwrapped(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: the scanned files show what runs
         under DataParallel (see _classes_in_use) and no class of this simple name is part of it.
         Simple names keep this conservative: a same-named class that is used counts as this one."""
-        if self._used is None:
-            self._used = self._classes_in_use()
-        if self._used is _UNKNOWN or class_name in self._used:
+        used = self._derived("used", self._classes_in_use)
+        if used is _UNKNOWN or class_name in used:
             return None
         names = sorted({n.rsplit(".", 1)[-1] for n in self._wrapped_roots})
         return f"no scanned file wraps `{class_name}` or builds it into a model they wrap (they wrap {_shown(names)})"
@@ -812,9 +829,7 @@ class ClassIndex:
         """Why a class's findings are advice only, or None: every scanned class of this simple name
         is left out of its file's `__all__` and unused there (an offline utility, a leftover), and
         no scanned file imports, wraps, builds or subclasses it. Nothing runs its code."""
-        if self._offline is None:
-            self._offline = self._offline_names()
-        if class_name not in self._offline:
+        if class_name not in self._derived("offline", self._offline_names):
             return None
         return f"`{class_name}` is left out of its file's `__all__` and no scanned file uses it"
 
@@ -824,9 +839,7 @@ class ClassIndex:
         and no scanned file names this class: its own file never uses it, no file imports,
         mentions or subclasses it, and its bases are torch's (a project base may register its
         subclasses). Nothing the project runs can build it (see dpcheck.analysis.mentions)."""
-        if self._never_named is None:
-            self._never_named = self._never_named_classes()
-        if class_name not in self._never_named:
+        if class_name not in self._derived("never_named", self._never_named_classes):
             return None
         return f"no scanned file names `{class_name}`: nothing builds, wraps or imports it"
 
@@ -837,9 +850,7 @@ class ClassIndex:
         never handed to a wrapper, a module or anything else; or the class is a layer only of
         such classes (or of classes no file names). No replica runs its forward (see
         dpcheck.analysis.bare_calls)."""
-        if self._bare is None:
-            self._bare = self._bare_classes()
-        return self._bare.get(class_name)
+        return self._derived("bare", self._bare_classes).get(class_name)
 
     def _bare_classes(self) -> dict[str, str]:
         if not self._bare_built or self._builds_by_name or not (
