@@ -93,7 +93,7 @@ class RunResult:
             # (A script rule's finding names no class: only its own conditions decide.)
             return class_name and (
                 index.unused_dataparallel() or index.unwrapped(class_name) or index.offline(class_name)
-                or index.unnamed(class_name) or index.called_bare(class_name)
+                or index.unnamed(class_name) or index.unbuilt(finding.filename, class_name) or index.called_bare(class_name)
                 or index.unreached(finding.filename, class_name)) \
                 or next(filter(None, map(index.advice, finding.advice_if)), None)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run

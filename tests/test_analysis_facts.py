@@ -891,6 +891,36 @@ def test_project_wide_answers_do_not_depend_on_which_question_loads_a_module_fir
     assert loaded_first.unnamed("Orphan") is None
 
 
+def test_classes_nothing_builds_and_losses_builders_return_are_advice_whatever_is_wrapped():
+    from conftest import FIXTURES, run_json
+
+    def severities(folder):
+        findings, _ = run_json(folder, "--select", "DP101")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): f["severity"] for f in findings}
+
+    # What train.py wraps is not known (a pickled model), yet nothing builds `LabelLoss` (imported, in
+    # `__all__`), `VDiff` (named only in `Picker`, which nothing builds) or nets2's `Causal` (its
+    # construction commented out; nets.Net builds nets.Causal): advice only. `SegLoss`, `KDiff` and
+    # nets' `Causal` are built: errors.
+    assert severities(FIXTURES / "dp101" / "unbuiltpkg") == {
+        ("losses.py", 17): "error", ("losses.py", 27): "info", ("nets.py", 17): "info",
+        ("nets.py", 30): "error", ("nets.py", 51): "error", ("nets2.py", 13): "info"}
+    # `SRLoss` and `KDLoss` come from builders every call of which keeps them on the trainer, only
+    # called: advice only. `HintLoss` goes into the wrapped model's constructor: error.
+    assert severities(FIXTURES / "dp101" / "returnedlosspkg") == {
+        ("losses.py", 16): "info", ("losses.py", 26): "info", ("losses.py", 36): "error"}
+
+
+def test_a_sub_model_built_with_from_config_is_a_layer():
+    from conftest import FIXTURES, run_json
+
+    for name, expected in (("safe_sub_model_built_from_config.py", []),
+                           ("flagged_sub_model_from_config_top_level.py", [("DP401", 20, "error")])):
+        findings, _ = run_json(FIXTURES / "dp401" / name, "--select", "DP401")
+        assert [(f["code"], f["location"]["row"], f["severity"]) for f in findings
+                if f["severity"] != "info"] == expected, name
+
+
 def test_wrapped_attributes_are_attributes_of_other_objects_that_hold_a_wrapper():
     from conftest import file_context
 
@@ -1080,12 +1110,51 @@ def test_bare_built_classes_are_called_moved_or_read_through_and_nothing_else():
             shared = GlobalLoss()
     """)
     # The local only called and moved (in place or into itself), the trainer's attribute (which
-    # other files' reads decide): built bare. A layer of a module is layer_owners' (neither list).
-    assert result.bare_built == ["AttrLoss:criterion:pkg.train.Trainer", "RingLoss"]
-    # Handed to a call, returned, stored into the model, a global another function may read.
-    assert {"PassedLoss", "ReturnedLoss", "StoredLoss", "GlobalLoss"} <= set(result.escaping)
+    # other files' reads decide), the local `main` returns (which the calls of `main` decide): built
+    # bare. A layer of a module is layer_owners' (neither list).
+    assert result.bare_built == ["AttrLoss:criterion:pkg.train.Trainer", "ReturnedLoss:()main", "RingLoss"]
+    # Handed to a call, stored into the model, a global another function may read.
+    assert {"PassedLoss", "StoredLoss", "GlobalLoss"} <= set(result.escaping)
     assert "RingLoss" not in result.escaping and "LayerLoss" not in result.escaping
     assert "Tested" not in result.escaping  # a type test builds nothing
+
+
+def test_what_a_function_returns_is_bound_where_its_callers_bind_it():
+    result = _bare("""
+        import torch.nn as nn
+        from losses import SRLoss, KDLoss, HintLoss, build_hint
+
+        def build_loss():
+            return SRLoss().cuda()
+
+        def build_other():
+            loss = HintLoss()
+            keep(loss)
+            return loss
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = nn.DataParallel(model)
+                self.criterion = build_loss()
+                self.kd = self._make_kd().cuda()
+                self.hint = build_hint()
+
+            def _make_kd(self):
+                crit = KDLoss()
+                return crit
+
+        def main(model):
+            hint = build_hint()
+            model(hint)
+    """)
+    # Returned as built (after moves), or through a local read only to be returned: the function
+    # decides; handed on before it is returned: escaping.
+    assert result.bare_built == ["KDLoss:()_make_kd", "SRLoss:()build_loss"]
+    assert "HintLoss" in result.escaping
+    # Every call of `build_loss` and `_make_kd` here keeps what it returns on the trainer; one call
+    # of `build_hint` hands it to the model, so `build_hint` has no entry (the index reads that as
+    # called otherwise).
+    assert result.result_bindings == ["_make_kd=kd:pkg.train.Trainer", "build_loss=criterion:pkg.train.Trainer"]
 
 
 def test_a_bare_attribute_is_not_kept_by_a_class_that_hands_on_self():

@@ -9,14 +9,22 @@ That holds for an instance that never reaches a wrapper or a module: its binding
 handed to a module's constructor. A module method that calls it (`self.trainer.criterion(x)`)
 counts as passing it on: that forward may run on replicas.
 
+An instance a function returns (`return Loss().cuda()`, or a local read only so and returned) is
+confined where every call of that function is: the index follows the function's name to the
+bindings its callers give the result.
+
 Each file records (``FileResult``): ``bare_built``, the classes it builds so, one entry per
-binding (`Loss` for a local, `Loss.criterion` for an attribute of a non-module object, which
-other files may read); ``escaping``, the classes it names in any other way (an import does
-not count; a construction inside a module class is a layer, which ``layer_owners`` records);
-and ``passed_attributes``, the attributes it reads in any other way outside `self` of a module
+binding (`Loss` for a local, `Loss:criterion:<holder>` for an attribute of a non-module object,
+which other files may read, `Loss:()build_loss` for what a function returns); ``escaping``, the
+classes it names in any other way (an import does not count, nor a literal `__all__`; a
+construction inside a module class is a layer, which ``layer_owners`` records; a name in a module
+class's body is `<Class>@<Owner>`, which runs only where that class runs); ``result_bindings``,
+how it binds what each lower-case callee returns where every call of it here is bound so; and
+``passed_attributes``, the attributes it reads in any other way outside `self` of a module
 (`train(trainer.criterion)`, `self.trainer.criterion(x)` in a module). A file no rule walks
 records ``escaping = ["*"]``: every word with a capital it holds (its ``mentions``). The project
-index settles it (``ClassIndex.called_bare``), also for the layers only such classes build.
+index settles it (``ClassIndex.called_bare``, ``ClassIndex.unbuilt``), also for the layers only
+such classes build.
 """
 
 from __future__ import annotations
@@ -35,6 +43,13 @@ if TYPE_CHECKING:
 
 # `escaping` of a file whose text alone was read: every name it mentions may escape.
 EVERY_MENTION = "*"
+# `escaping` entry `<Class>@<Owner>`: the class is named, not called, in the body of the module
+# class `Owner` of the same file (`diffusion_classes = [VDiffusion, KDiffusion]` in a constructor
+# that builds one of them): that code runs only where `Owner` runs (ClassIndex.unbuilt).
+MENTIONED_IN = "@"
+# A binding `()<function>`: the construction is what the function returns (`return PKT()`, `loss = SRloss();
+# return loss.cuda()`); the index follows the function's calls (``result_bindings``).
+RETURNED = "()"
 # Calls whose class argument builds nothing: a type test, and `super(Class, self)`.
 _CLASS_ONLY_CALLS = frozenset({"isinstance", "issubclass", "super"})
 # Methods that return the instance itself (besides scripts.SELF_RETURNING's moves and modes).
@@ -53,7 +68,7 @@ def may_name_class(name: str) -> bool:
 
 
 def summarize_bare_calls(ctx: FileContext, result) -> None:
-    """Fill ``result.bare_built``, ``.escaping`` and ``.passed_attributes``."""
+    """Fill ``result.bare_built``, ``.escaping``, ``.result_bindings`` and ``.passed_attributes``."""
     parents = ctx.tree_index.parents
     module_classes = {id(info.node) for name, info in ctx.classes.items() if any(ctx.class_is_module(name))}
     known_classes = {id(info.node) for info in ctx.classes.values()}
@@ -89,6 +104,7 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
                     for name, info in ctx.classes.items() if id(info.node) in module_classes]
     unknown_spans = [(position[node], position[node] + size[position[node]]) for node in ctx.nodes(ast.ClassDef)
                      if id(node) not in known_classes]
+    module_names = {name for name, info in ctx.classes.items() if id(info.node) in module_classes and "." not in name}
     bare: set[str] = set()
     escaping: set[str] = set()
     for node, name in _mentions(ctx, own | imported, modules, star):
@@ -114,17 +130,47 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
             if in_module:
                 continue  # a layer of that class: layer_owners records it
             binding = _confined_binding(ctx, parent, scope, module_classes, parents)
+            if binding is None:
+                binding = _returned_binding(ctx, parent, scope, parents)
             if binding is not None:
                 bare.add(name if binding == "" else f"{name}:{binding}")
                 continue
+        if not called and not unknown and in_module and _innermost_class(node, parents) in module_names:
+            escaping.add(f"{name}{MENTIONED_IN}{_innermost_class(node, parents)}")
+            continue
         escaping.add(name)
     # A class a decorator may register, and a class named in a string (a registry's key, a config
     # table), may be built by name.
     escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and stmt.decorator_list)
-    escaping.update(value for value in identifier_constants(ctx) if may_name_class(value))
+    escaping.update(value for value in _constants_outside_all(ctx) if may_name_class(value))
     result.bare_built = sorted(bare)
     result.escaping = sorted(escaping)
+    result.result_bindings = _result_bindings(ctx, module_classes, known_classes, parents)
     result.passed_attributes = sorted(_passed_attributes(ctx, module_classes, known_classes, set(aliases), parents))
+
+
+def _constants_outside_all(ctx: FileContext) -> frozenset[str]:
+    """``identifier_constants`` less the names only a literal `__all__` at the top level holds: it
+    says what a star import takes, which builds nothing (an importer names what it builds)."""
+    constants = identifier_constants(ctx)
+    listed = [stmt.value for stmt in ctx.tree.body if stmt.__class__ is ast.Assign
+              and stmt.value.__class__ in (ast.List, ast.Tuple)
+              and any(t.__class__ is ast.Name and t.id == "__all__" for t in stmt.targets)]
+    if not listed:
+        return constants
+    in_all = {id(element) for value in listed for element in value.elts}
+    elsewhere = {node.value for node in ctx.nodes(ast.Constant) if id(node) not in in_all}
+    return frozenset(value for value in constants if value in elsewhere)
+
+
+def _innermost_class(node, parents) -> str:
+    """The name of the innermost class whose body holds ``node`` ("" at none)."""
+    cur = parents.get(node)
+    while cur is not None:
+        if cur.__class__ is ast.ClassDef:
+            return cur.name
+        cur = parents.get(cur)
+    return ""
 
 
 def identifier_constants(ctx: FileContext) -> frozenset[str]:
@@ -157,21 +203,99 @@ def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):
             yield node, node.attr
 
 
-def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> str | None:
-    """For a construction in code outside any module class: "" when it is bound to a local (or
-    module-level) name every read of which is confined; `<attr>:<class>` when it is bound to
-    `self.<attr>` in a method of a class that is not a module and never hands `self` on (the reads
-    in every file decide: ``passed_attributes``; and no module may inherit the class: the index
-    asks); else None."""
+def _result_bindings(ctx: FileContext, module_classes, known_classes, parents) -> list[str]:
+    """`<function>=<binding>` for each function (by the name it is called by) whose every call in this
+    file is outside module classes and bound as ``_confined_binding`` or ``_returned_binding`` allow
+    (`self.criterion_kd = self._add_kd_components()` in a trainer, `loss_fn = build_loss().cuda()`):
+    where the function returns a bare construction, its instance is confined there too. Only
+    lower-case callees of assignments and returns are read (a class's call is a construction)."""
+    bound: dict[str, set[str]] = {}
+    counted: dict[str, int] = {}  # bound statements by callee
+    for begin, end in _gaps_outside_modules(ctx, module_classes, known_classes):
+        for kind in (ast.Assign, ast.Return):
+            for statement in ctx.tree_index.nodes_between(kind, begin, end):
+                value = statement.value
+                while value.__class__ is ast.Call and value.func.__class__ is ast.Attribute \
+                        and value.func.attr in _RETURNS_SELF:
+                    value = value.func.value  # build_loss().cuda()
+                if value.__class__ is not ast.Call:
+                    continue
+                name = _called(value)
+                if not name or may_name_class(name) or name in _BUILTINS or name in _RETURNS_SELF:
+                    continue
+                counted[name] = counted.get(name, 0) + 1
+                scope = parents.get(statement)
+                while scope.__class__ not in (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                    scope = parents.get(scope)
+                binding = _confined_binding(ctx, value, scope, module_classes, parents)
+                if binding is None:
+                    binding = _returned_binding(ctx, value, scope, parents)
+                bound.setdefault(name, set()).add("?" if binding is None else binding)
+    bound = {name: bindings for name, bindings in bound.items() if "?" not in bindings}
+    if not bound:
+        return []
+    calls: dict[str, int] = dict.fromkeys(bound, 0)
+    for call in ctx.nodes(ast.Call):
+        name = _called(call)
+        if name in calls:
+            calls[name] += 1
+    # (a callee called more often than in the statements read is also called otherwise, or in a module)
+    return sorted(f"{name}={binding}" for name, bindings in bound.items() if calls[name] == counted[name]
+                  for binding in bindings)
+
+
+def _returned_binding(ctx, call: ast.Call, scope, parents) -> str | None:
+    """`()<function>` where the construction (after moves) is what the function around it returns:
+    `return Loss(...).cuda()`, or a local read only to be called, moved or returned (`crit = Loss();
+    return crit`). None elsewhere (a lambda, module level, a nested function: who calls it is not
+    read)."""
+    if scope.__class__ is not ast.FunctionDef and scope.__class__ is not ast.AsyncFunctionDef:
+        return None
+    if parents.get(scope).__class__ not in (ast.Module, ast.ClassDef):
+        return None
+    value = _after_moves(call, parents)
+    statement = parents.get(value)
+    if statement.__class__ is ast.Return and statement.value is value:
+        return RETURNED + scope.name
+    if statement.__class__ is not ast.Assign or statement.value is not value or len(statement.targets) != 1 \
+            or statement.targets[0].__class__ is not ast.Name:
+        return None
+    name = statement.targets[0].id
+    if any(name in node.names for node in ctx.tree_index.nodes_within(scope, ast.Global)) \
+            or any(name in node.names for node in ctx.tree_index.nodes_within(scope, ast.Nonlocal)):
+        return None
+    returned = False
+    for load in ctx.tree_index.nodes_within(scope, ast.Name):
+        if load.id != name or load.ctx.__class__ is not ast.Load:
+            continue
+        up = parents.get(load)
+        if up.__class__ is ast.Return and up.value is load:
+            returned = True
+        elif not _confined_use(load, statement.targets[0], parents):
+            return None
+    return RETURNED + scope.name if returned else None
+
+
+def _after_moves(call: ast.Call, parents) -> ast.AST:
+    """The outermost of the moves a construction is put through in place (`Loss(...).cuda().to(device)`)."""
     value = call
-    while True:  # Loss(...).cuda().to(device)
+    while True:
         up = parents.get(value)
         if up.__class__ is ast.Attribute and up.attr in _RETURNS_SELF:
             outer = parents.get(up)
             if outer.__class__ is ast.Call and outer.func is up:
                 value = outer
                 continue
-        break
+        return value
+
+
+def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> str | None:
+    """For a construction in code outside any module class: "" when it is bound to a local (or
+    module-level) name every read of which is confined; `<attr>:<class>` when it is bound to
+    `self.<attr>` in a method of a class that is not a module and never hands `self` on (the reads
+    in every file decide: ``passed_attributes``; and no module may inherit the class: the index
+    asks); else None."""
+    value = _after_moves(call, parents)
     statement = parents.get(value)
     if statement.__class__ is not ast.Assign or statement.value is not value or len(statement.targets) != 1:
         return None
@@ -258,15 +382,10 @@ def _same_place(target: ast.AST, read: ast.AST) -> bool:
     return target.__class__ is ast.Name and read.__class__ is ast.Name and target.id == read.id
 
 
-def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules, parents) -> set[str]:
-    """Attributes this file reads other than confined (see ``_confined_use``) outside module
-    classes; not those of an imported module (`torch.float32`). (A module's code reaches a non-module
-    object's attribute only through an object handed to it, which ``_keeps_self`` and the checks
-    of locals rule out.)"""
-    index = ctx.tree_index
-    position, size = index.position, index.size
-    # Only the code outside the classes that may be modules (and those the summary does not know)
-    # is read: the gaps between their spans, in preorder (a model file's code is nearly all inside).
+def _gaps_outside_modules(ctx: FileContext, module_classes, known_classes) -> list[tuple[int, int]]:
+    """The code outside the classes that may be modules (and those the summary does not know): the
+    gaps between their spans, in preorder (a model file's code is nearly all inside)."""
+    position, size = ctx.tree_index.position, ctx.tree_index.size
     spans = sorted((position[node], position[node] + size[position[node]]) for node in ctx.nodes(ast.ClassDef)
                    if id(node) in module_classes or id(node) not in known_classes)
     gaps, start = [], 0
@@ -275,8 +394,17 @@ def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules,
             gaps.append((start, begin))
         start = max(start, end)
     gaps.append((start, len(position)))
+    return gaps
+
+
+def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules, parents) -> set[str]:
+    """Attributes this file reads other than confined (see ``_confined_use``) outside module
+    classes; not those of an imported module (`torch.float32`). (A module's code reaches a non-module
+    object's attribute only through an object handed to it, which ``_keeps_self`` and the checks
+    of locals rule out.)"""
+    index = ctx.tree_index
     passed: set[str] = set()
-    for begin, end in gaps:
+    for begin, end in _gaps_outside_modules(ctx, module_classes, known_classes):
         for node in index.nodes_between(ast.Attribute, begin, end):
             attr = node.attr
             if attr in passed or node.ctx.__class__ is not ast.Load or _confined_use(node, node, parents):

@@ -162,6 +162,9 @@ class FileResult:
     bare_built: list[str] = field(default_factory=list)
     escaping: list[str] = field(default_factory=list)
     passed_attributes: list[str] = field(default_factory=list)
+    # The functions whose every call here, outside module classes, is bound so: `<function>=<binding>`
+    # per binding (bare_calls: what a builder of a bare class hands its instance to).
+    result_bindings: list[str] = field(default_factory=list)
     # Its module-level functions that pass two parameters on to the functional data_parallel -> the
     # positions of the module and the inputs (functional.parallel_helpers).
     parallel_helpers: dict[str, list[str]] = field(default_factory=dict)
@@ -275,6 +278,7 @@ class FileResult:
                 **({"bare_built": " ".join(self.bare_built)} if self.bare_built else {}),
                 **({"escaping": " ".join(self.escaping)} if self.escaping else {}),
                 **({"passed_attributes": " ".join(self.passed_attributes)} if self.passed_attributes else {}),
+                **({"result_bindings": " ".join(self.result_bindings)} if self.result_bindings else {}),
                 **({"parallel_helpers": {k: " ".join(v) for k, v in self.parallel_helpers.items()}}
                    if self.parallel_helpers else {}),
                 **({"init_wrapped": {k: " ".join(v) for k, v in self.init_wrapped.items()}}
@@ -336,6 +340,7 @@ class FileResult:
                    wrapped_attributes=str(data.get("wrapped_attributes", "")).split(),
                    bare_built=str(data.get("bare_built", "")).split(), escaping=str(data.get("escaping", "")).split(),
                    passed_attributes=str(data.get("passed_attributes", "")).split(),
+                   result_bindings=str(data.get("result_bindings", "")).split(),
                    parallel_helpers={str(k): str(v).split()
                                      for k, v in dict(data.get("parallel_helpers", {})).items()},
                    init_wrapped={str(k): str(v).split() for k, v in dict(data.get("init_wrapped", {})).items()},

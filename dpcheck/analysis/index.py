@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from dpcheck.analysis.bare_calls import EVERY_MENTION
+from dpcheck.analysis.bare_calls import EVERY_MENTION, MENTIONED_IN, RETURNED
 from dpcheck.analysis.batch_feeds import CALLED_IN, DROPPED, PARTIAL_FEED_CONDITION
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, STRIPPED_LOAD, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
@@ -205,6 +205,11 @@ class ClassIndex:
         # attributes files read otherwise (bare_calls).
         self._bare_built: dict[str, list[str]] = {}
         self._escaping: set[str] = set()
+        self._mentioned_in: dict[str, set[str]] = {}  # class -> the module classes whose bodies name it (bare_calls)
+        # Function name -> how the files that call it bind what it returns, where every call of a file
+        # is bound so (result_bindings); the names some file calls otherwise (or a file no rule walks).
+        self._result_bindings: dict[str, set[str]] = {}
+        self._result_escapes: set[str] = set()
         self._passed_attributes: set[str] = set()
         # Module -> the import names of its files (FileResult.imports): which modules an import name
         # may stand for, by name (_imported_modules).
@@ -369,8 +374,20 @@ class ClassIndex:
         for entry in result.bare_built:
             name, _, binding = entry.partition(":")
             self._bare_built.setdefault(name, []).append(binding)
-        self._escaping.update(result.mentions if EVERY_MENTION in result.escaping else result.escaping)
+        for name in (result.mentions if EVERY_MENTION in result.escaping else result.escaping):
+            name, _, owner = name.partition(MENTIONED_IN)
+            if owner:
+                self._mentioned_in.setdefault(name, set()).add(owner)
+            else:
+                self._escaping.add(name)
         self._passed_attributes.update(result.passed_attributes)
+        bound = set()
+        for entry in result.result_bindings:
+            name, _, binding = entry.partition("=")
+            self._result_bindings.setdefault(name, set()).add(binding)
+            bound.add(name)
+        self._result_escapes.update(name for name in result.called if name not in bound)
+        self._result_escapes.update(name for name in map(_feed_name, result.batch_feeds) if name not in bound)
         for key, leaves in result.item_stores.items():
             self._item_stores.setdefault(key, []).extend(leaves)
         for name, attrs in result.init_wrapped.items():
@@ -843,6 +860,69 @@ class ClassIndex:
             return None
         return f"no scanned file names `{class_name}`: nothing builds, wraps or imports it"
 
+    def unbuilt(self, filename: str, class_name: str) -> str | None:
+        """Why a class's findings are advice only, or None: the scanned files wrap a model, none looks
+        classes up by a computed name, and nothing they run can build this class: no file names it
+        other than in an import, a literal `__all__`, a type test or the body of a module class that
+        is itself never built (StyleTTS2's `XDiffusion` picks `VDiffusion` from a list); no module class
+        that is built makes it a layer (a class of the same name in another file, devlbert.py's
+        `Causal_v` beside devlbert2.py's, is another class); nothing subclasses it. Unlike ``unnamed``,
+        an import or `__all__` does not count: importing a class builds nothing. Asked whatever the
+        wrap sites' use-sets are: a site that wraps what it was handed can hand on only what
+        something builds (a model unpickled whole with `torch.load` builds in no file: not seen)."""
+        record = self._file_imports.get(os.path.abspath(filename))
+        if record is None or f"{record[0]}.{class_name}" not in self._derived("unbuilt", self._unbuilt_classes):
+            return None
+        return (f"no scanned file builds `{class_name}`: it is named only in imports, `__all__`, type tests "
+                "or the code of module classes nothing builds")
+
+    def _unbuilt_classes(self) -> frozenset[str]:
+        if self._builds_by_name or not (self._wrapped_names or self._unresolved_wraps or self._wrap_candidates):
+            return frozenset()
+        # The simple names any file may build by: a mention outside a module class's body (a call, a
+        # value handed on or returned, a string a registry reads, a word of a file read as text), a bare
+        # construction, a base of a class (a subclass may be built), what is wrapped.
+        named = self._escaping | self._mentions | set(self._bare_built)
+        named.update(base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases)
+        named.update(name.rsplit(".", 1)[-1] for name in self._wrapped_names)
+        named.update(leaf.rsplit(".", 1)[-1] for leaves in self._wrap_candidates for leaf in leaves)
+        by_simple: dict[str, list[str]] = {}
+        for qualname in list(self.bases):
+            simple = qualname.rsplit(".", 1)[-1]
+            if simple not in named and _tail(qualname) in self._scanned:
+                by_simple.setdefault(simple, []).append(qualname)
+        for simple in self._looked_up(set(by_simple)):
+            del by_simple[simple]
+        if not by_simple:
+            return frozenset()
+        # Each candidate's owners: the module classes (simple names) whose code builds it as a layer,
+        # as their file resolves it (another file's class of the same name is not it), or names it.
+        owners: dict[str, set[str]] = {}
+        for owner, parts in list(self._layers_of.items()):
+            for part in parts:
+                same = by_simple.get(part.rsplit(".", 1)[-1])
+                if not same:
+                    continue
+                target = self.lookup(part)
+                for qualname in same:
+                    if target is None or _tail(target) == _tail(qualname):
+                        owners.setdefault(qualname, set()).add(owner)
+        for simple, names in self._mentioned_in.items():
+            for qualname in by_simple.get(simple, ()):
+                owners.setdefault(qualname, set()).update(names)
+        unbuilt = {qualname for same in by_simple.values() for qualname in same}
+        all_of: dict[str, list[str]] = {}
+        for qualname in list(self.bases):
+            all_of.setdefault(qualname.rsplit(".", 1)[-1], []).append(qualname)
+        changed = True
+        while changed:  # (a class some built module class builds or names may be built)
+            changed = False
+            for qualname in sorted(unbuilt):
+                if any(not all(q in unbuilt for q in all_of.get(owner, [owner])) for owner in owners.get(qualname, ())):
+                    unbuilt.discard(qualname)
+                    changed = True
+        return frozenset(unbuilt)
+
     def called_bare(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: the scanned files wrap a model, none
         looks classes up by a computed name, and every instance of the class the project builds is
@@ -858,7 +938,7 @@ class ClassIndex:
             return {}
         # Not bare: a base of any class (a subclass may be wrapped), a class wrapped or a wrap
         # candidate, a class named in any other way.
-        excluded = set(self._escaping)
+        excluded = self._escaping.union(self._mentioned_in)
         excluded.update(base.rsplit(".", 1)[-1] for bases in list(self.bases.values()) for base in bases)
         excluded.update(name.rsplit(".", 1)[-1] for name in self._wrapped_names)
         excluded.update(leaf.rsplit(".", 1)[-1] for leaves in self._wrap_candidates for leaf in leaves)
@@ -884,11 +964,18 @@ class ClassIndex:
                 changed = True
         return bare
 
-    def _binding_confined(self, binding: str) -> bool:
+    def _binding_confined(self, binding: str, trail: frozenset[str] = frozenset()) -> bool:
         """A local ("") is; `<attr>:<holder>` where no file reads `.<attr>` other than confined and
-        no class that may be a module inherits the holder (its forward could call `self.<attr>`)."""
+        no class that may be a module inherits the holder (its forward could call `self.<attr>`);
+        `()<function>` where every scanned call of a function of that name binds its result so (a
+        file that calls it otherwise, or is read as text, says no)."""
         if not binding:
             return True
+        if binding.startswith(RETURNED):
+            function = binding[len(RETURNED):]
+            if function in self._result_escapes or function not in self._result_bindings or binding in trail:
+                return False
+            return all(self._binding_confined(bound, trail | {binding}) for bound in self._result_bindings[function])
         attr, _, holder = binding.partition(":")
         if attr in self._passed_attributes:
             return False
@@ -1635,6 +1722,10 @@ class ClassIndex:
 # What ``ClassIndex._classes_in_use`` answers when the scanned files do not show what runs under
 # DataParallel (an empty set is an answer: only library classes are wrapped).
 _UNKNOWN: frozenset[str] = frozenset({"<unknown>"})
+
+
+def _feed_name(entry: str) -> str:
+    return _feed_entry(entry)[0]
 
 
 def _feed_entry(entry: str) -> tuple[str, str]:
