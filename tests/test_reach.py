@@ -5,10 +5,10 @@ import os
 from dpcheck.analysis.reach import ImportGraph
 
 
-def _graph(files, opaque=(), elsewhere=None):
+def _graph(files, opaque=(), elsewhere=None, training=frozenset()):
     files = {os.path.normpath(f): record for f, record in files.items()}
     return ImportGraph(files, set(map(os.path.normpath, opaque)),
-                       lambda name: set(map(os.path.normpath, (elsewhere or {}).get(name, ()))))
+                       lambda name: set(map(os.path.normpath, (elsewhere or {}).get(name, ()))), frozenset(training))
 
 
 def _n(*paths):
@@ -118,3 +118,36 @@ def test_a_top_package_beside_the_importer_counts_where_it_holds_only_folders(tm
              os.path.normpath(str(tmp_path / "lib/models/net.py")): ("net", [])}
     graph = _graph(files)
     assert graph.reach(graph.runners(script)) is None
+
+
+def test_an_import_of_a_library_another_subproject_vendors_is_the_installed_library():
+    """CAIL2021's `ydlj/baseline/transformers/`, which `ydlj/baseline/run_cail2021.py` trains with, is
+    not what `xxcq/baseline/run_ner.py` imports as `transformers`: that is the installed library."""
+    files = {
+        "repo/ydlj/run_cail.py": ("run_cail", ["transformers", "transformers:AutoModel"]),
+        "repo/ydlj/transformers/__init__.py": ("transformers", [".modeling", ".modeling:AutoModel"]),
+        "repo/ydlj/transformers/modeling.py": ("transformers.modeling", []),
+        "repo/xxcq/run_ner.py": ("run_ner", ["transformers", "transformers:BertModel",
+                                             "transformers.models.bert", "transformers.models.bert:BertModel"]),
+    }
+    elsewhere = {"transformers": ["repo/ydlj/transformers/__init__.py"]}
+
+    def reach(training):
+        graph = _graph(files, elsewhere=elsewhere, training=training)
+        return graph.reach(graph.runners(os.path.normpath("repo/xxcq/run_ner.py")))
+
+    assert reach(_n("repo/ydlj/run_cail.py", "repo/xxcq/run_ner.py")) == _n("repo/xxcq/run_ner.py")
+    # No script beside the folder trains with it: a package a launcher puts on `sys.path` (a `lib/`
+    # beside `tools/`), which the import may well mean.
+    assert os.path.normpath("repo/ydlj/transformers/__init__.py") in reach(_n("repo/xxcq/run_ner.py"))
+
+
+def test_a_package_beside_a_scripts_folder_is_still_what_its_scripts_import():
+    files = {
+        "repo/tools/train.py": ("train", ["models", "models:Net"]),
+        "repo/lib/models/__init__.py": ("models", [".net", ".net:Net"]),
+        "repo/lib/models/net.py": ("models.net", []),
+    }
+    graph = _graph(files, elsewhere={"models": ["repo/lib/models/__init__.py"]}, training=_n("repo/tools/train.py"))
+    reach = graph.reach(graph.runners(os.path.normpath("repo/tools/train.py")))
+    assert os.path.normpath("repo/lib/models/net.py") in reach

@@ -803,7 +803,7 @@ class ClassIndex:
     def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
         """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not
         known)."""
-        graph = ImportGraph(self._file_imports, self._opaque_files, self._files_named)
+        graph = ImportGraph(self._file_imports, self._opaque_files, self._files_named, frozenset(self._training_files))
         found = []
         for site in self._wrap_sites:
             runners = graph.runners(site)

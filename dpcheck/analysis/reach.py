@@ -39,14 +39,17 @@ EVERYTHING = None
 
 class ImportGraph:
     def __init__(self, files: dict[str, tuple[str, list[str]]], opaque: set[str],
-                 resolve_elsewhere: Callable[[str], set[str]]) -> None:
+                 resolve_elsewhere: Callable[[str], set[str]], training: frozenset[str] = frozenset()) -> None:
         """``files``: filename -> (dotted module, FileResult.imports); ``opaque``: the files that
         may load any module (by a computed name, or not scanned: what they import is not all
         known); ``resolve_elsewhere(name)``: the files of the indexed modules an import name may
-        stand for, by name alone."""
+        stand for, by name alone; ``training``: the files that run a training loop (see
+        ``_vendored_elsewhere``)."""
         self._files = files
         self._opaque = opaque
         self._resolve_elsewhere = resolve_elsewhere
+        self._training = training
+        self._vendored: dict[tuple[str, str], bool] = {}
         # file -> {file it imports -> what it takes from it}; files whose imports are not all known.
         self._takes: dict[str, dict[str, set[str] | None]] = {}
         self._answers: dict[tuple[tuple[str, ...], str], tuple[dict[str, set[str] | None], bool]] = {}
@@ -149,6 +152,8 @@ class ImportGraph:
                 for candidate in (path + ".py", path + _INIT):
                     if candidate in files:
                         found[candidate] = EVERYTHING
+        if not found and parts and not name.startswith(".") and self._vendored_elsewhere(parts[0], roots[0]):
+            return {}, False  # (the installed library, not another subproject's copy of it)
         if not found and parts:
             found = self._under_another_root(parts, attr)
         if found:
@@ -158,6 +163,28 @@ class ImportGraph:
         if attr:
             found.update(dict.fromkeys(self._resolve_elsewhere(f"{base}.{attr}"), EVERYTHING))
         return found, self._left_out(parts, attr, roots, name.startswith("."))
+
+    def _vendored_elsewhere(self, package: str, folder: str) -> bool:
+        """Is every scanned package of this top-level name a copy of a library vendored into another
+        subproject: a folder `F/<package>/` where F is not ``folder`` or above it, and F holds a
+        script that trains and imports `<package>` from beside it (CAIL2021's
+        `ydlj/baseline/transformers/` for `ydlj/baseline/run_cail2021.py`)? Then an import of it from
+        ``folder``, which no root of the importer answers, is of the installed library: Python finds
+        F's copy only with F on `sys.path`, which F's own scripts have and another subproject's do
+        not. (A `lib/models/` that `tools/train.py` reaches through a launcher's `sys.path.insert`
+        has no training script beside it in `lib/`: not a copy.)"""
+        key = (package, folder)
+        answer = self._vendored.get(key)
+        if answer is None:
+            copies = [f for f in self._folders.get((package,), ()) if os.path.basename(f) == package]
+            answer = self._vendored[key] = bool(copies) and all(
+                not (folder + _SEP).startswith(os.path.dirname(copy) + _SEP) and any(
+                    os.path.dirname(script) == os.path.dirname(copy)
+                    and any(imported.lstrip(".").partition(":")[0].split(".")[0] == package and not imported.startswith(".")
+                            for imported in self._files.get(script, ("", []))[1])
+                    for script in self._training)
+                for copy in copies)
+        return answer
 
     def _left_out(self, parts: list[str], attr: str, roots: tuple[str, ...], relative: bool) -> bool:
         """Does an import that no scanned file answers name a file of the project that the run left
