@@ -836,6 +836,11 @@ def test_a_file_no_rule_walks_is_read_as_text():
     assert registry.builds_by_name
     table = analyze_source("CHOICES = {'vgg': 'VGGLoss'}\n", "table.py", [], "table")
     assert "VGGLoss" in table.mentions and not table.builds_by_name
+    # The builtins count where they are called: a word of a docstring or a help string calls nothing.
+    prose = analyze_source('"""eval      - dict of {metric: score}"""\nFLAGS = ["--eval", "vars"]\n', "refeval.py", [],
+                           "refeval")
+    assert not prose.builds_by_name
+    assert analyze_source("def score(expr):\n    return eval (expr)\n", "calc.py", [], "calc").builds_by_name
     hydra_entry = analyze_source("from hydra.utils import instantiate\n\ndef main(cfg):\n    return instantiate(cfg.model)\n",
                                  "run.py", [], "run")
     assert hydra_entry.builds_by_name

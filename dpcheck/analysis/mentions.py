@@ -51,11 +51,12 @@ _PATH_RESOLVING_CALLS = frozenset({"instantiate", "get_class", "get_method", "lo
                                    "LightningCLI"})
 # In a file no rule analyses (it names no torch token, see file.RELEVANT_TOKENS), its text alone
 # tells: any of these words may look a class up by name, and any word with a capital may name one. The
-# builtins count only as free names: `tester.eval()`, `parser.exec()` are methods of an object (a
-# script's `model.eval()`), not Python's `eval`.
-_BY_NAME_WORDS = re.compile(r"\b(?:getattr|eval|exec|globals|locals|vars|__subclasses__|getmembers|__dict__"
+# builtins count only as free names called: `tester.eval()`, `parser.exec()` are methods of an object (a
+# script's `model.eval()`), not Python's `eval`, and a word of a docstring or a help string (`--eval`,
+# DeVLBert's "eval - dict of {metric: score}") calls nothing.
+_BY_NAME_WORDS = re.compile(r"\b(?:(?:getattr|eval|exec|globals|locals|vars)\s*\(|(?:__subclasses__|getmembers|__dict__"
                             r"|import_module|__import__|sys\.modules|" + "|".join(sorted(_PATH_RESOLVING_CALLS))
-                            + r")\b")
+                            + r")\b)")
 # ... where it is no method (`tester.eval()`): checked on each match, not by a look-behind in the
 # pattern, which would cost the scan its literal prefix search (twice the time on a model library).
 _FREE_BUILTINS = frozenset({"getattr", "eval", "exec", "globals", "locals", "vars"})
