@@ -916,6 +916,16 @@ def test_classes_nothing_builds_and_losses_builders_return_are_advice_whatever_i
         ("losses.py", 16): "info", ("losses.py", 26): "info", ("losses.py", 36): "error"}
 
 
+def test_a_library_another_subproject_vendors_is_not_what_other_subprojects_import():
+    from conftest import FIXTURES, run_json
+
+    findings, _ = run_json(FIXTURES / "dp401" / "vendoredpkg", "--select", "DP401")
+    # pretrain/train.py's `transformers` is the installed library, not summary/'s copy: no site
+    # reaches the copy. tools/train.py's `models` is lib/'s package (no training script beside it).
+    assert {f["filename"].split("vendoredpkg/")[1]: f["severity"] for f in findings} == {
+        "summary/transformers/modeling.py": "info", "lib/models/net.py": "error"}
+
+
 def test_a_sub_model_built_with_from_config_is_a_layer():
     from conftest import FIXTURES, run_json
 
