@@ -936,6 +936,33 @@ def test_a_sub_model_built_with_from_config_is_a_layer():
                 if f["severity"] != "info"] == expected, name
 
 
+def test_a_class_named_with_a_lower_case_initial_is_never_taken_for_unbuilt():
+    """The mentions keep capitalised words only: `models.bicubic()` through a dotted module would not
+    show, so such a class is never asked to be unbuilt (SA-PD-SR's `bicubic`)."""
+    from dpcheck.analysis.file import analyze_source
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.registry import rules_by_code
+
+    rules = [rule() for rule in rules_by_code().values() if rule.kind == "static"]
+    models = analyze_source(textwrap.dedent("""
+        import torch.nn as nn
+
+        class bicubic(nn.Module):
+            def forward(self, x):
+                return x
+
+        class Orphan(nn.Module):
+            def forward(self, x):
+                return x
+    """), "pkg/models.py", rules, "pkg.models")
+    train = analyze_source("import torch\nimport torch.nn as nn\nimport pkg.models\n\n"
+                           "model = nn.DataParallel(torch.load('m.pt'))\nscale = pkg.models.bicubic()\n",
+                           "train.py", rules, "train")
+    index = ClassIndex([models, train])
+    assert index.unbuilt("pkg/models.py", "Orphan")
+    assert index.unbuilt("pkg/models.py", "bicubic") is None
+
+
 def test_wrapped_attributes_are_attributes_of_other_objects_that_hold_a_wrapper():
     from conftest import file_context
 

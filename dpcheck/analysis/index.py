@@ -46,6 +46,7 @@ from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OU
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import FALSE_PASSED, UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.mentions import capitalised
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, PARAMETER_PROPERTY_CONDITION
 from dpcheck.analysis.options import OPTION_DEFAULT_CONDITION, OPTION_NOT_DEFAULT_CONDITION, define_option
 from dpcheck.analysis.outputs import (
@@ -889,7 +890,8 @@ class ClassIndex:
         by_simple: dict[str, list[str]] = {}
         for qualname in list(self.bases):
             simple = qualname.rsplit(".", 1)[-1]
-            if simple not in named and _tail(qualname) in self._scanned:
+            # (A name with a lower-case initial is not in the mentions: `pkg.losses.bicubic()` would not show.)
+            if simple not in named and capitalised(simple) and _tail(qualname) in self._scanned:
                 by_simple.setdefault(simple, []).append(qualname)
         for simple in self._looked_up(set(by_simple)):
             del by_simple[simple]
