@@ -926,16 +926,6 @@ def test_a_library_another_subproject_vendors_is_not_what_other_subprojects_impo
         "summary/transformers/modeling.py": "info", "lib/models/net.py": "error"}
 
 
-def test_a_sub_model_built_with_from_config_is_a_layer():
-    from conftest import FIXTURES, run_json
-
-    for name, expected in (("safe_sub_model_built_from_config.py", []),
-                           ("flagged_sub_model_from_config_top_level.py", [("DP401", 20, "error")])):
-        findings, _ = run_json(FIXTURES / "dp401" / name, "--select", "DP401")
-        assert [(f["code"], f["location"]["row"], f["severity"]) for f in findings
-                if f["severity"] != "info"] == expected, name
-
-
 def test_a_class_named_with_a_lower_case_initial_is_never_taken_for_unbuilt():
     """The mentions keep capitalised words only: `models.bicubic()` through a dotted module would not
     show, so such a class is never asked to be unbuilt (SA-PD-SR's `bicubic`)."""
@@ -1162,7 +1152,11 @@ def test_bare_built_classes_are_called_moved_or_read_through_and_nothing_else():
 
 
 def test_what_a_function_returns_is_bound_where_its_callers_bind_it():
-    result = _bare("""
+    from conftest import file_context
+
+    from dpcheck.analysis.bare_calls import result_bindings
+
+    source = """
         import torch.nn as nn
         from losses import SRLoss, KDLoss, HintLoss, build_hint
 
@@ -1188,7 +1182,8 @@ def test_what_a_function_returns_is_bound_where_its_callers_bind_it():
         def main(model):
             hint = build_hint()
             model(hint)
-    """)
+    """
+    result = _bare(source)
     # Returned as built (after moves), or through a local read only to be returned: the function
     # decides; handed on before it is returned: escaping.
     assert result.bare_built == ["KDLoss:()_make_kd", "SRLoss:()build_loss"]
@@ -1196,7 +1191,8 @@ def test_what_a_function_returns_is_bound_where_its_callers_bind_it():
     # Every call of `build_loss` and `_make_kd` here keeps what it returns on the trainer; one call
     # of `build_hint` hands it to the model, so `build_hint` has no entry (the index reads that as
     # called otherwise).
-    assert result.result_bindings == ["_make_kd=kd:pkg.train.Trainer", "build_loss=criterion:pkg.train.Trainer"]
+    assert result_bindings(file_context(source, module="pkg.train")) == [
+        "_make_kd=kd:pkg.train.Trainer", "build_loss=criterion:pkg.train.Trainer"]
 
 
 def test_a_bare_attribute_is_not_kept_by_a_class_that_hands_on_self():

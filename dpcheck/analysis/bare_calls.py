@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+from bisect import bisect_right
+from collections import Counter
 from itertools import compress
 from operator import ne
 from typing import TYPE_CHECKING
@@ -107,6 +109,11 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     module_names = {name for name, info in ctx.classes.items() if id(info.node) in module_classes and "." not in name}
     bare: set[str] = set()
     escaping: set[str] = set()
+    # `<Class>@<Owner>` entries made: (class, index of the owner's span in sorted_spans); a model
+    # file names the same few classes (annotations, type tests) over and over in each class.
+    sorted_spans = sorted(module_spans)
+    span_starts = [start for start, _, _ in sorted_spans]
+    named_in: set[tuple[str, int]] = set()
     for node, name in _mentions(ctx, own | imported, modules, star):
         parent = parents.get(node)
         called = parent.__class__ is ast.Call and parent.func is node
@@ -114,6 +121,10 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
             continue  # (what follows skips it or adds it to `escaping` again: most mentions in a
             # model file are annotations and type tests of the same few classes)
         at = position[node]
+        span = bisect_right(span_starts, at) - 1  # (the module class span that starts last before it)
+        if not called and (name, span) in named_in and at < sorted_spans[span][1] \
+                and not any(start <= at < end for start, end in unknown_spans):
+            continue  # (named in that module class's body already: the same again)
         if called \
                 and any(start <= at < end for start, end, _ in module_spans) \
                 and not any(start <= at < end and owner == name for start, end, owner in module_spans) \
@@ -135,8 +146,10 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
             if binding is not None:
                 bare.add(name if binding == "" else f"{name}:{binding}")
                 continue
-        if not called and not unknown and in_module and _innermost_class(node, parents) in module_names:
-            escaping.add(f"{name}{MENTIONED_IN}{_innermost_class(node, parents)}")
+        if not called and not unknown and in_module and around[0] in module_names:
+            escaping.add(f"{name}{MENTIONED_IN}{around[0]}")
+            if span >= 0 and at < sorted_spans[span][1] and sorted_spans[span][2] == around[0]:
+                named_in.add((name, span))
             continue
         escaping.add(name)
     # A class a decorator may register, and a class named in a string (a registry's key, a config
@@ -145,7 +158,6 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     escaping.update(value for value in _constants_outside_all(ctx) if may_name_class(value))
     result.bare_built = sorted(bare)
     result.escaping = sorted(escaping)
-    result.result_bindings = _result_bindings(ctx, module_classes, known_classes, parents)
     result.passed_attributes = sorted(_passed_attributes(ctx, module_classes, known_classes, set(aliases), parents))
 
 
@@ -158,19 +170,15 @@ def _constants_outside_all(ctx: FileContext) -> frozenset[str]:
               and any(t.__class__ is ast.Name and t.id == "__all__" for t in stmt.targets)]
     if not listed:
         return constants
-    in_all = {id(element) for value in listed for element in value.elts}
-    elsewhere = {node.value for node in ctx.nodes(ast.Constant) if id(node) not in in_all}
-    return frozenset(value for value in constants if value in elsewhere)
-
-
-def _innermost_class(node, parents) -> str:
-    """The name of the innermost class whose body holds ``node`` ("" at none)."""
-    cur = parents.get(node)
-    while cur is not None:
-        if cur.__class__ is ast.ClassDef:
-            return cur.name
-        cur = parents.get(cur)
-    return ""
+    in_all: dict[str, int] = {}
+    for value in listed:
+        for element in value.elts:
+            if element.__class__ is ast.Constant and element.value in constants:
+                in_all[element.value] = in_all.get(element.value, 0) + 1
+    if not in_all:
+        return constants
+    counts = Counter(map(_value_of, ctx.nodes(ast.Constant)))  # (in C: a model file holds thousands)
+    return frozenset(value for value in constants if value not in in_all or counts[value] > in_all[value])
 
 
 def identifier_constants(ctx: FileContext) -> frozenset[str]:
@@ -203,12 +211,17 @@ def _mentions(ctx: FileContext, names: set[str], modules: set[str], star: bool):
             yield node, node.attr
 
 
-def _result_bindings(ctx: FileContext, module_classes, known_classes, parents) -> list[str]:
+def result_bindings(ctx: FileContext) -> list[str]:
     """`<function>=<binding>` for each function (by the name it is called by) whose every call in this
     file is outside module classes and bound as ``_confined_binding`` or ``_returned_binding`` allow
     (`self.criterion_kd = self._add_kd_components()` in a trainer, `loss_fn = build_loss().cuda()`):
     where the function returns a bare construction, its instance is confined there too. Only
-    lower-case callees of assignments and returns are read (a class's call is a construction)."""
+    lower-case callees of assignments and returns are read (a class's call is a construction).
+    Asked of the files that record their calls (scripts, trainers: file._record_calls); any other
+    file's calls of the name count as handing the result on (ClassIndex._binding_confined)."""
+    parents = ctx.tree_index.parents
+    module_classes = {id(info.node) for name, info in ctx.classes.items() if any(ctx.class_is_module(name))}
+    known_classes = {id(info.node) for info in ctx.classes.values()}
     bound: dict[str, set[str]] = {}
     counted: dict[str, int] = {}  # bound statements by callee
     for begin, end in _gaps_outside_modules(ctx, module_classes, known_classes):

@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from dpcheck.analysis.bare_calls import summarize_bare_calls
+from dpcheck.analysis.bare_calls import result_bindings, summarize_bare_calls
 from dpcheck.analysis.batch_feeds import summarize_batch_feeds, summarize_text_calls
 from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
@@ -638,6 +638,7 @@ def _record_calls(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -
     if rules and records_calls(ctx):
         result.calls_recorded = True
         result.handed_calls = handed_calls(ctx)
+        result.result_bindings = result_bindings(ctx)
 
 
 def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> None:

@@ -66,9 +66,8 @@ if TYPE_CHECKING:
     from dpcheck.analysis.model_class import ModelClass
 
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
-# Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs;
-# `_from_config` is transformers' own, which a model calls to build a sub-model as a layer).
-ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config", "from_name"})
+# Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
+ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 # Over every name, string or call of a file, in C (map, compress) rather than a Python step per node.
 _func_of = attrgetter("func")
@@ -1201,8 +1200,6 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
             continue
         for call in ctx.tree_index.nodes_within(info.node, ast.Call):
             func = call.func
-            if type(func) is ast.Attribute and func.attr in ALTERNATE_CONSTRUCTORS:
-                func = func.value  # `MoshiDepthDecoder._from_config(config)` builds a layer
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if not may_name_class(last) or last == name:
                 continue
