@@ -13,7 +13,7 @@ A use in the branch opposite to the one that wrapped (`if n_gpu > 1: model = DP(
 ... `else: model.classifier`) is not the wrapper, also where the wrap sits under a second test
 and a `.cuda()` rebinds the name after it; a read under `if hasattr(model,
 "set_scale"):` cannot raise, nor one under `if hasattr(model, "fc2"):` (a name the wrapper
-lacks, so the test fails for it) whose else arm uses `model.module`. A builder whose every wrapping return runs under a branch on its own parameter (`def
+lacks, so the test fails for it and the body never runs on it). A builder whose every wrapping return runs under a branch on its own parameter (`def
 create_model(opt, data_parallel=False): if data_parallel: model = DataParallel(model)`, or an
 early `if not parallel: return model`) gives the bare model to a call whose constants, or the
 defaults it leaves, turn that branch off (`create_model(opt)`). A function that returns `<wrapper>.module` on its wrapped path
@@ -87,7 +87,7 @@ import functools
 
 from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions
 from dpcheck.analysis.model_class import file_models
-from dpcheck.analysis.options import behind_switch_off_by_default
+from dpcheck.analysis.options import behind_switch_off_by_default, built_only_behind_switch
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     LIBRARY_ROOTS,
@@ -210,6 +210,8 @@ class WrapperAttributeAccess(Rule):
                 if settled is None and (switch := behind_switch_off_by_default(
                         node, ctx, _switches_around(wrap, ctx))) is not None:
                     settled = dict(switch.latent)  # a command-line switch, off unless the user turns it on
+                if settled is None and (switch := _component_behind_switch(node, wrap, ctx)) is not None:
+                    settled = dict(switch.latent)  # the wrapped component exists only with a switch on
                 # A method of the class that holds the wrapper runs only where something calls it.
                 advice = _uncalled_condition(node, wrap, ctx)
                 if settled is not None:
@@ -854,10 +856,10 @@ def _surely_lacked(name: str, source, ctx, facts, stored_on_wrapper) -> bool:
 
 def _told_apart_by_hasattr(node: ast.Attribute, facts, lacked) -> bool:
     """Is `x.attr` read in the body of `if hasattr(x, "<name>"):` for a name the wrapper lacks
-    (``lacked``), whose else arm reaches the model through `x.module`? The test fails for the
-    wrapper, and the code handles the wrapped case in the other arm (3D-FoodCalorie's `if hasattr(net,
-    'fc2'): net.get_last_shared_layer() else: net.module.get_last_shared_layer()`). Without such
-    an else arm the body is skipped silently under DataParallel, which stays reported."""
+    (``lacked``)? The test fails for the wrapper, so the read never runs on it: 3D-FoodCalorie's
+    `if hasattr(net, 'fc2'): net.get_last_shared_layer() else: net.module.get_last_shared_layer()`,
+    and crystalsizer3d's `if hasattr(self.predictor, 'img_mean'): ... self.predictor.img_std`, whose
+    body is skipped under DataParallel (a fallback then runs instead: no AttributeError to report)."""
     text = _text(node.value)
     if text is None:
         return False
@@ -865,10 +867,7 @@ def _told_apart_by_hasattr(node: ast.Attribute, facts, lacked) -> bool:
     while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
         if isinstance(cur, (ast.If, ast.IfExp)) and child is not cur.test:
             in_body = child in cur.body if isinstance(cur.body, list) else child is cur.body
-            orelse = cur.orelse if isinstance(cur.orelse, list) else [cur.orelse]
-            if in_body and _checks_hasattr(cur.test, text, lacked) and any(
-                    isinstance(n, ast.Attribute) and n.attr == "module" and _text(n.value) == text
-                    for arm in orelse for n in ast.walk(arm)):
+            if in_body and _checks_hasattr(cur.test, text, lacked):
                 return True
         child, cur = cur, facts.parent(cur)
     return False
@@ -926,3 +925,31 @@ def _option_path(ctx, node: ast.AST) -> dict | None:
             fn = next((f for f in model.all_methods if f.node is method), None)
             return option_constructions(model, fn, node) if fn is not None else None
     return None
+
+
+def _component_behind_switch(read: ast.Attribute, wrap, ctx):
+    """``built_only_behind_switch`` for a wrapper kept in `self.<x>` that is None wherever it is not
+    the wrapper (every other store of `self.<x>` in the class is `None`): crystalsizer3d's
+    `_init_transcoder`, `if not self.transcoder_args.use_transcoder: self.transcoder = None; return`
+    before it builds and wraps the transcoder. Then every read of the wrapper runs only with that
+    switch on. None where something else may be kept there (`self.model = Net()` and, under `if
+    args.multi_gpu:`, its wrapper: the switch decides the wrap, not whether the model exists)."""
+    if not wrap.name.startswith("self.") or wrap.parameter or wrap.origin is None:
+        return None
+    cls = ctx.enclosing(wrap.origin, ast.ClassDef)
+    if cls is None or ctx.enclosing(read, ast.ClassDef) is not cls:
+        return None
+    made = set(wrap.roots) | {wrap.origin}
+    attr = wrap.name.partition(".")[2]
+    for store in ctx.nodes(ast.Assign):
+        if store in made or not any(isinstance(t, ast.Attribute) and t.attr == attr and _is_self_name(t.value)
+                                    for t in store.targets):
+            continue
+        if ctx.enclosing(store, ast.ClassDef) is cls and not (
+                isinstance(store.value, ast.Constant) and store.value.value is None):
+            return None
+    return built_only_behind_switch(sorted(made, key=lambda n: (n.lineno, n.col_offset)), ctx, read)
+
+
+def _is_self_name(node) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"

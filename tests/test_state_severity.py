@@ -364,3 +364,20 @@ def test_dp701_and_dp201_reads_behind_another_files_switch_off_by_default_are_la
     # Without the options file nothing shows the switches off: both stay errors.
     findings, _ = run_json(str(project / "train.py"), "--select", "DP201,DP701")
     assert {(f["code"], f["severity"]) for f in findings} == {("DP201", "error"), ("DP701", "error")}
+
+
+def test_dp701_component_built_only_behind_a_switch_is_latent():
+    # crystalsizer3d's Manager: `if not self.args.use_aux: self.aux = None; return` before the wrap, so
+    # every read of `self.aux` needs `--use-aux` (a warning), unless a method turns the switch on and
+    # then calls the reading method (an error, as `load_network` then `_init_optimiser`). A net kept
+    # bare too, whose wrap alone is behind `--multi-gpu`, and a switch on by default stay errors; a
+    # method parameter that every call leaves at its false default is latent, one a call passes True is not.
+    fixture = "fixtures/dp701/flagged_component_behind_switch.py"
+    rows = {f["location"]["row"]: f["severity"] for f in run_json(fixture, "--select", "DP701")[0]}
+    assert rows == {66: "error", 75: "warning", 80: "error", 85: "error", 87: "warning", 89: "error"}
+
+
+def test_dp701_read_under_hasattr_of_a_name_the_wrapper_lacks_is_not_reported():
+    # crystalsizer3d's `if hasattr(self.predictor, 'img_mean'): ... self.predictor.img_std`: the body
+    # never runs on the wrapper.
+    assert not run_json("fixtures/dp701/safe_hasattr_of_buffer_guards_other_read.py", "--select", "DP701")[0]

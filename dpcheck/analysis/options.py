@@ -193,15 +193,121 @@ def behind_switch_off_by_default(node: ast.AST, ctx, excluded: frozenset[str] = 
         child, cur = cur, ctx.parent(cur)
     if not gates:
         return None
-    gates = sorted(set(gates))
+    return _option_path(sorted(set(gates)))
+
+
+def _option_path(gates: list[str]) -> OptionPath:
+    """The path behind switches that no parser of the read's file defines: latent where the
+    project's option table shows one of ``gates`` at the default that keeps it off, on the default
+    path where it shows none so."""
     return OptionPath({"requires": (frozenset(OPTION_DEFAULT_CONDITION + g for g in gates),)},
                       frozenset({OPTION_NOT_DEFAULT_CONDITION + ",".join(gates)}))
 
 
-def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str, str], excluded: frozenset[str]):
+def _turned_on_before_call(name: str, node: ast.AST, ctx) -> bool:
+    """Does a function of this file set the switch ``name`` to something other than a false constant
+    (`self.dataset_args.train_denoiser = True` in crystalsizer3d's `load_network`) and call the
+    function around ``node`` by name (`self._init_optimiser('denoiser')`)? Then the path behind the
+    switch runs whatever its command-line default."""
+    fn = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if fn is None:
+        return False
+    for store in _switch_stores(ctx).get(name, ()):
+        setter = ctx.enclosing(store, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if setter is not None and any(
+                (isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
+                 or isinstance(c.func, ast.Name) and c.func.id == fn.name)
+                for c in ast.walk(setter) if isinstance(c, ast.Call)):
+            return True
+    return False
+
+
+def _switch_stores(ctx) -> dict[str, list[ast.Assign]]:
+    return ctx.fact(_find_switch_stores)
+
+
+def _find_switch_stores(ctx) -> dict[str, list[ast.Assign]]:
+    """Assignments of something other than a false constant to a switch (`args.x = ...`,
+    `self.opt.x = ...`), by the switch's name."""
+    found: dict[str, list[ast.Assign]] = {}
+    for assign in ctx.nodes(ast.Assign):
+        if isinstance(assign.value, ast.Constant) and not assign.value.value:
+            continue
+        for target in assign.targets:
+            name = _switch_name(target)
+            if name is not None:
+                found.setdefault(name, []).append(assign)
+    return found
+
+
+def built_only_behind_switch(statements, ctx, reached_from: ast.AST | None = None) -> OptionPath | None:
+    """Does each of ``statements`` (the assignments that make a wrapper, at least one) run only with
+    a command-line switch changed from its default: in the arm of an `if` on the switch, or after an
+    early exit on it (`if not self.transcoder_args.use_transcoder: self.transcoder = None; return`,
+    crystalsizer3d's components that exist only when asked for)? The same answer as
+    ``behind_switch_off_by_default``. A switch that some function of the file turns on before it
+    calls the function around ``reached_from`` (the read) does not count: that path runs with it."""
+    if not statements:
+        return None
+    own = command_line_options(ctx)
+    gates: set[str] = set()
+    for statement in statements:
+        found = _gates_before(statement, ctx, own, reached_from)
+        if found is True:
+            return OptionPath({})
+        if not found:
+            return None
+        gates.update(found)
+    return _option_path(sorted(gates))
+
+
+def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from) -> set[str] | bool:
+    """The switch gates (``_switch_gate``) that ``statement`` runs behind in its function: the arms of
+    the `if`s around it and the early exits (`if <test>: ... return`) before it in each block; True
+    where one is decided by this file's own parser."""
+    gates: set[str] = set()
+    child, cur = statement, ctx.parent(statement)
+    while cur is not None and not isinstance(cur, (ast.Module, ast.ClassDef)):
+        arms = []
+        if isinstance(cur, ast.If) and child is not cur.test:
+            arms.append((cur, any(child is s for s in cur.body)))
+        for block in _blocks(cur):
+            if any(child is s for s in block):
+                arms.extend((s, False) for s in block[:next(i for i, s in enumerate(block) if s is child)]
+                            if isinstance(s, ast.If) and not s.orelse and s.body
+                            and isinstance(s.body[-1], (ast.Return, ast.Raise)))
+        for where, in_body in arms:
+            for test in _arm_tests(where.test, in_body):
+                gate = _switch_gate(test, in_body, ctx, where, own, frozenset(), reached_from)
+                if gate is True:
+                    return True
+                if gate:
+                    gates.add(gate)
+        if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+        child, cur = cur, ctx.parent(cur)
+    return gates
+
+
+def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    return [b for b in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
+
+
+def _arm_tests(test: ast.AST, in_body: bool) -> list[ast.AST]:
+    """The tests each of which decides alone whether an arm runs: the conjuncts of an `and` for its
+    body, the disjuncts of an `or` for its else (and for what follows an early exit on it)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if in_body else ast.Or):
+        return list(test.values)
+    return [test]
+
+
+def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str, str], excluded: frozenset[str],
+                 reached_from: ast.AST | None = None):
     """How ``test`` keeps the arm of its `if` off by default: True where the file shows it does;
     `<name>=<off|on>`, the default the switch must have for that, where no parser of this file
-    defines it (the project's option table settles it); None where it does not."""
+    defines it (the project's option table settles it); None where it does not, or where a function
+    of this file turns the switch on and then calls the function around ``reached_from`` (the
+    code behind the arm, where that is not ``where``'s own)."""
     negated = False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, True
@@ -210,11 +316,13 @@ def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str
     wanted = OFF if in_body != negated else ON
     name = _switch_name(test)
     if name is not None and name not in excluded:
+        if wanted == OFF and _turned_on_before_call(name, reached_from or where, ctx):
+            return None
         if name in own:
             return True if own[name] == wanted else None
         return f"{name}={wanted}"
     flags = {n for n, state in own.items() if state == OFF} - excluded
-    if isinstance(test, ast.Name) and wanted == OFF and flags:
+    if isinstance(test, ast.Name) and wanted == OFF:
         fn = ctx.enclosing(where, (ast.FunctionDef, ast.AsyncFunctionDef))
         if fn is not None and _parameter_switch_off(test.id, fn, ctx, flags):
             return True
@@ -237,14 +345,20 @@ def _switch_name(test: ast.AST) -> str | None:
 def _parameter_switch_off(name: str, fn, ctx, flags: set[str]) -> bool:
     """`if encoder_only:` on a parameter of ``fn`` whose default is false and that every call of it in
     this file (at least one) leaves out, or passes a false constant or one of the file's switches
-    off by default (``flags``)."""
+    off by default (``flags``): a function's `fn(...)`, a method's `self.fn(...)` (crystalsizer3d's
+    `predict(X, latent_input=False)`, which every call leaves at its default)."""
     default = parameter_defaults(fn.args).get(name)
     if not (isinstance(default, ast.Constant) and not default.value):
         return False
-    calls = [c for c in ctx.nodes(ast.Call) if isinstance(c.func, ast.Name) and c.func.id == fn.name]
+    positional = fn.args.posonlyargs + fn.args.args
+    method = ctx.enclosing(fn, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    bound = 1 if isinstance(method, ast.ClassDef) and positional and positional[0].arg == "self" else 0
+    calls = [c for c in ctx.nodes(ast.Call) if (
+        isinstance(c.func, ast.Name) and c.func.id == fn.name if not bound else
+        isinstance(c.func, ast.Attribute) and c.func.attr == fn.name and _is_self(c.func.value))]
     if not calls:
         return False
-    positional = fn.args.posonlyargs + fn.args.args
+    positional = positional[bound:]
     index = next((i for i, a in enumerate(positional) if a.arg == name), None)
     for call in calls:
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -256,3 +370,7 @@ def _parameter_switch_off(name: str, fn, ctx, flags: set[str]) -> bool:
                    and isinstance(v.value, ast.Name) and v.attr in flags for v in passed):
             return False
     return True
+
+
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
