@@ -105,6 +105,7 @@ from dpcheck.analysis.scripts import (
     mentions_training_token,
     own_attributes,
     script_facts,
+    with_attribute_truths,
 )
 from dpcheck.analysis.wrapping import classes_of
 from dpcheck.constants import DATAPARALLEL_CLASSES
@@ -195,7 +196,8 @@ class WrapperAttributeAccess(Rule):
                                      requires=wrap.requires + lacks, fix=fix)
             elif wrap is not None:
                 # (`called_late:` rides on this finding alone: the rejected-call one below reads `lacks`)
-                requires = wrap.requires + lacks + _late_read_condition(node, wrap, ctx)
+                requires = with_attribute_truths(wrap.requires + lacks, wrap.call, _argument_truths(node, wrap, ctx, facts)) \
+                    + _late_read_condition(node, wrap, ctx)
                 note = f" ({wrap.source.note})" if wrap.source.note else ""
                 called = isinstance(facts.parent(node), ast.Call) and facts.parent(node).func is node
                 fix = self.offer_fix(
@@ -567,6 +569,30 @@ def _truths_around(node: ast.AST, stop, facts) -> dict[str, bool]:
             found.setdefault(ast.unparse(test), truth)
         child, cur = cur, facts.parent(cur)
     return found
+
+
+def _argument_truths(read: ast.Attribute, wrap, ctx, facts) -> dict[str, bool]:
+    """The `<name>.<attribute>` tests that hold or fail where ``read`` runs (the `if`s around it) on a
+    name the builder call that made the wrapper passes (`model = create_model(opt)`, then `if
+    opt.fp16:` around the read), in the same code, with nothing binding the name or that attribute
+    in between: the index checks them against the builder's own wrap test (pix2pixHD's `if
+    opt.isTrain and len(opt.gpu_ids) and not opt.fp16:`), see ``with_attribute_truths``."""
+    call = wrap.call
+    if not isinstance(call, ast.Call) or not any(BUILDER_CONDITION in c for s in wrap.requires for c in s):
+        return {}
+    scope = ctx.enclosing(read, _FUNCTIONS)
+    if ctx.enclosing(call, _FUNCTIONS) is not scope or read.lineno <= call.lineno:
+        return {}
+    passed = {a.id for a in call.args if isinstance(a, ast.Name)}
+    passed |= {k.value.id for k in call.keywords if isinstance(k.value, ast.Name)}
+    start = (call.end_lineno or call.lineno) + 1
+    truths = {}
+    for text, truth in _truths_around(read, None, facts).items():
+        name, dot, attr = text.partition(".")
+        if dot and name in passed and attr.isidentifier() \
+                and _rebound_between(scope or ctx.tree, name, attr, start, read.lineno) < start:
+            truths[text] = truth
+    return truths
 
 
 def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:

@@ -512,9 +512,9 @@ class ScriptFacts:
         alternatives: list[tuple[tuple[ast.AST, bool], ...]] = []
         for ret, value in pairs:
             for origin in self._wrap_origins(value, fn):
-                atoms = {id(raw): (test, truth) for node in (ret, origin) if node is not None
-                         for raw, truth in self._branch_tests(node)
-                         for test in [self._as_guard_test(raw, params)] if _over_names(test, params)}
+                atoms = {id(part): (test, truth) for node in (ret, origin) if node is not None
+                         for raw, truth in self._branch_tests(node) for part in _needed_parts(raw, truth)
+                         for test in [self._as_guard_test(part, params)] if _over_names(test, params)}
                 if not atoms:
                     return None
                 alternatives.append(tuple(atoms.values()))
@@ -1279,6 +1279,9 @@ BUILDER_CONDITION = "builder:"
 # those arguments reach a branch that wraps.
 ARGUMENTS_MARK = "?"
 GUARD_CONDITION = "guard:"
+# An entry `["<position or keyword>.<attribute>", "<constant>"]` of a call's arguments: the truth an
+# attribute of that argument has where the caller reads the builder's result (with_attribute_truths).
+ATTRIBUTE_MARK = "."
 # A guard's test of whether a builder's parameter already holds a wrapper (`if isinstance(module,
 # nn.DataParallel):`, written HOLDS_WRAPPER_TEST(module)): a builder that re-wraps only what it was
 # handed wrapped (sync-batchnorm's `convert_model`) returns no wrapper to a call handing it a bare
@@ -1400,13 +1403,26 @@ def _alternatives_fail(alternatives, env: dict[str, object]) -> bool:
                              for alternative in alternatives)
 
 
+def _needed_parts(test: ast.AST, truth: bool) -> list[ast.AST]:
+    """The tests each of which must come out ``truth`` for ``test`` to: the conjuncts of an `and` that
+    must hold, the disjuncts of an `or` that must fail (pix2pixHD's `if opt.isTrain and
+    len(opt.gpu_ids) and not opt.fp16:` needs `not opt.fp16`, whatever the other two decide)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if truth else ast.Or):
+        return [part for value in test.values for part in _needed_parts(value, truth)]
+    return [test]
+
+
 def _over_names(test: ast.AST, names: set[str]) -> bool:
-    """Is ``test`` built from ``names``, constants, `not`/`and`/`or` and comparisons alone (what
-    _truth may decide from constant arguments)?"""
+    """Is ``test`` built from ``names`` (and their attributes, `opt.fp16`), constants, `not`/`and`/`or`
+    and comparisons alone (what _truth may decide from constant arguments, and from what a caller
+    knows of an argument's attributes where it reads the result: see ``with_attribute_truths``)?"""
     found = False
     for node in ast.walk(test):
         if _holds_wrapper_test(node) in names:
             found = True
+        elif isinstance(node, ast.Attribute):
+            if not (isinstance(node.value, ast.Name) and node.value.id in names):
+                return False
         elif isinstance(node, ast.Name):
             if node.id not in names and node.id != HOLDS_WRAPPER_TEST:
                 return False
@@ -1460,6 +1476,12 @@ def guard_fails(entry: str, arguments: str) -> bool:
     env = {name: literal_eval(default) for name, (_, default) in params.items() if default is not None}
     at = {position: name for name, (position, _) in params.items() if position >= 0}
     for key, value in json.loads(arguments[len(ARGUMENTS_MARK):]):
+        if isinstance(key, str) and ATTRIBUTE_MARK in key:  # `0.fp16`: an attribute of an argument
+            where, _, attr = key.partition(ATTRIBUTE_MARK)
+            name = at.get(int(where)) if where.isdigit() else where if where in params else None
+            if name is not None:
+                env[f"{name}.{attr}"] = literal_eval(value)
+            continue
         name = at.get(key) if isinstance(key, int) else key if key in params else None
         if name is None:
             continue
@@ -1486,6 +1508,9 @@ def _truth(test: ast.AST, env: dict[str, object]) -> bool | None:
         return False if env.get(param) is NO_WRAPPER else None
     if isinstance(test, ast.Name):
         return bool(env[test.id]) if test.id in env and env[test.id] is not NO_WRAPPER else None
+    if isinstance(test, ast.Attribute):  # `opt.fp16`: known only from where a caller reads the result
+        key = ast.unparse(test)
+        return bool(env[key]) if key in env else None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _truth(test.operand, env)
         return None if inner is None else not inner
@@ -1892,3 +1917,32 @@ def _project_module(target: str) -> bool:
     standard library's? Only its attribute calls are then read from the text."""
     root = target.partition(".")[0]
     return bool(root) and not f"{target}.".startswith(LIBRARY_ROOTS) and root not in sys.stdlib_module_names
+
+
+def with_attribute_truths(requires: tuple[frozenset[str], ...], call: ast.Call,
+                          truths: dict[str, bool]) -> tuple[frozenset[str], ...]:
+    """``requires`` with what a read knows of the builder call's arguments added to each builder
+    condition's arguments (`builder:models.create_model?[[0,null]]` -> `...?[[0,null],["0.fp16","True"]]`):
+    ``truths`` maps `<name>.<attribute>` tests (pix2pixHD's `if opt.fp16:` around the read) to the truth
+    they have there, for names the call passes and nothing rebinds in between (the caller checks)."""
+    extra = []
+    for text, truth in truths.items():
+        name, _, attr = text.partition(".")
+        for i, arg in enumerate(call.args):
+            if isinstance(arg, ast.Name) and arg.id == name:
+                extra.append([f"{i}{ATTRIBUTE_MARK}{attr}", repr(truth)])
+        extra += [[f"{k.arg}{ATTRIBUTE_MARK}{attr}", repr(truth)] for k in call.keywords
+                  if isinstance(k.value, ast.Name) and k.value.id == name]
+    if not extra:
+        return requires
+
+    def rewrite(condition: str) -> str:
+        at = condition.find(BUILDER_CONDITION)
+        at = condition.find(ARGUMENTS_MARK, at) if at >= 0 else -1
+        head, rest = condition[:at + 1], condition[at + 1:]
+        if at < 0 or not rest.startswith("["):
+            return condition
+        passed, end = json.JSONDecoder().raw_decode(rest)
+        return head + json.dumps(passed + extra, separators=(",", ":")) + rest[end:]
+
+    return tuple(frozenset(rewrite(c) for c in alternative) for alternative in requires)
