@@ -185,6 +185,9 @@ class WrapperAttributeAccess(Rule):
                 continue  # the wrapper's own class defines it
             if wrap is not None and wrap.parameter and _callers_exclude(node, wrap, facts):
                 continue  # `if model_parallel:` where every caller wraps only when it passes False
+            if wrap is not None and wrap.parameter and wrap.sites and not any(
+                    _can_bind(call, wrap.scope, skip) for call, skip in wrap.sites):
+                continue  # every call that hands the wrapper in raises TypeError first (Skip-BART)
             if wrap is not None and _told_apart_by_hasattr(node, facts, functools.partial(
                     _surely_lacked, source=wrap.source, ctx=ctx, facts=facts, stored_on_wrapper=stored_on_wrapper)):
                 continue  # `if hasattr(net, "fc2"):` holds only for the bare model: the wrapper has no fc2
@@ -593,6 +596,23 @@ def _argument_truths(read: ast.Attribute, wrap, ctx, facts) -> dict[str, bool]:
                 and _rebound_between(scope or ctx.tree, name, attr, start, read.lineno) < start:
             truths[text] = truth
     return truths
+
+
+def _can_bind(call: ast.Call, fn, skip: int) -> bool:
+    """Can ``call`` bind to ``fn``'s parameters (``skip`` of them bound by the call itself, `self`)?
+    Not where it passes a keyword ``fn`` has no parameter for, or more positional arguments than it
+    takes, without `**kwargs` / `*args` to take them (Skip-BART's `iteration_mlm(...,
+    encoder_only=args.encoder_only)`, whose `def` has no `encoder_only`: TypeError on any device
+    count, so the body never sees the wrapper)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return True
+    args = fn.args
+    positional = [a.arg for a in args.posonlyargs + args.args][skip:]
+    if args.vararg is None and len(call.args) > len(positional):
+        return False
+    names = {a.arg for a in args.args + args.kwonlyargs}
+    return args.kwarg is not None or all(k.arg in names for k in call.keywords)
 
 
 def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
