@@ -46,8 +46,15 @@ parameters.
 
 A read behind a command-line switch off by default (`if args.reset_decoder:` on an
 `add_argument("--reset_decoder", action="store_true")`, or `if encoder_only:` on a parameter that
-defaults to False and that every call of the file leaves out or fills from such a switch) is latent,
-a warning, except behind a switch the wrap itself runs under (`if args.multi_gpu:`).
+defaults to False and that every call of the file, `f(...)` or `self.f(...)`, leaves out or fills
+from such a switch) is latent, a warning, except behind a switch the wrap itself runs under (`if
+args.multi_gpu:`). So is every read of a wrapper kept in `self.<x>` that is None unless such a
+switch is on (`if not self.args.use_transcoder: self.transcoder = None; return` before the build
+and the wrap): the component exists only with the option. A switch a function of the file turns on
+(`self.args.train_denoiser = True`) before it calls the reading method does not count. A builder of
+another file that wraps only under `not opt.fp16` gives a read under `if opt.fp16:` (with `opt`
+handed to it) the bare model, and a wrapper handed in only by calls that cannot bind (a keyword the
+function does not take) is never read.
 
 Across files, the wrapper is also followed into a module-level function or a class's `__init__` that
 a script hands it to (`Procedure.Test(dataset, model)`, `utils.BPRLoss(model, config)` after `model =
