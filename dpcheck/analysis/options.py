@@ -353,10 +353,14 @@ def _parameter_switch_off(name: str, fn, ctx, flags: set[str]) -> bool:
     positional = fn.args.posonlyargs + fn.args.args
     method = ctx.enclosing(fn, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
     bound = 1 if isinstance(method, ast.ClassDef) and positional and positional[0].arg == "self" else 0
-    calls = [c for c in ctx.nodes(ast.Call) if (
-        isinstance(c.func, ast.Name) and c.func.id == fn.name if not bound else
-        isinstance(c.func, ast.Attribute) and c.func.attr == fn.name and _is_self(c.func.value))]
-    if not calls:
+    if bound and (fn.name == "forward" or fn.name.startswith("__")):
+        return False  # called through the module or by Python itself: its callers are not calls of its name
+    named = _calls_by_name(ctx).get(fn.name, ())
+    # A method's calls are any `<x>.<name>(...)` of the file (another instance's count too), at least
+    # one of them on self.
+    calls = [c for c in named if isinstance(c.func, ast.Attribute)] if bound else \
+        [c for c in named if isinstance(c.func, ast.Name)]
+    if not calls or bound and not any(_is_self(c.func.value) for c in calls):
         return False
     positional = positional[bound:]
     index = next((i for i, a in enumerate(positional) if a.arg == name), None)
@@ -370,6 +374,21 @@ def _parameter_switch_off(name: str, fn, ctx, flags: set[str]) -> bool:
                    and isinstance(v.value, ast.Name) and v.attr in flags for v in passed):
             return False
     return True
+
+
+def _calls_by_name(ctx) -> dict[str, list[ast.Call]]:
+    return ctx.fact(_find_calls_by_name)
+
+
+def _find_calls_by_name(ctx) -> dict[str, list[ast.Call]]:
+    """The file's calls by the name they call (`f(...)`, `<x>.f(...)`), for the parameter switches."""
+    found: dict[str, list[ast.Call]] = {}
+    for call in ctx.nodes(ast.Call):
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name is not None:
+            found.setdefault(name, []).append(call)
+    return found
 
 
 def _is_self(node: ast.AST) -> bool:
