@@ -92,7 +92,7 @@ from __future__ import annotations
 import ast
 import functools
 
-from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, option_constructions
+from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, binding_error, option_constructions
 from dpcheck.analysis.model_class import file_models
 from dpcheck.analysis.options import behind_switch_off_by_default, built_only_behind_switch
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
@@ -192,8 +192,8 @@ class WrapperAttributeAccess(Rule):
                 continue  # the wrapper's own class defines it
             if wrap is not None and wrap.parameter and _callers_exclude(node, wrap, facts):
                 continue  # `if model_parallel:` where every caller wraps only when it passes False
-            if wrap is not None and wrap.parameter and wrap.sites and not any(
-                    _can_bind(call, wrap.scope, skip) for call, skip in wrap.sites):
+            if wrap is not None and wrap.parameter and wrap.sites and isinstance(wrap.scope, _DEFS) and all(
+                    binding_error(call, wrap.scope, skip) is not None for call, skip in wrap.sites):
                 continue  # every call that hands the wrapper in raises TypeError first (Skip-BART)
             if wrap is not None and _told_apart_by_hasattr(node, facts, functools.partial(
                     _surely_lacked, source=wrap.source, ctx=ctx, facts=facts, stored_on_wrapper=stored_on_wrapper)):
@@ -605,23 +605,6 @@ def _argument_truths(read: ast.Attribute, wrap, ctx, facts) -> dict[str, bool]:
     return truths
 
 
-def _can_bind(call: ast.Call, fn, skip: int) -> bool:
-    """Can ``call`` bind to ``fn``'s parameters (``skip`` of them bound by the call itself, `self`)?
-    Not where it passes a keyword ``fn`` has no parameter for, or more positional arguments than it
-    takes, without `**kwargs` / `*args` to take them (Skip-BART's `iteration_mlm(...,
-    encoder_only=args.encoder_only)`, whose `def` has no `encoder_only`: TypeError on any device
-    count, so the body never sees the wrapper)."""
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
-            isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return True
-    args = fn.args
-    positional = [a.arg for a in args.posonlyargs + args.args][skip:]
-    if args.vararg is None and len(call.args) > len(positional):
-        return False
-    names = {a.arg for a in args.args + args.kwonlyargs}
-    return args.kwarg is not None or all(k.arg in names for k in call.keywords)
-
-
 def _uncalled_condition(read: ast.Attribute, wrap, ctx) -> tuple[str, ...]:
     """``uncalled:<module>:<methods>`` (scripts.UNCALLED_CONDITION) for a read of `self.<x>...` in a
     method of the class that stores the wrapper in `self.<x>` (probtalk's `infer_on_batch`, which only an
@@ -826,6 +809,7 @@ def _wrapped_in_same_code(read: ast.Attribute, wrap, ctx) -> bool:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _stored_before(read: ast.Attribute, stores, ctx, facts) -> bool:
