@@ -50,7 +50,7 @@ from dpcheck.analysis.dataflow import (
 from dpcheck.analysis.guards import WRAPPER_PASSES_CONDITION
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
-from dpcheck.analysis.torch_api import _TENSOR_METHODS
+from dpcheck.analysis.torch_api import TENSOR_METHODS
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -345,7 +345,7 @@ class _ListFinder:
         """Is ``node`` visibly a tensor: a torch call, or a tensor method on anything?"""
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in _TENSOR_METHODS:
+            if isinstance(func, ast.Attribute) and func.attr in TENSOR_METHODS:
                 return True
             resolved = self.ctx.resolve(func) or ""
             return resolved.startswith("torch.") and not resolved.startswith(_NOT_TENSOR_PREFIXES)

@@ -27,11 +27,11 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
 _THREADS = frozenset({"threading.Thread", "torch.multiprocessing.Process", "multiprocessing.Process"})
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class SingleReplicaWorkerCall(Rule):
@@ -91,7 +91,7 @@ class SingleReplicaWorkerCall(Rule):
             if ctx.resolve(call.func) not in _THREADS:
                 continue
             worker = next((k.value for k in call.keywords if k.arg == "target"), None)
-            scope = ctx.enclosing(call, _FUNCTIONS)
+            scope = ctx.enclosing(call, FUNCTION_DEFS)
             if not isinstance(worker, ast.Name) or scope is None:
                 continue
             definition = _definition(scope, worker.id, ctx)

@@ -93,9 +93,8 @@ import ast
 import functools
 
 from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, binding_error, option_constructions
-from dpcheck.analysis.model_class import file_models
+from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, file_models, forward_flags
 from dpcheck.analysis.options import behind_switch_off_by_default, built_only_behind_switch
-from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, forward_flags
 from dpcheck.analysis.scripts import (
     LIBRARY_ROOTS,
     BUILDER_CONDITION,
@@ -114,6 +113,7 @@ from dpcheck.analysis.scripts import (
     script_facts,
     with_attribute_truths,
 )
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, LOOP_STATEMENTS
 from dpcheck.analysis.wrapping import classes_of
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.findings import Applicability, Severity
@@ -192,7 +192,7 @@ class WrapperAttributeAccess(Rule):
                 continue  # the wrapper's own class defines it
             if wrap is not None and wrap.parameter and _callers_exclude(node, wrap, facts):
                 continue  # `if model_parallel:` where every caller wraps only when it passes False
-            if wrap is not None and wrap.parameter and wrap.sites and isinstance(wrap.scope, _DEFS) and all(
+            if wrap is not None and wrap.parameter and wrap.sites and isinstance(wrap.scope, FUNCTION_DEFS) and all(
                     binding_error(call, wrap.scope, skip) is not None for call, skip in wrap.sites):
                 continue  # every call that hands the wrapper in raises TypeError first (Skip-BART)
             if wrap is not None and _told_apart_by_hasattr(node, facts, functools.partial(
@@ -809,7 +809,6 @@ def _wrapped_in_same_code(read: ast.Attribute, wrap, ctx) -> bool:
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _stored_before(read: ast.Attribute, stores, ctx, facts) -> bool:
@@ -843,7 +842,6 @@ def _stored_before(read: ast.Attribute, stores, ctx, facts) -> bool:
     return False
 
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Where code inside a loop may be skipped on its first iteration (or its AttributeError caught).
 _CONDITIONALS = (ast.If, ast.IfExp, ast.While, ast.Try, ast.BoolOp, ast.ListComp, ast.GeneratorExp,
                  ast.SetComp, ast.DictComp, ast.Match)
@@ -851,16 +849,16 @@ _CONDITIONALS = (ast.If, ast.IfExp, ast.While, ast.Try, ast.BoolOp, ast.ListComp
 
 def _conditional_in_shared_loop(read, store, ctx) -> bool:
     """Is there a loop around both ``read`` and ``store`` inside which ``read`` is conditional?"""
-    loop = ctx.enclosing(read, _LOOPS)
+    loop = ctx.enclosing(read, LOOP_STATEMENTS)
     while loop is not None:
         if ctx.tree_index.contains(loop, store):
-            cur = ctx.enclosing(read, _CONDITIONALS + _LOOPS)
+            cur = ctx.enclosing(read, _CONDITIONALS + LOOP_STATEMENTS)
             while cur is not None and cur is not loop:
                 if isinstance(cur, _CONDITIONALS):
                     return True
-                cur = ctx.enclosing(cur, _CONDITIONALS + _LOOPS)
+                cur = ctx.enclosing(cur, _CONDITIONALS + LOOP_STATEMENTS)
             return False
-        loop = ctx.enclosing(loop, _LOOPS)
+        loop = ctx.enclosing(loop, LOOP_STATEMENTS)
     return False
 
 

@@ -16,12 +16,13 @@ import ast
 from itertools import pairwise
 from typing import Any
 
+from dpcheck.analysis.torch_api import LOOP_STATEMENTS
+
 # Nodes that open a scope of their own: names bound inside belong to them.
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
 _FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 # Comprehensions are scopes for their targets; a `:=` inside one binds in the scope around it.
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _TRIES = (ast.Try, ast.TryStar) if hasattr(ast, "TryStar") else (ast.Try,)
 # What holds statements: a statement's body, else and finally lists; an except clause; a match case.
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
@@ -118,7 +119,7 @@ def _reaching_in_scope(index, name: str, stmt: ast.stmt, scope: ast.AST, own: li
             loop_target = isinstance(holder, (ast.For, ast.AsyncFor)) and block is holder.body \
                 and target_binds(holder.target, name)
             return holder if loop_target else None
-        if isinstance(holder, _LOOPS) and id(holder) in holding:
+        if isinstance(holder, LOOP_STATEMENTS) and id(holder) in holding:
             return None  # bound in the loop: a later statement's binding reaches on the next iteration
         if isinstance(holder, _TRIES):
             if block is holder.orelse:  # runs after the whole `try` body

@@ -15,12 +15,11 @@ import ast
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import Wrap, mentions_dataparallel, script_facts
-from dpcheck.analysis.torch_api import _TENSOR_METHODS as TENSOR_METHODS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, TENSOR_METHODS
 from dpcheck.record import record
 
 # Module methods that walk a module's layers: `for m in model.modules()`, `for _, m in model.named_children()`.
 _LAYER_WALKS = frozenset({"modules", "children", "named_modules", "named_children"})
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @record(frozen=True)
@@ -57,7 +56,7 @@ def _layer_stores(ctx: FileContext) -> list[LayerStore]:
                   and target.value.id == layer and _tensor_value(node.value, loop, ctx)]
         if not stores:
             continue
-        function = ctx.enclosing(loop, _FUNCTIONS)
+        function = ctx.enclosing(loop, FUNCTION_DEFS)
         for wrapper, wrap, caller in _wrappers_walked(owner, function, facts, ctx):
             call = _wrapper_called(wrapper, caller, facts, ctx)
             if call is None:
@@ -93,7 +92,7 @@ def _tensor_value(value: ast.AST, loop: ast.For, ctx: FileContext, depth: int = 
         name = ctx.resolve(value.func) or ""
         return name.startswith("torch.") and not name.startswith("torch.nn.")
     if isinstance(value, ast.Name) and depth < 2:
-        scope = ctx.enclosing(loop, _FUNCTIONS) or ctx.tree
+        scope = ctx.enclosing(loop, FUNCTION_DEFS) or ctx.tree
         bindings = [n.value for n in ctx.tree_index.nodes_within(scope, ast.Assign)
                     if any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
         return bool(bindings) and all(_tensor_value(b, loop, ctx, depth + 1) for b in bindings)
@@ -129,7 +128,7 @@ def _wrappers_walked(owner: ast.expr, function, facts, ctx: FileContext):
             (k.value for k in call.keywords if k.arg == owner.id), None)
         wrap = facts.wrap_for(handed) if handed is not None else None
         if wrap is not None:
-            yield ast.unparse(handed), wrap, ctx.enclosing(call, _FUNCTIONS)
+            yield ast.unparse(handed), wrap, ctx.enclosing(call, FUNCTION_DEFS)
 
 
 def _wrapper_called(wrapper: str, function, facts, ctx: FileContext) -> ast.Call | None:

@@ -21,10 +21,10 @@ from typing import Iterator
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.context import FileContext, code_names
 from dpcheck.analysis.torch_api import (
-    _TENSOR_METHODS,
     CONTAINER_CTORS,
     PARAMETER_CTORS,
     TENSOR_FACTORIES,
+    TENSOR_METHODS,
     VARIABLE_CTORS,
     FunctionNode,
 )
@@ -392,7 +392,7 @@ class ModelClass:
             return "module", set(), set()
         if requires:
             return "maybe_module", set(), set(requires)
-        if isinstance(value.func, ast.Attribute) and value.func.attr in _TENSOR_METHODS:
+        if isinstance(value.func, ast.Attribute) and value.func.attr in TENSOR_METHODS:
             inner, elements, req = self.classify(value.func.value, fn)
             if inner in ("tensor", "scalar_tensor", "module", "parameter"):
                 return ("tensor" if inner == "scalar_tensor" else inner), elements, req

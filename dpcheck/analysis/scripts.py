@@ -41,6 +41,7 @@ from collections.abc import Iterator
 
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import argument, is_true, keyword
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, LOOP_STATEMENTS
 from dpcheck.analysis.tree import FunctionInfo, cached_property
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
@@ -52,8 +53,6 @@ from dpcheck.constants import (
 from dpcheck.record import record
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 # Methods that return the module itself: `DataParallel(net).cuda()` is still the wrapper.
 SELF_RETURNING = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
                             "requires_grad_", "type"})
@@ -323,7 +322,7 @@ class ScriptFacts:
         if not (isinstance(node, ast.Call) or isinstance(node, (ast.Name, ast.Attribute))
                 and target_text(node) is not None and hasattr(node, "lineno")):
             return False
-        fn = self.ctx.enclosing(node, _FUNCTIONS)
+        fn = self.ctx.enclosing(node, FUNCTION_DEFS)
         if isinstance(node, ast.Name) and fn is not None and node.id in {
                 a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}:
             return False
@@ -354,11 +353,11 @@ class ScriptFacts:
         """Module-level functions by name, methods by `Class.name`."""
         found: dict[str, ast.AST] = {}
         for stmt in self.ctx.tree.body:
-            if isinstance(stmt, _FUNCTIONS):
+            if isinstance(stmt, FUNCTION_DEFS):
                 found[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
                 for sub in stmt.body:
-                    if isinstance(sub, _FUNCTIONS):
+                    if isinstance(sub, FUNCTION_DEFS):
                         found[f"{stmt.name}.{sub.name}"] = sub
         return found
 
@@ -434,10 +433,10 @@ class ScriptFacts:
                 # its own method (`self.model = create_model(...)`, then `self.model =
                 # nn.DataParallel(self.model)`: the second is what the method reads after it), while
                 # the other methods may see any of them.
-                function = self.ctx.enclosing(node, _FUNCTIONS) if attribute else None
+                function = self.ctx.enclosing(node, FUNCTION_DEFS) if attribute else None
                 for later in entries[i + 1:]:
                     if later.lineno > node.lineno and not self.exclusive(node, later) and (
-                            not attribute or self.ctx.enclosing(later, _FUNCTIONS) is function) \
+                            not attribute or self.ctx.enclosing(later, FUNCTION_DEFS) is function) \
                             and not self._conditionally_rewrapped(later, node, text):
                         end = later.lineno
                         break
@@ -560,12 +559,12 @@ class ScriptFacts:
         for wrap in self._reaching_wraps(value, text):
             roots = wrap.roots or (wrap.origin,)
             origins += [root if root is not None and not wrap.parameter
-                        and self.ctx.enclosing(root, _FUNCTIONS) is fn else None for root in roots]
+                        and self.ctx.enclosing(root, FUNCTION_DEFS) is fn else None for root in roots]
         return origins or [None]
 
     def _own_returns(self, fn: ast.AST) -> Iterator[ast.Return]:
         for node in self.ctx.tree_index.nodes_within(fn, ast.Return):
-            if node.value is not None and self.ctx.enclosing(node, _FUNCTIONS) is fn:
+            if node.value is not None and self.ctx.enclosing(node, FUNCTION_DEFS) is fn:
                 yield node
 
     def _parameter_wraps(self) -> list[Wrap]:
@@ -696,7 +695,7 @@ class ScriptFacts:
     def _may_run(self, node: ast.AST) -> bool:
         """Is the function around ``node`` public, special, or named somewhere in this file (a private
         method no call reaches from here runs only if another file calls it)?"""
-        func = self.ctx.enclosing(node, _FUNCTIONS)
+        func = self.ctx.enclosing(node, FUNCTION_DEFS)
         if func is None or not func.name.startswith("_") or func.name.endswith("__"):
             return True
         return func.name in self._named
@@ -712,7 +711,7 @@ class ScriptFacts:
             if wrap.parameter:
                 # Up to and including the line of the first reassignment: its value (`model =
                 # DataParallel(model)`) still reads the caller's wrapper.
-                if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, _FUNCTIONS) is wrap.scope \
+                if wrap.start < node.lineno <= wrap.end and self.ctx.enclosing(node, FUNCTION_DEFS) is wrap.scope \
                         and not self._dead_for_every_site(node, wrap):
                     yield wrap
                 continue
@@ -722,7 +721,8 @@ class ScriptFacts:
             if not (wrap.start < node.lineno <= wrap.end if wrap.end != float("inf") else wrap.start < node.lineno):
                 # `self.x` holds the wrapper in the other methods, and after the assignment in its own.
                 if not (text.startswith("self.") and wrap.scope is not self.ctx.tree) or (
-                        origin is not None and self.ctx.enclosing(node, _FUNCTIONS) is self.ctx.enclosing(origin, _FUNCTIONS)):
+                        origin is not None
+                        and self.ctx.enclosing(node, FUNCTION_DEFS) is self.ctx.enclosing(origin, FUNCTION_DEFS)):
                     continue
             if origin is not None and text.startswith("self.") and self._constructed_before(node, origin):
                 continue
@@ -747,7 +747,7 @@ class ScriptFacts:
         wraps (``origin``'s) without calling the base's (`super().__init__(...)`)."""
         if not isinstance(scope, ast.ClassDef):
             return False
-        method = self.ctx.enclosing(origin, _FUNCTIONS) if origin is not None else None
+        method = self.ctx.enclosing(origin, FUNCTION_DEFS) if origin is not None else None
         cls = self.ctx.enclosing(node, ast.ClassDef)
         seen: set[str] = set()
         work = [cls.name] if cls is not None else []
@@ -774,7 +774,7 @@ class ScriptFacts:
         """Does the function around ``node`` assign ``text`` (`self.model_with_loss = AddLossModule(...)`)
         before ``node``, outside the statement ``node`` is part of? Then what a base class's method
         stored there is gone (a subclass's `__init__` that rebuilds and rewraps after `super().__init__`)."""
-        func = self.ctx.enclosing(node, _FUNCTIONS)
+        func = self.ctx.enclosing(node, FUNCTION_DEFS)
         if func is None:
             return False
         here = (node.lineno, node.col_offset)
@@ -793,12 +793,12 @@ class ScriptFacts:
         `load_checkpoints`, called from `__init__` just before `self.check_and_use_multi_gpu()`),
         where the file names it nowhere else; and such a method called from `__init__` before
         `__init__` itself wraps (BLINK's `load_model`, then `self.model = DataParallel(self.model)`)."""
-        init = self.ctx.enclosing(node, _FUNCTIONS)
-        method = self.ctx.enclosing(origin, _FUNCTIONS)
+        init = self.ctx.enclosing(node, FUNCTION_DEFS)
+        method = self.ctx.enclosing(origin, FUNCTION_DEFS)
         if depth and method is init is not None and init.name == "__init__":
             # (a call, in the constructor that wraps, of a method that reads: before the wrap, and in
             # no loop that also holds the wrap, it runs on the bare module: BLINK's `load_model`)
-            loop = self.ctx.enclosing(origin, _LOOPS)
+            loop = self.ctx.enclosing(origin, LOOP_STATEMENTS)
             return (node.lineno, node.col_offset) < (origin.lineno, origin.col_offset) and not (
                 loop is not None and self._within(node, loop))
         if init is None or method is None or method is init or not self._related(
@@ -995,7 +995,7 @@ class ScriptFacts:
         found = _conditions(test, positive)
         found += [fact for text, truth in found if text in self._test_flags
                   for fact in _conditions(self._test_flags[text], truth)]
-        method = self.ctx.enclosing(node, _FUNCTIONS)
+        method = self.ctx.enclosing(node, FUNCTION_DEFS)
         flags = self._constructor_flags.get(id(method)) if method is not None and method.name == "__init__" else None
         if not flags:
             return found
@@ -1628,7 +1628,7 @@ def wrapping_methods(ctx: FileContext) -> dict[str, list[str]]:
     for qualname, method, attr, wrap in _self_wraps(ctx):
         # The wrapper built in that method, not one it only moves (`self.conv1 = self.conv1.cuda()`
         # after another method wrapped it).
-        if method.name != "__init__" and ctx.enclosing(wrap.call, _FUNCTIONS) is method:
+        if method.name != "__init__" and ctx.enclosing(wrap.call, FUNCTION_DEFS) is method:
             found.setdefault(qualname, set()).add(f"{method.name}@{attr}")
     return {name: sorted(methods) for name, methods in found.items()}
 
@@ -1709,7 +1709,7 @@ def method_calls(ctx: FileContext) -> tuple[list[str], list[str]]:
                 continue  # a module's function (`torch.save(...)`)
             (fresh if _on_fresh_instance(call, receiver.id, ctx) else later).add(func.attr)
         else:
-            method = ctx.enclosing(call, _FUNCTIONS) if isinstance(receiver, ast.Attribute) else None
+            method = ctx.enclosing(call, FUNCTION_DEFS) if isinstance(receiver, ast.Attribute) else None
             if method is None or method.name != func.attr:
                 later.add(func.attr)
     return sorted(fresh - later), sorted(later)
@@ -1759,7 +1759,7 @@ def _self_wraps(ctx: FileContext) -> Iterator[tuple[str, ast.AST, str, Wrap]]:
         if wrap.parameter or wrap.source.requires or attr == wrap.name or "." in attr \
                 or not isinstance(wrap.scope, ast.ClassDef) or wrap.origin is None:
             continue
-        method = ctx.enclosing(wrap.origin, _FUNCTIONS)
+        method = ctx.enclosing(wrap.origin, FUNCTION_DEFS)
         info = ctx.classes.get(wrap.scope.name)
         if method is None or info is None or info.node is not wrap.scope \
                 or ctx.enclosing(method, ast.ClassDef) is not wrap.scope:

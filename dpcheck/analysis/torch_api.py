@@ -40,7 +40,7 @@ TENSOR_FACTORIES = frozenset({
     "LongTensor", "BoolTensor", "ByteTensor", "IntTensor", "DoubleTensor", "HalfTensor",
     "polar", "complex", "bernoulli", "normal", "exp", "cos", "sin", "outer", "einsum",
 })
-_TENSOR_METHODS = frozenset({"cuda", "to", "float", "double", "half", "long", "int", "bool",
+TENSOR_METHODS = frozenset({"cuda", "to", "float", "double", "half", "long", "int", "bool",
                              "t", "T", "view", "reshape", "unsqueeze", "expand", "repeat",
                              "contiguous", "detach", "clone", "bfloat16", "transpose", "permute",
                              "flatten", "squeeze", "pin_memory", "type", "sqrt", "exp", "log"})
@@ -69,6 +69,9 @@ def parameter_free(name: str) -> bool:
 
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+# Statements that define a function, and those that loop: what `ctx.enclosing` is asked for.
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+LOOP_STATEMENTS = (ast.For, ast.AsyncFor, ast.While)
 
 
 # Parts of torch.nn whose classes are no modules: autograd Functions (DataParallel's Scatter and

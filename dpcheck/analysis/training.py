@@ -17,10 +17,10 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.torch_api import LOOP_STATEMENTS
 
 # Text a file that trains holds; without both, nothing below is walked.
 _TRAINING_TEXT = ("backward(", ".step(")
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -46,8 +46,8 @@ def _trains_models(ctx: FileContext) -> bool:
     # The functions whose own body runs a backward pass outside a loop: a loop that calls one trains.
     stepping: set[str] = set()
     for call in backward:
-        scope = ctx.enclosing(call, _LOOPS + _SCOPES)
-        if isinstance(scope, _LOOPS):
+        scope = ctx.enclosing(call, LOOP_STATEMENTS + _SCOPES)
+        if isinstance(scope, LOOP_STATEMENTS):
             return True
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             stepping.add(scope.name)
@@ -56,6 +56,6 @@ def _trains_models(ctx: FileContext) -> bool:
     for call in ctx.nodes(ast.Call):
         func = call.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name in stepping and isinstance(ctx.enclosing(call, _LOOPS + _SCOPES), _LOOPS):
+        if name in stepping and isinstance(ctx.enclosing(call, LOOP_STATEMENTS + _SCOPES), LOOP_STATEMENTS):
             return True
     return False
