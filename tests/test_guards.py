@@ -244,6 +244,22 @@ def test_a_script_model_used_only_by_calls_and_inspections_reports_its_calls():
     assert "*" in markers("return nn.Sequential(Net())(batches)\n")
 
 
+def test_another_name_bound_to_the_model_is_read_as_the_model():
+    # SpanBERT's run_glue (session 40): `model_to_save = model.module if hasattr(model, "module") else
+    # model` only to save it; the calls of that name are the model's calls, any other use unknown.
+    def markers(body):
+        return _script(body).module_calls["net.Net"]
+
+    saved = 'model = Net()\nmodel(batches, None)\nbare = model.module if hasattr(model, "module") else model\n' \
+            'logging.getLogger().info(bare.state_dict())\n'
+    assert markers(saved) == ["#1", "~"]  # (the constant None passes nothing)
+    assert markers("model = Net()\nbare = model\nreturn bare(batches, lengths=batches)\n") == ["#1", "lengths", "~"]
+    assert "*" in markers("model = Net()\nbare = model if run else None\nreturn bare\n")
+    assert "*" in markers("model = Net()\nbare = model\nreturn run(bare)\n")
+    # (A name bound to itself is not followed around the cycle.)
+    assert markers("model = Net()\nmodel = model\nreturn model(batches)\n") == ["#1", "~"]
+
+
 def test_a_classmethod_construction_is_a_construction():
     assert _result(LAYER + """
 

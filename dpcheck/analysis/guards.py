@@ -443,7 +443,9 @@ def _local_instance_markers(ctx: FileContext, construction: ast.Call, name: str,
     another torch function or inspection (``_inspects``: a wrapper's own calls are ``wrapper_calls``);
     ``UNKNOWN_CALLER`` where any use hands it on (returned, stored, passed to a call, `net =
     model.cuda()`), but for an argument of a function of this file, whose uses of that parameter are
-    read the same way (`evaluate(model, loader)`, ``_handed_parameter``), and but for its return from
+    read the same way (`evaluate(model, loader)`, ``_handed_parameter``), as are those of another local
+    name it is bound to (`model_to_save = model.module if hasattr(model, "module") else model`,
+    ``_alias_binding``), and but for its return from
     the class's own factory (``factory``, see ``_in_own_factory``). Every load of the name in the
     scope counts, whatever it holds then."""
     scope = ctx.enclosing(construction, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or ctx.tree
@@ -471,15 +473,32 @@ def _instance_markers(ctx: FileContext, scope: ast.AST, name: str, trail: frozen
         elif factory and isinstance(parent, ast.Return) and ctx.enclosing(parent, _FUNCTION_SCOPES) is scope:
             continue
         elif not (isinstance(parent, ast.Call) and _never_calls(parent, ctx)):
-            handed = _handed_parameter(ctx, parent, node)
+            # Handed to a function of this file, or bound to another local name of this scope (`model_to_save
+            # = model.module if hasattr(model, "module") else model`): that name's uses are read the same way.
+            alias = _alias_binding(ctx, node)
+            handed = (scope, alias.targets[0].id) if alias is not None else _handed_parameter(ctx, parent, node)
             if handed is None:
                 return {UNKNOWN_CALLER}
-            if id(handed[0]) not in trail:
-                found = _instance_markers(ctx, handed[0], handed[1], trail | {id(handed[0])})
+            followed = id(alias if alias is not None else handed[0])
+            if followed not in trail:
+                found = _instance_markers(ctx, handed[0], handed[1], trail | {followed})
                 if UNKNOWN_CALLER in found:
                     return found
                 markers |= found
     return markers
+
+
+def _alias_binding(ctx: FileContext, node: ast.Name) -> ast.Assign | None:
+    """The statement binding ``node``'s value to one other plain name, directly or as a branch of a
+    conditional expression (`net = model`, `m = model.module if parallel else model`); None otherwise.
+    (A `.module` branch is a member read of the name, which tells nothing of its calls.)"""
+    child, parent = node, ctx.parent(node)
+    while isinstance(parent, ast.IfExp) and child is not parent.test:
+        child, parent = parent, ctx.parent(parent)
+    if isinstance(parent, ast.Assign) and parent.value is child and len(parent.targets) == 1 \
+            and isinstance(parent.targets[0], ast.Name):
+        return parent
+    return None
 
 
 def _handed_parameter(ctx: FileContext, call: ast.AST, node: ast.AST) -> tuple[ast.AST, str] | None:
