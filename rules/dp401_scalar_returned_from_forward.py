@@ -18,7 +18,9 @@ there (a sparsely gated mixture's load-balancing loss). A function imported from
 the project is 0-dim where every return of it is (`utils.at_loss(x, y)`); a helper's return of a
 constant one-value tensor (`if x.shape[0] == 1: return torch.tensor([0])`) leaves the others to
 decide, and a 0-dim total weighed by a number (`loss *= self.loss_coef`; in a layer of another file,
-also by an option of its forward that the call leaves to a numeric default, `loss_coef=1`) stays 0-dim. Each item of a returned list comprehension is a returned value.
+also by an option of its forward that the call leaves to a numeric default, `loss_coef=1`) stays 0-dim. Each item of a returned list comprehension is a returned value. Python's `sum` of 0-dim
+values is 0-dim: `sum(losses)` where every item of the local list, displayed or appended, is one, or
+`sum(F.l1_loss(a, b) for a, b in pairs)` (a list that also takes another value, or is extended, is not read).
 
 A plain function over a dict of weights that a helper of the project runs as the model is checked
 like forward: the helper does DataParallel's steps itself (`parallel_apply` over callables made

@@ -570,7 +570,7 @@ def scalar_reason(node: ast.AST, fn: FunctionInfo, model: ModelClass, depth: int
                 _python_number(a, fn, model, resolving) for a in node.args)):
             return reason
         return None
-    reason = _passed_through(node, fn, model, depth, resolving)
+    reason = _summed(node, fn, model, depth, resolving) or _passed_through(node, fn, model, depth, resolving)
     if reason is None:  # `weighted_l1(...)`, `self.calc_gradient_penalty(...)`: what the function returns
         callee = _callee(node, fn, model)
         if callee is not None:
@@ -839,6 +839,53 @@ def _size_read(node: ast.AST) -> bool:
             return (func.attr == "size" and len(node.args) == 1) or (func.attr == "numel" and not node.args)
         return isinstance(func, ast.Name) and func.id == "len"
     return False
+
+
+def _summed(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int,
+            resolving: frozenset[str] = frozenset()) -> str | None:
+    """`sum(losses)`, `sum(F.l1_loss(a, b) for a, b in pairs)`: Python's `sum` of values that are each
+    0-dim (a display, a comprehension, or a local list whose every item, displayed or appended, is),
+    from a number start, adds 0-dim tensors into one: 0-dim."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == "sum" and call.func.id not in fn.local_values
+            and "sum" not in model.ctx.imports.aliases and "sum" not in model.ctx.module_functions) \
+            or not 1 <= len(call.args) <= 2 or call.keywords and call.keywords[0].arg != "start":
+        return None
+    start = call.args[1:] + [k.value for k in call.keywords]
+    if start and not _python_number(start[0], fn, model, resolving):
+        return None
+    items = _list_items(call.args[0], fn)
+    if not items:
+        return None
+    reasons = []
+    for item in items:
+        reason = scalar_reason(item, fn, model, depth + 1, resolving)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return _reason(f"`sum` of {reasons[0]}", *reasons)
+
+
+def _list_items(node: ast.AST, fn: FunctionInfo) -> list[ast.AST]:
+    """The values a list holds: a display's elements, a comprehension's element, or those of a local
+    bound only to such lists, with what `name.append(x)` adds; empty where any is not known."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [] if any(isinstance(e, ast.Starred) for e in node.elts) else list(node.elts)
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        return [node.elt]
+    if not isinstance(node, ast.Name) or node.id not in fn.local_values:
+        return []
+    items = []
+    for value in fn.local_values[node.id]:
+        if not isinstance(value, (ast.List, ast.Tuple, ast.ListComp)):
+            return []  # `losses += [x]`, `losses = other`: not followed
+        items.extend(_list_items(value, fn) if not (isinstance(value, ast.List) and not value.elts) else ())
+    for call in fn.nodes(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == node.id:
+            if func.attr != "append" or len(call.args) != 1:
+                return []  # `extend`, `insert`, ...: what else goes in is not followed
+            items.append(call.args[0])
+    return items
 
 
 def _passed_through(call: ast.Call, fn: FunctionInfo, model: ModelClass, depth: int,
