@@ -1378,3 +1378,53 @@ def test_an_application_that_trains_and_never_wraps_gets_advice_only():
     assert severities(models, folder / "train.py", folder / "train_hf.py") == errors
     # A script that wraps the model in DataParallel as well: the errors stand.
     assert severities(folder) == errors
+
+
+def test_a_torch_class_read_off_torch_does_not_name_the_projects_class_of_that_name():
+    """`nn.RNN` in a model names torch's RNN: a project class `RNN` (speechbrain's, vendored, built
+    only in its docstring) that no file builds stays unbuilt; `blocks.RNN`, read off the project's
+    module, names the project's class."""
+    from dpcheck.analysis.file import analyze_source
+    from dpcheck.analysis.index import ClassIndex
+    from dpcheck.registry import rules_by_code
+
+    rules = [rule() for rule in rules_by_code().values() if rule.kind == "static"]
+    blocks = analyze_source(textwrap.dedent('''
+        import torch
+
+        class RNN(torch.nn.Module):
+            """>>> net = RNN(hidden_size=5)"""
+            def __init__(self, hidden_size):
+                super().__init__()
+                self.rnn = torch.nn.RNN(8, hidden_size)
+
+            def forward(self, x, hx=None):
+                return self.rnn(x, hx)
+    '''), "pkg/blocks.py", rules, "pkg.blocks")
+
+    def index_with(model_source):
+        model = analyze_source(textwrap.dedent(model_source), "pkg/model.py", rules, "pkg.model")
+        train = analyze_source("import torch\nfrom pkg.model import Net\n\nmodel = torch.nn.DataParallel(Net())\n",
+                               "train.py", rules, "train")
+        return ClassIndex([blocks, model, train])
+
+    torch_rnn = '''
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.RNN(8, 8)
+                self.cell = nn.modules.rnn.RNNCell(8, 8)
+    '''
+    assert index_with(torch_rnn).unbuilt("pkg/blocks.py", "RNN")
+    project_rnn = '''
+        import torch.nn as nn
+        from pkg import blocks
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = blocks.RNN(8)
+    '''
+    assert index_with(project_rnn).unbuilt("pkg/blocks.py", "RNN") is None

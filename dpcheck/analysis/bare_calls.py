@@ -76,8 +76,8 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
     known_classes = {id(info.node) for info in ctx.classes.values()}
     own = {stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef}
     aliases = ctx.imports.aliases
-    imported = {name for name, target in aliases.items() if may_name_class(name) and not _torch(target)}
-    modules = {name for name, target in aliases.items() if not may_name_class(name) and not _torch(target)}
+    imported = {name for name, target in aliases.items() if may_name_class(name) and not torch_target(target)}
+    modules = {name for name, target in aliases.items() if not may_name_class(name) and not torch_target(target)}
     star = any(stmt.__class__ is ast.ImportFrom and any(a.name == "*" for a in stmt.names)
                for stmt in ctx.tree.body)
 
@@ -437,5 +437,6 @@ def _called(node) -> str:
     return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
 
 
-def _torch(target: str) -> bool:
+def torch_target(target: str) -> bool:
+    """Does an import alias's target (``ImportMap.aliases``) name torch or a module of it?"""
     return target == "torch" or target.startswith("torch.")

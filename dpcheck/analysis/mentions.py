@@ -28,7 +28,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants
+from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants, torch_target
 from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
 
 if TYPE_CHECKING:
@@ -77,7 +77,8 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     own = {stmt.name for stmt in ctx.tree.body if isinstance(stmt, ast.ClassDef)}
     imported = ctx.imports.aliases.keys()
     names: set[str] = set(map(_id_of, ctx.nodes(ast.Name)))
-    names.update(map(_attr_of, ctx.nodes(ast.Attribute)))
+    torch_names = {alias for alias, target in ctx.imports.aliases.items() if torch_target(target)}
+    names.update(_attr_of(node) for node in ctx.nodes(ast.Attribute) if not _of_torch(node, torch_names))
     names.update(identifier_constants(ctx))
     result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
@@ -94,6 +95,16 @@ def summarize_text_mentions(text: str, result) -> None:
     result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
     result.builds_by_name = _free_match(_BY_NAME_WORDS, text)
     result.loads_by_name = _free_match(_LOADS_BY_NAME_WORDS, text)
+
+
+def _of_torch(node: ast.Attribute, torch_names: set[str]) -> bool:
+    """Is the attribute read off a name the file imports from torch (`nn.RNN`, `torch.nn.Linear`)?
+    Then it names torch's class, never the project's class of that simple name (speechbrain's `RNN`
+    beside a model built of `nn.RNN`)."""
+    root = node.value
+    while root.__class__ is ast.Attribute:
+        root = root.value
+    return root.__class__ is ast.Name and root.id in torch_names
 
 
 def _free_match(pattern: re.Pattern, text: str) -> bool:
@@ -133,7 +144,7 @@ def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:
     # returns (`module = importlib.import_module("models." + name)`). Not torch's own namespaces:
     # `getattr(torch, window)`, `getattr(nn, activation)`, `getattr(torch.optim, name)` return
     # torch's functions and classes, never a class of the project.
-    modules = {alias for alias, target in ctx.imports.aliases.items() if target.partition(".")[0] != "torch"}
+    modules = {alias for alias, target in ctx.imports.aliases.items() if not torch_target(target)}
     computed: set[str] = set()
     for call in calls:
         if _called(call) in _IMPORT_CALLS:
