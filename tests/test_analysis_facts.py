@@ -1428,3 +1428,24 @@ def test_a_torch_class_read_off_torch_does_not_name_the_projects_class_of_that_n
                 self.rnn = blocks.RNN(8)
     '''
     assert index_with(project_rnn).unbuilt("pkg/blocks.py", "RNN") is None
+
+
+def test_a_module_loaded_by_a_computed_name_under_a_written_package_is_any_module_of_that_package():
+    from dpcheck.analysis.file import analyze_source
+    from dpcheck.analysis.reach import SUBMODULES
+
+    def loads(call, head="import importlib\nimport torch\n"):
+        result = analyze_source(f"{head}name = 'x'\nm = {call}\n", "pkg/reg.py", [], "pkg.reg")
+        return result.loads_by_name, [i for i in result.imports if i.endswith(SUBMODULES)]
+
+    for call in ("importlib.import_module(f'basicsr.archs.{name}')", "__import__('config.' + name)",
+                 "importlib.import_module('models.{}_arch'.format(name))", "importlib.import_module('models.%s' % name)"):
+        loaded = call.split("'")[1].rpartition(".")[0]
+        assert loads(call) == (False, [loaded + SUBMODULES]), call
+    # (A registry's `__init__.py` that names no torch: the walk tells, not its words.)
+    assert loads("importlib.import_module(f'basicsr.archs.{name}')", "import importlib\n") == (
+        False, ["basicsr.archs" + SUBMODULES])
+    # Any module at all: a name, a relative one, a prefix computed too.
+    for call in ("importlib.import_module(name)", "importlib.import_module('.' + name, 'pkg')",
+                 "importlib.import_module(name + '.models')", "importlib.import_module(f'{name}.models')"):
+        assert loads(call) == (True, []), call

@@ -151,3 +151,35 @@ def test_a_package_beside_a_scripts_folder_is_still_what_its_scripts_import():
     graph = _graph(files, elsewhere={"models": ["repo/lib/models/__init__.py"]}, training=_n("repo/tools/train.py"))
     reach = graph.reach(graph.runners(os.path.normpath("repo/tools/train.py")))
     assert os.path.normpath("repo/lib/models/net.py") in reach
+
+
+REGISTRY = {
+    "repo/train.py": ("train", ["models", "models:build_model"]),
+    "repo/models/__init__.py": ("models", ["models.*", "utils", "utils:scandir"]),
+    "repo/models/sr_model.py": ("models.sr_model", ["models.base_model", "models.base_model:BaseModel"]),
+    "repo/models/base_model.py": ("models.base_model", []),
+    "repo/utils.py": ("utils", []),
+    "repo/kernel_tool/loss.py": ("loss", []),
+    "repo/kernel_tool/kernel_gan.py": ("kernel_gan", ["loss", "loss:GANLoss"]),
+}
+
+
+def test_a_registry_that_loads_its_packages_modules_by_a_computed_name_runs_those_and_no_others():
+    # models/__init__.py: `import_module(f"models.{name}")` for each file it scans (mentions records
+    # `models.*`): it runs every module of `models/`, so train.py runs base_model.py's wrap, and reaches
+    # nothing outside `models/` (a single-GPU tool's loss beside it).
+    graph = _graph(REGISTRY)
+    runners = graph.runners(os.path.normpath("repo/models/base_model.py"))
+    assert runners is not None and os.path.normpath("repo/train.py") in runners
+    reach = graph.reach(runners)
+    assert reach is not None and os.path.normpath("repo/models/sr_model.py") in reach
+    assert not reach & _n("repo/kernel_tool/loss.py", "repo/kernel_tool/kernel_gan.py")
+
+
+def test_a_registry_whose_package_no_scanned_folder_holds_reaches_what_is_not_known(tmp_path):
+    # `import_module(f"archs.{name}")` where `archs/` is on disk but was left out of the run: not known.
+    (tmp_path / "archs").mkdir()
+    files = {str(tmp_path / "train.py"): ("train", ["registry", "registry:build"]),
+             str(tmp_path / "registry.py"): ("registry", ["archs.*"])}
+    graph = _graph(files)
+    assert graph.reach(graph.runners(os.path.normpath(str(tmp_path / "train.py")))) is None

@@ -29,7 +29,7 @@ from dpcheck.analysis.options import summarize_options
 from dpcheck.analysis.training import trains_models
 from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
-from dpcheck.analysis.mentions import summarize_text_mentions
+from dpcheck.analysis.mentions import summarize_loads, summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
 from dpcheck.analysis.names import ImportMap, declared_all, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
@@ -616,6 +616,8 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         # and what it names or looks up by name (a registry or a config table without torch's name),
         # and what it calls (a launcher calling a model's training method).
         summarize_text_mentions(text, result)
+        if result.loads_by_name:  # (the text's words say it may: the walk tells which modules)
+            summarize_loads(ctx, result)
         summarize_text_calls(text, result)
         # and what a script's calls hand the project's trainers (one that imports no torch).
         _record_calls(ctx, rules, result)

@@ -29,6 +29,7 @@ import re
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants, torch_target
+from dpcheck.analysis.reach import SUBMODULES
 from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ _NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
 _ENUMERATING_ATTRIBUTES = frozenset({"__subclasses__", "getmembers"})
 # Calls that import a module by a computed name (`importlib.import_module("models." + name)`).
 _IMPORT_CALLS = frozenset({"import_module", "__import__"})
+# The package a computed module name starts with: dotted identifiers up to the last dot before what
+# is filled in (`models.` of "models.%s_arch", "models.{}").
+_PACKAGE_PREFIX = re.compile(r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.(?:[\w.]*[%{].*)?$")
 # Library calls that build or return a class from a dotted path held in a config file, so the
 # class's name appears in no Python file: Hydra's and detectron2's `instantiate(cfg.model)` (a
 # `_target_` key in YAML), Hydra's `get_class`/`get_method`, `pydoc.locate`, `import_string`
@@ -84,6 +88,12 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
     result.builds_by_name, namespaces = _builds_by_name(ctx)
     result.lookup_namespaces = sorted(namespaces)
+    summarize_loads(ctx, result)
+
+
+def summarize_loads(ctx: FileContext, result) -> None:
+    """Fill ``result.loads_by_name`` from the file's walk, and add the modules it loads by a name
+    it writes out (or their package's, ``reach.SUBMODULES``) to ``.imports``."""
     result.loads_by_name, loaded = _loads_by_name(ctx)
     if loaded:
         result.imports = sorted(set(result.imports).union(loaded))
@@ -117,9 +127,11 @@ def _free_match(pattern: re.Pattern, text: str) -> bool:
 
 
 def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
-    """Whether the file loads a module by a name it computes (`importlib.import_module("models." +
-    name)`, `__import__(name)`, Hydra's `instantiate(cfg.model)`, `pydoc.locate(path)`, `exec`), and
-    the modules it loads by a constant name (`importlib.import_module("task.pose")`)."""
+    """Whether the file loads a module by a name it computes (`__import__(name)`, Hydra's
+    `instantiate(cfg.model)`, `pydoc.locate(path)`, `exec`), and the modules it loads by a constant
+    name (`importlib.import_module("task.pose")`) or by a name that a constant package starts
+    (`import_module(f"basicsr.archs.{name}")`, a registry's: any module of that package,
+    ``reach.SUBMODULES``)."""
     loaded: list[str] = []
     for call in ctx.nodes(ast.Call):
         name = _called(call)
@@ -128,9 +140,27 @@ def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
         if name in _IMPORT_CALLS:
             if call.args and not _computed(call.args[0]):
                 loaded.append(call.args[0].value)
+            elif call.args and (package := _constant_package(call.args[0])):
+                loaded.append(package + SUBMODULES)
             else:
                 return True, loaded
     return False, loaded
+
+
+def _constant_package(arg: ast.AST) -> str | None:
+    """The package a computed module name starts with, written out: `"models." + name`,
+    f"models.{name}", `"models.{}".format(name)`, `"models.%s" % name`; None where the name may be any
+    (`name`, a relative `"." + name`, `prefix + name`)."""
+    while arg.__class__ is ast.BinOp and (arg.op.__class__ is ast.Add or arg.op.__class__ is ast.Mod):
+        arg = arg.left
+    if arg.__class__ is ast.JoinedStr:
+        arg = arg.values[0] if arg.values else arg
+    elif arg.__class__ is ast.Call and arg.func.__class__ is ast.Attribute and arg.func.attr == "format":
+        arg = arg.func.value
+    if arg.__class__ is not ast.Constant or not isinstance(arg.value, str):
+        return None
+    match = _PACKAGE_PREFIX.match(arg.value)
+    return match.group(1) if match else None
 
 
 def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:

@@ -32,6 +32,10 @@ OPAQUE_RUNNER: set[str] = {"<opaque>"}
 # How many trailing parts of a path the suffix index keeps (deeper imports are rare).
 _SUFFIX_DEPTH = 6
 
+# The end of an import name that stands for every module of a package (mentions._loads_by_name: a
+# registry's `import_module(f"models.{name}")` may load any module under `models/`, and no other).
+SUBMODULES = ".*"
+
 # What an importer takes from a file it imports: these names, or everything (``EVERYTHING``: a
 # plain `import a.b`, a star import, a from-import of a submodule).
 EVERYTHING = None
@@ -82,11 +86,15 @@ class ImportGraph:
         # (reach stops at it): the names they mention stand for them (see runners).
         self._mentioning: dict[str, list[str]] = {}
         self._opaque_mentions: set[str] = set()
+        # The files that load any module of a package (``SUBMODULES``): what they import is not named.
+        self._loading_packages: list[str] = []
         for filename, (_, imports) in files.items():
             mentioned = {part for name in imports for part in name.replace(":", ".").split(".")}
             if filename in opaque:
                 self._opaque_mentions |= mentioned
                 continue
+            if any(name.endswith(SUBMODULES) for name in imports):
+                self._loading_packages.append(filename)
             for part in mentioned:
                 self._mentioning.setdefault(part, []).append(filename)
 
@@ -135,6 +143,8 @@ class ImportGraph:
         """(The files an import name stands for, from these roots, each with what it takes from it;
         whether it may name a file the run left out.) Many files share roots and import names:
         asked once per pair."""
+        if name.endswith(SUBMODULES):
+            return self._package_modules(roots, name[:-len(SUBMODULES)].split("."))
         base, _, attr = name.lstrip(".").partition(":")
         parts = [p for p in base.split(".") if p]
         found: dict[str, set[str] | None] = {}
@@ -163,6 +173,26 @@ class ImportGraph:
         if attr:
             found.update(dict.fromkeys(self._resolve_elsewhere(f"{base}.{attr}"), EVERYTHING))
         return found, self._left_out(parts, attr, roots, name.startswith("."))
+
+    def _package_modules(self, roots: tuple[str, ...], parts: list[str]) -> tuple[dict[str, set[str] | None], bool]:
+        """(Every scanned file under the package's folder, and the packages above it; whether the
+        package may be a folder the run left out) for a module of the package loaded by a computed
+        name: the folder from the importer's roots, or else every scanned folder whose path ends with
+        its parts (a launcher's `sys.path`)."""
+        folders = [os.path.join(root, *parts) for root in roots]
+        if not any(folder in self._folders.get(tuple(parts[-_SUFFIX_DEPTH:]), ()) for folder in folders):
+            folders = [f for f in self._folders.get(tuple(parts), ()) if len(parts) <= _SUFFIX_DEPTH]
+        if not folders:
+            return {}, self._left_out(parts, "", roots, False)
+        found: dict[str, set[str] | None] = {}
+        for folder in folders:
+            inside = folder + _SEP
+            found.update((f, EVERYTHING) for f in self._files if f.startswith(inside))
+            for _ in parts[:-1]:  # (the packages above it, which importing it runs)
+                folder = os.path.dirname(folder)
+                if folder + _INIT in self._files:
+                    found[folder + _INIT] = EVERYTHING
+        return found, False
 
     def _vendored_elsewhere(self, package: str, folder: str) -> bool:
         """Is every scanned package of this top-level name a copy of a library vendored into another
@@ -277,7 +307,10 @@ class ImportGraph:
 
     def _importers(self, target: str) -> list[str]:
         """The files that import ``target``."""
-        return [f for f in self._mentioning.get(self._leaf(target), ()) if target in self._takes_of(f)]
+        importers = self._mentioning.get(self._leaf(target), [])
+        if self._loading_packages:
+            importers = [*importers, *(f for f in self._loading_packages if f not in importers)]
+        return [f for f in importers if target in self._takes_of(f)]
 
     def _leaf(self, filename: str) -> str:
         """The last part of the file's module: its stem, or its package's folder."""
