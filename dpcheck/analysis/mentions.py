@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants, torch_target
 from dpcheck.analysis.reach import SUBMODULES
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
+from dpcheck.analysis.tree import id_of as _id_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -82,7 +82,8 @@ def summarize_mentions(ctx: FileContext, unnamed: frozenset[str], result) -> Non
     imported = ctx.imports.aliases.keys()
     names: set[str] = set(map(_id_of, ctx.nodes(ast.Name)))
     torch_names = {alias for alias, target in ctx.imports.aliases.items() if torch_target(target)}
-    names.update(_attr_of(node) for node in ctx.nodes(ast.Attribute) if not _of_torch(node, torch_names))
+    names.update(node.attr for node in ctx.nodes(ast.Attribute)
+                 if capitalised(node.attr) and not (torch_names and _of_torch(node, torch_names)))
     names.update(identifier_constants(ctx))
     result.mentions = sorted(name for name in names if capitalised(name) and name not in own and name not in imported)
     result.unnamed = sorted(f"{ctx.module}.{name}" for name in unnamed)
