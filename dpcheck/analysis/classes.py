@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.names import ImportMap, dotted
 from dpcheck.analysis.torch_api import (
-    _NEVER_MODULE,
-    _NEVER_MODULE_ROOTS,
     MODULE_BASES,
     PARAMETER_CTORS,
     is_torch_nn_class,
+    never_module,
 )
 from dpcheck.record import record
 
@@ -104,8 +103,7 @@ def module_status(classes: dict[str, ClassInfo], module: str, imports: ImportMap
                     status[name] = (True, frozenset())
                     return status[name]
                 unresolved |= needs
-            elif not (base.startswith(_NEVER_MODULE_ROOTS) or base.rsplit(".", 1)[-1] in _NEVER_MODULE
-                      or base.startswith("torch.")):
+            elif not never_module(base):
                 unresolved.add(base)
         if unresolved and imports is not None and _reads_like_module(classes[name], imports, index):
             unresolved |= {UNKNOWN_BASE + base for base in unresolved if not base.startswith(UNKNOWN_BASE)}

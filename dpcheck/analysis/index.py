@@ -85,7 +85,7 @@ from dpcheck.analysis.scripts import (
     WRAPPED_ATTRIBUTE_CONDITION,
     guard_fails,
 )
-from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, parameter_free
+from dpcheck.analysis.torch_api import MODULE_BASES, MODULE_CONTAINERS, is_torch_nn_class, never_module, parameter_free
 from dpcheck.analysis.handed import OWN_INIT, PASSED_ON, UNTRACED, USED_OTHERWISE
 from dpcheck.analysis.wrapping import (CALL_LEAF, CALLED_RETURN, HANDED_LEAF, ITEMS_LEAF, KEPT_MODULE_CONDITION,
                                        MODULES_LEAF, OVERRIDE_LEAF, PART_LEAF, UNTRACED_ITEM)
@@ -715,9 +715,44 @@ class ClassIndex:
 
     def in_model(self, name: str) -> bool:
         """Does some scanned file wrap this class, or build it inside a module (a layer, or a part
-        handed to the constructor of the model a script wraps)? Then its forward may run on replicas."""
+        handed to the constructor of the model a script wraps)? Then its forward may run on replicas.
+        A class built only by classes that the index shows are no modules (a trainer or engine whose
+        bases are all scanned plain classes: `self.criterion = CrossEntropyLoss()` in torchreid's
+        engines), none of them built inside a module in turn, is not: its file could not tell."""
         wrapped, submodules = self._canonical()
-        return name in wrapped or name in submodules
+        return name in wrapped or name in submodules and name not in self._derived("plain_held", self._plain_held)
+
+    def _plain_held(self) -> frozenset[str]:
+        """The classes (as lookup resolves them) every builder of which is a plain class, itself one
+        of these or built by no module (see ``in_model``)."""
+        qualnames: dict[str, list[str]] = {}
+        for qualname in list(self.bases):
+            qualnames.setdefault(qualname.rsplit(".", 1)[-1], []).append(qualname)
+        owners_of: dict[str, set[str]] = {}
+        for owner, parts in list(self._layers_of.items()):
+            for part in parts:
+                owners_of.setdefault(self.lookup(part) or part, set()).add(owner)
+        plain = {owner for owners in owners_of.values() for owner in owners
+                 if owner in qualnames and all(self._plain_class(q) for q in qualnames[owner])}
+        held = {part for part, owners in owners_of.items() if owners <= plain}
+        wrapped = {name.rsplit(".", 1)[-1] for name in self._canonical()[0]}
+        changed = True
+        while changed:  # a plain owner that a module builds (or a script wraps) runs where that module runs
+            changed = False
+            for part in sorted(held):
+                if any(owner in wrapped or any(q in owners_of and q not in held for q in qualnames[owner])
+                       for owner in owners_of[part]):
+                    held.discard(part)
+                    changed = True
+        return frozenset(held)
+
+    def _plain_class(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
+        """Is this a scanned class whose bases are all scanned plain classes or ones that can never be
+        a module (`object`, `abc.ABC`)? (A base the index cannot find may be a module.)"""
+        target = self.lookup(name)
+        if target is None or target in trail or target not in self.bases:
+            return False
+        return all(never_module(base) or self._plain_class(base, trail | {target}) for base in self.bases[target])
 
     def unwrapped(self, class_name: str) -> str | None:
         """Why a class's findings are advice only, or None: the scanned files show what runs

@@ -83,20 +83,34 @@ def _gathered_verdict(model: ModelClass) -> tuple[bool, str | None]:
 
 def is_loss_module(model: ModelClass) -> bool:
     """A loss module: named *Loss, *CrossEntropy, *CE, *Criterion, *Metric (`FocalLoss`, `SetCriterion`),
-    owning no layers, and not named for a model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
+    or derived from a class so named (`Accuracy(base.Metric)`), owning no layers, and not named for a
+    model that holds its loss (`ModelAndLoss`, `NetWithLoss`)."""
     # The cross-batch, squeeze and output rules each ask it of every class: decided once per class.
     verdict = model.__dict__.get("_loss_module_verdict")
     if verdict is None:
-        name = model.name
-        verdict = model._loss_module_verdict = bool(_LOSS_CLASS.search(name)) and not _owns_layers(model) \
-            and not any(w in name for w in ("Model", "Net", "With"))
+        verdict = model._loss_module_verdict = (
+            _named_as_loss(model.name) or any(_named_as_loss(base.rsplit(".", 1)[-1]) for base in model.info.bases)) \
+            and not _owns_layers(model)
     return verdict
+
+
+def _named_as_loss(name: str) -> bool:
+    """Is this the name of a loss, not of a model holding one? In `<A>With<B>` the thing is `<A>`: a
+    loss with an option where `<A>` names a loss (`CrossEntropyLossWithOHEM`, `SoftBCEWithLogitsLoss`,
+    `BCEBlurWithLogitsLoss`), a model holding its loss where it does not (`ClassifierWithLoss`)."""
+    if not _LOSS_CLASS.search(name) or "Model" in name or "Net" in name:
+        return False
+    head, with_, _ = name.partition("With")
+    return not with_ or bool(_LOSS_CLASS.search(head) or _LOSS_INITIALS.search(head))
 
 
 # `FocalLoss`, `AsymmetricLossMultiLabel`, `SetCriterion`, `Yolo_loss` (not `Lossless`), and a name
 # ending in cross-entropy's initials (`ConfidenceBasedCE`, `LabelSmoothingCE`, `WeightedBCE`; only
 # at the end, where a block's acronym such as `CEModule` does not reach).
 _LOSS_CLASS = re.compile(r"(Loss|CrossEntropy|Criterion|Metric)([A-Z0-9_]|$)|(^|_)loss(_|$)|[a-z_]B?CE$")
+# Cross-entropy's initials as a word of the part before `With` (`BCEBlur`, `SoftBCE`): that part names
+# the class, and a name that reaches `With` also names a loss elsewhere (`_LOSS_CLASS`).
+_LOSS_INITIALS = re.compile(r"(^|[a-z_])B?CE([A-Z0-9_]|$)")
 
 def _owns_layers(model: ModelClass) -> bool:
     """Does the class hold a submodule that can have weights (not an activation or a loss)?

@@ -19,6 +19,14 @@ _NEVER_MODULE = frozenset({"object", "Exception", "ValueError", "RuntimeError", 
                            "tuple", "str", "int", "float", "set", "NamedTuple", "Protocol",
                            "Generic", "ABC", "Enum", "TypedDict"})
 
+
+def never_module(base: str) -> bool:
+    """A base (resolved dotted name) that can never make a class an nn.Module: `object`, `abc.ABC`, a
+    builtin, another framework's class, torch's classes outside torch.nn (`torch.autograd.Function`)."""
+    if base in MODULE_BASES or is_torch_nn_class(base):
+        return False
+    return base.startswith(_NEVER_MODULE_ROOTS) or base.rsplit(".", 1)[-1] in _NEVER_MODULE or base.startswith("torch.")
+
 PARAMETER_CTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
                              "torch.nn.UninitializedParameter", "torch.Parameter"})
 # `torch.autograd.Variable(t)` returns the tensor `t` itself (since PyTorch 0.4).
