@@ -38,8 +38,10 @@ outputs`, and a `.mean()` of the vector weights uneven chunks equally. Under
 `DataParallel(model, dim=k)` with k other than 0, gather views each scalar as a one-element
 vector and then cannot concatenate those along dim k: the forward call raises.
 
-Classes whose name ends in `Loss`, `Criterion`, `Metric` or `CE` (`ConfidenceBasedCE`) and
-that own no layers (a learned tensor of their own, CenterLoss's centers, is no layer), and
+Classes whose name ends in `Loss`, `Criterion`, `Metric` or `CE` (`ConfidenceBasedCE`), or whose
+base's does (`Accuracy(base.Metric)`), and that own no layers (a learned tensor of their own,
+CenterLoss's centers, is no layer) (in `<A>With<B>`, `<A>` names the class: `CrossEntropyLossWithOHEM`
+and `SoftBCEWithLogitsLoss` are losses, `ClassifierWithLoss` a model), and
 classes built as children of another module in the same file, are not checked unless a
 scanned script wraps them: DataParallel gathers only the wrapped model's output. Nor is a
 harness that parallelises a submodule of its own (`self.model = nn.DataParallel(self.model)`),

@@ -1232,15 +1232,20 @@ def test_a_bare_loss_is_advice_only_unless_the_project_hands_it_on():
 
     # What the project wraps is not traced (a ModuleList wrapped item by item), but the trainer's
     # criterion and the script's loss are only called on what the wrapped model returns: advice,
-    # also for the memory bank only that loss builds.
+    # also for the memory bank only that loss builds, and for the regulariser called only through
+    # the second name the script binds it to (`loss_fn = smoother`).
     assert severities(FIXTURES / "bare_called_loss") == {("losses.py", 16, "DP101"): "info",
-                                                         ("losses.py", 26, "DP103"): "info"}
-    # The same losses handed into the wrapped model and to a function: their hazards stand.
+                                                         ("losses.py", 26, "DP103"): "info",
+                                                         ("losses.py", 52, "DP101"): "info"}
+    # The same losses handed into the wrapped model and to a function (the regulariser through its
+    # second name): their hazards stand.
     assert severities(FIXTURES / "bare_called_loss_handed_on") == {("losses.py", 15, "DP101"): "error",
-                                                                   ("losses.py", 25, "DP103"): "warning"}
+                                                                   ("losses.py", 25, "DP103"): "warning",
+                                                                   ("losses.py", 51, "DP101"): "error"}
     # The loss file checked alone shows no wrap and no construction: its findings stand.
     alone = severities(FIXTURES / "bare_called_loss" / "losses.py")
-    assert alone == {("losses.py", 16, "DP101"): "error", ("losses.py", 26, "DP103"): "warning"}
+    assert alone == {("losses.py", 16, "DP101"): "error", ("losses.py", 26, "DP103"): "warning",
+                     ("losses.py", 52, "DP101"): "error"}
 
 
 def test_a_bare_loss_named_in_camel_case_or_beside_a_launcher_read_as_text():

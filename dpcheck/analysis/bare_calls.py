@@ -6,7 +6,8 @@ on the main thread: whatever its forward does with the batch, DataParallel never
 That holds for an instance that never reaches a wrapper or a module: its binding is only called
 (`crit(out, y)`), moved (`crit = crit.cuda()`, `crit.to(device)` as a statement) or read through
 (`crit.t = 0.1`, `crit.parameters()`), never passed to a call, stored elsewhere, returned or
-handed to a module's constructor. A module method that calls it (`self.trainer.criterion(x)`)
+handed to a module's constructor; a second local name bound to it as it is (`loss_fn = lsr` on one
+arm of an `if`) is read as the instance, its reads confined in turn. A module method that calls it (`self.trainer.criterion(x)`)
 counts as passing it on: that forward may run on replicas.
 
 An instance a function returns (`return Loss().cuda()`, or a local read only so and returned) is
@@ -324,12 +325,16 @@ def _confined_binding(ctx, call: ast.Call, scope, module_classes, parents) -> st
             return None  # another function may read or rebind it
         at_module_level = scope is ctx.tree
         region = ctx.nodes(ast.Name) if at_module_level else ctx.tree_index.nodes_within(scope, ast.Name)
-        for load in region:
-            if load.id == name and load.ctx.__class__ is ast.Load:
-                if at_module_level and _enclosing_module_class(load, module_classes, parents):
-                    return None  # a module's code reads the module-level instance
-                if not _confined_use(load, target, parents):
-                    return None
+        shared = {n for node in ctx.nodes(ast.Global, ast.Nonlocal) for n in node.names}
+        aliases = _aliases(region, name, shared, parents)
+        for current in (name, *aliases):
+            for load in region:
+                if load.id == current and load.ctx.__class__ is ast.Load:
+                    if at_module_level and _enclosing_module_class(load, module_classes, parents):
+                        return None  # a module's code reads the module-level instance
+                    if not _confined_use(load, target, parents) and not (
+                            current == name and _alias_target(load, parents) in aliases):
+                        return None
         return ""
     if target.__class__ is not ast.Attribute or target.value.__class__ is not ast.Name \
             or scope.__class__ is ast.Lambda or scope is ctx.tree or not scope.args.args \
@@ -353,6 +358,29 @@ def _keeps_self(ctx, owner: ast.ClassDef, parents) -> bool:
             if load.id == me and load.ctx.__class__ is ast.Load and not _confined_use(load, load, parents):
                 return False
     return True
+
+
+def _aliases(region, name: str, shared: set[str], parents) -> list[str]:
+    """The other local names the scope binds to the instance named ``name`` as it is (`loss_fn = lsr`
+    on one arm, `loss_fn = nn.CrossEntropyLoss()` on the other): their reads are reads of the instance
+    (one level: a read of an alias that binds a third name is a use that hands it on). Not a name
+    another function may read (``shared``: declared global or nonlocal somewhere)."""
+    found = []
+    for load in region:
+        if load.id == name and load.ctx.__class__ is ast.Load:
+            alias = _alias_target(load, parents)
+            if alias is not None and alias != name and alias not in shared and alias not in found:
+                found.append(alias)
+    return found
+
+
+def _alias_target(load: ast.AST, parents) -> str | None:
+    """The name a read is bound to as it is (`loss_fn = lsr`: `loss_fn`), or None."""
+    statement = parents.get(load)
+    if statement.__class__ is ast.Assign and statement.value is load and len(statement.targets) == 1 \
+            and statement.targets[0].__class__ is ast.Name:
+        return statement.targets[0].id
+    return None
 
 
 def _enclosing_module_class(node, module_classes, parents, known_classes=None) -> bool:
