@@ -200,22 +200,36 @@ def _meets_model_tensor(call, fn, model) -> bool:
 
 
 def _moved_in_place(name, created, fn, resolve):
-    """The line of `name = name.cuda()` (or `.to(...)`, `.type_as(...)`) after the statement
-    ``created`` that runs whenever CUDA does and ``created`` has run (`if self.use_cuda: ones =
-    ones.cuda()`, also in the loop body both are in), or None: uses after it see the moved tensor."""
+    """The line of `name = name.cuda()` (or `.to(...)`, `.type_as(...)`, also unpacked from a tuple:
+    `a, b = a.cuda(), b.cuda()`) after the statement ``created`` that runs whenever CUDA does and
+    ``created`` has run (`if self.use_cuda: ones = ones.cuda()`, also in the loop body both are in),
+    or None: uses after it see the moved tensor."""
     from dpcheck.analysis.devices import runs_whenever_cuda
 
     line = created.lineno
 
     for stmt in fn.nodes(ast.Assign):
-        value = stmt.value
-        if stmt.lineno > line and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                and stmt.targets[0].id == name and isinstance(value, ast.Call) \
-                and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES \
-                and isinstance(value.func.value, ast.Name) and value.func.value.id == name \
+        if stmt.lineno > line and len(stmt.targets) == 1 and any(
+                _moves_itself(target, value, name) for target, value in _paired(stmt.targets[0], stmt.value)) \
                 and runs_whenever_cuda(stmt, fn.parent, resolve, after=created):
             return stmt.lineno
     return None
+
+
+def _paired(target, value):
+    """The (target, value) pairs an assignment binds: itself, or element by element where a tuple
+    is unpacked from a tuple of the same length (`a, b = a.cuda(), b.cuda()`)."""
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        return list(zip(target.elts, value.elts))
+    return [(target, value)]
+
+
+def _moves_itself(target, value, name) -> bool:
+    """`name = name.cuda()` (or `.to(...)`, `.type_as(...)`)."""
+    return isinstance(target, ast.Name) and target.id == name and isinstance(value, ast.Call) \
+        and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES \
+        and isinstance(value.func.value, ast.Name) and value.func.value.id == name
 
 
 def _python_number(node, fn) -> bool:

@@ -56,6 +56,7 @@ from dpcheck.rule import Rule
 _SEQ_FIRST = frozenset({"LSTM", "GRU", "RNN", "Transformer", "TransformerEncoder", "TransformerDecoder",
                         "TransformerEncoderLayer", "TransformerDecoderLayer", "MultiheadAttention"})
 _TRANSPOSES = frozenset({"transpose", "permute", "t", "swapaxes", "swapdims", "movedim"})
+_MATMULS = frozenset({"matmul", "mm", "bmm", "addmm", "linear"})
 
 
 class SequenceFirstLayout(Rule):
@@ -104,11 +105,17 @@ class SequenceFirstLayout(Rule):
             return  # only the wrapped model's own inputs are scattered, and only along dim 0
         layers = {name: (kind, built_by) for name, facts in model.attrs.items()
                   for built_by in [set()] for kind in [_seq_first_kind(model, facts, built_by)] if kind}
-        if not layers:
-            return
         for fn in model.in_forward:
             inputs = set(parameters_of(fn)) - _packed_parameters(fn)
-            for call in fn.nodes(ast.Call):
+            for loop in fn.nodes(ast.For):
+                found = _hand_written_recurrence(loop, fn, inputs, model)
+                if found is not None:
+                    source, state = found
+                    yield self.violation(loop, f"a hand-written recurrence steps over dim 0 of forward's input "
+                                         f"`{source}`, carrying `{state}` from step to step: dim 0 is time here, "
+                                         "and DataParallel splits it, so each replica restarts the recurrence "
+                                         "on its own slice of the sequence")
+            for call in fn.nodes(ast.Call) if layers else ():
                 attr = fn.self_attr(call.func)
                 if attr in layers and call.args and _from_inputs(call.args[0], fn, inputs, 0):
                     kind, built_by = layers[attr]
@@ -138,6 +145,97 @@ class SequenceFirstLayout(Rule):
                                  f"and runs under the functional data_parallel on `{ast.unparse(reorder)}`, whose "
                                  "dim 0 is time: the scatter splits the sequence, and each replica runs over a "
                                  "slice of it", requires=requires)
+
+
+def _hand_written_recurrence(loop: ast.For, fn, inputs, model) -> tuple[str, str] | None:
+    """(input, state) where ``loop`` steps over dim 0 of a forward input (`for k in range(x.shape[0])`,
+    `x.size(0)`, `len(x)`) and carries a state from step to step: a name the body reads before it
+    rebinds it, bound before the loop, and fed to one of the model's layers or a matrix product (a
+    learned transform of the previous step's state, not a running sum or an offset). Only a recurrence
+    shows that dim 0 is time; a loop over dim 0 that carries nothing may be per-sample work on a batch."""
+    source = _dim0_extent(loop.iter)
+    if not isinstance(loop.target, ast.Name) or source is None or not _input_layout(source, fn, inputs):
+        return None
+    stores: dict[str, ast.stmt] = {}
+    for stmt in _statements(loop.body):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    stores.setdefault(name.id, stmt)
+    before_loop = {n.id for n in fn.nodes(ast.Name) if isinstance(n.ctx, ast.Store) and n.lineno < loop.lineno}
+    for stmt in loop.body:
+        for read in ast.walk(stmt):
+            first = stores.get(read.id) if isinstance(read, ast.Name) and isinstance(read.ctx, ast.Load) else None
+            if first is not None and read.id in before_loop and read.id != source.id \
+                    and _read_first(read, first, fn) and _transformed(read, fn, model):
+                return source.id, read.id
+    return None
+
+
+def _dim0_extent(iterable) -> ast.Name | None:
+    """`x` of `range(x.shape[0])`, `range(x.size(0))`, `range(len(x))` (also as a range's stop)."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range"
+            and 1 <= len(iterable.args) <= 2):
+        return None
+    stop = iterable.args[-1]
+    if isinstance(stop, ast.Subscript) and isinstance(stop.slice, ast.Constant) and stop.slice.value == 0 \
+            and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape":
+        held = stop.value.value
+    elif isinstance(stop, ast.Call) and isinstance(stop.func, ast.Attribute) and stop.func.attr == "size" \
+            and len(stop.args) == 1 and isinstance(stop.args[0], ast.Constant) and stop.args[0].value == 0:
+        held = stop.func.value
+    elif isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len" \
+            and len(stop.args) == 1:
+        held = stop.args[0]
+    else:
+        return None
+    return held if isinstance(held, ast.Name) else None
+
+
+def _input_layout(source: ast.Name, fn, inputs) -> bool:
+    """Is ``source`` forward's input in the layout it was passed in: the input itself, rebound only
+    without a transpose, or a tensor that flows from one (``_from_inputs``)?"""
+    if source.id in inputs:
+        return not any(isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                       and call.func.attr in _TRANSPOSES
+                       for value in fn.local_values.get(source.id, ()) for call in ast.walk(value))
+    return _from_inputs(source, fn, inputs, 0)
+
+
+def _statements(body):
+    for stmt in body:
+        yield stmt
+        for field in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(stmt, field, ()) or ())
+
+
+def _read_first(read: ast.Name, store: ast.stmt, fn) -> bool:
+    """Does ``read`` run before ``store``, the body's first rebinding of its name, in a step?"""
+    value = getattr(store, "value", None)
+    if value is not None and any(node is read for node in ast.walk(value)):
+        return not isinstance(store, ast.AugAssign)  # `h = f(h)` reads the old h; `s += v` accumulates
+    return (read.lineno, read.col_offset) < (store.lineno, store.col_offset)
+
+
+def _transformed(read: ast.Name, fn, model) -> bool:
+    """Is ``read`` fed to one of the model's layers (`self.u(h)`, `self.u[i](torch.cat([h, x_k]))`) or
+    to a matrix product (`h @ W`, `torch.matmul(h, W)`) in its statement?"""
+    node, parent = read, fn.parent(read)
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult):
+            return True
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            func = parent.func
+            while isinstance(func, ast.Subscript):
+                func = func.value
+            attr = fn.self_attr(func)
+            if attr is not None and model.attrs.get(attr) and "module" in model.attrs[attr].kinds \
+                    or attr is None and isinstance(func, ast.Attribute) and func.attr in _MATMULS:
+                return True
+        node, parent = parent, fn.parent(parent)
+    return False
 
 
 def _held_seq_first(model, attr: str | None, built_by: set[str], depth: int = 0) -> str | None:

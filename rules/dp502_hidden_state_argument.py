@@ -82,10 +82,51 @@ class HiddenStateArgument(Rule):
 
 
 def _rebound_before(fn, name, line) -> bool:
-    """Was the argument `name` reassigned on a line before ``line`` (so it is no longer the input)?"""
+    """Was the argument `name` reassigned on a line before ``line`` (so it is no longer the input)?
+    A default filled in only when the caller passed none does not cut the flow: a rebinding under
+    `if name is None:` (or `if not name:`, the `else` of `if name is not None:`), or
+    `name = name if name is not None else ...`, keeps the caller's state whenever one is given."""
     for node in fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if node.lineno < line and any(isinstance(t, ast.Name) and t.id == name
-                                      for target in targets for t in ast.walk(target)):
+                                      for target in targets for t in ast.walk(target)) \
+                and not _default_filled_in(fn, node, name):
             return True
     return False
+
+
+def _default_filled_in(fn, stmt, name) -> bool:
+    """Does ``stmt`` rebind ``name`` only when the caller left it out (a guarded default)?"""
+    value = getattr(stmt, "value", None)
+    if isinstance(value, ast.IfExp) and any(isinstance(side, ast.Name) and side.id == name
+                                            for side in (value.body, value.orelse)) \
+            and _tests_missing(value.test, name) is not None:
+        return True  # `h = h if h is not None else zeros(...)`, `h = zeros(...) if h is None else h`
+    child, parent = stmt, fn.parent(stmt)
+    while parent is not None and parent is not fn.node:
+        if isinstance(parent, ast.If):
+            missing = _tests_missing(parent.test, name)
+            if missing is not None and any(child is s for s in (parent.body if missing else parent.orelse)):
+                return True
+        child, parent = parent, fn.parent(parent)
+    return False
+
+
+def _tests_missing(test, name) -> bool | None:
+    """True where ``test`` holds when `name` is missing (`name is None`, `not name`, also as one operand
+    of `and`/`or`), False where it holds when `name` is given (`name is not None`), else None."""
+    if isinstance(test, ast.BoolOp):
+        found = {_tests_missing(v, name) for v in test.values} - {None}
+        return found.pop() if len(found) == 1 else None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+            and isinstance(test.operand, ast.Name) and test.operand.id == name:
+        return True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id == name and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        op = test.ops[0]
+        if isinstance(op, (ast.Is, ast.Eq)):
+            return True
+        if isinstance(op, (ast.IsNot, ast.NotEq)):
+            return False
+    return None
