@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import argument, parameters_of, rnn_kind
+from dpcheck.analysis.guards import wrapper_passes_condition
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.torch_api import RECURRENT_LAYERS
 from dpcheck.findings import ObservationKind as K
@@ -70,10 +71,17 @@ class HiddenStateArgument(Rule):
             state = argument(call, 1, "hx")
             names = [n for n in ast.walk(state)] if state is not None else []
             for sub in names:
-                if isinstance(sub, ast.Name) and sub.id in params and not _rebound_before(fn, sub.id, call.lineno):
-                    yield self.violation(sub, f"forward argument `{sub.id}` is an RNN hidden state shaped "
-                                         "(layers, B, H): DataParallel splits it along layers, not batch",
-                                         subject=Subject(argument=sub.id))
+                if not (isinstance(sub, ast.Name) and sub.id in params):
+                    continue
+                rebound = _rebindings_before(fn, sub.id, call.lineno)
+                if not all(_default_filled_in(fn, node, sub.id) for node in rebound):
+                    continue
+                passed = wrapper_passes_condition(model, sub.id) if rebound else None
+                yield self.violation(sub, f"forward argument `{sub.id}` is an RNN hidden state shaped "
+                                     "(layers, B, H): DataParallel splits it along layers, not batch",
+                                     subject=Subject(argument=sub.id),
+                                     # Filled in when left out: a hazard where a call through the wrapper passes it.
+                                     **({"severity": Severity.WARNING, "error_if": passed} if passed else {}))
 
     def matches(self, finding, observation, ran):
         # Keyword and positional arguments chunked differently made the replica's call fail.
@@ -81,22 +89,20 @@ class HiddenStateArgument(Rule):
             ran and observation.kind == K.KEYWORD_CHUNK_MISMATCH and observation.raised)
 
 
-def _rebound_before(fn, name, line) -> bool:
-    """Was the argument `name` reassigned on a line before ``line`` (so it is no longer the input)?
-    A default filled in only when the caller passed none does not cut the flow: a rebinding under
-    `if name is None:` (or `if not name:`, the `else` of `if name is not None:`), or
-    `name = name if name is not None else ...`, keeps the caller's state whenever one is given."""
-    for node in fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if node.lineno < line and any(isinstance(t, ast.Name) and t.id == name
-                                      for target in targets for t in ast.walk(target)) \
-                and not _default_filled_in(fn, node, name):
-            return True
-    return False
+def _rebindings_before(fn, name, line) -> list[ast.stmt]:
+    """The assignments to the argument `name` on lines before ``line``. Any of them but a default
+    filled in only when the caller passed none (``_default_filled_in``) means the RNN no longer
+    gets the input."""
+    return [node for node in fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign)
+            if node.lineno < line and any(isinstance(t, ast.Name) and t.id == name
+                                          for target in (node.targets if isinstance(node, ast.Assign)
+                                                         else [node.target]) for t in ast.walk(target))]
 
 
 def _default_filled_in(fn, stmt, name) -> bool:
-    """Does ``stmt`` rebind ``name`` only when the caller left it out (a guarded default)?"""
+    """Does ``stmt`` rebind ``name`` only when the caller left it out? A rebinding under `if name is
+    None:` (or `if not name:`, the `else` of `if name is not None:`), or `name = name if name is not
+    None else ...`, keeps the caller's state whenever one is given."""
     value = getattr(stmt, "value", None)
     if isinstance(value, ast.IfExp) and any(isinstance(side, ast.Name) and side.id == name
                                             for side in (value.body, value.orelse)) \

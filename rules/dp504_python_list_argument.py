@@ -44,10 +44,9 @@ from dpcheck.analysis.dataflow import (
     OPTION_PATH_NOTE,
     batch_derived,
     option_constructions,
-    parameter_defaults,
     parameters_of,
 )
-from dpcheck.analysis.guards import WRAPPER_PASSES_CONDITION
+from dpcheck.analysis.guards import wrapper_passes_condition
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
 from dpcheck.analysis.torch_api import TENSOR_METHODS
@@ -125,23 +124,11 @@ class PythonListArgument(Rule):
                        "replica, so each replica pairs the first B/N of all B entries with its own B/N samples")
             if (settled := option_constructions(model, fn, loop)) is not None:
                 yield self.violation(loop.iter, message + OPTION_PATH_NOTE, severity=Severity.WARNING, **settled)
-            elif (passed := _wrapper_passes(model, param)) is not None:
+            elif (passed := wrapper_passes_condition(model, param)) is not None:
                 # An optional argument (`bbox=None`): a hazard where a call through the wrapper passes it.
                 yield self.violation(loop.iter, message, severity=Severity.WARNING, error_if=passed)
             else:
                 yield self.violation(loop.iter, message)
-
-
-def _wrapper_passes(model, param: str) -> tuple[frozenset[str], ...] | None:
-    """For a forward parameter defaulting to None, the condition that a call through a DataParallel
-    wrapper of the class passes it (``WRAPPER_PASSES_CONDITION``); None for any other parameter."""
-    args = model.forward.node.args
-    default = parameter_defaults(args).get(param)
-    if not (isinstance(default, ast.Constant) and default.value is None):
-        return None
-    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
-    position = positional.index(param) if param in positional else -1
-    return (frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{param}@{position}"}),)
 
 
 def _per_sample_string_loops(model):

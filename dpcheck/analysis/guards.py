@@ -156,6 +156,18 @@ def optional_argument_guard(model: ModelClass, fn: FunctionInfo, node: ast.AST) 
                                for names in requires for condition in sorted(names))}
 
 
+def wrapper_passes_condition(model, param: str) -> tuple[frozenset[str], ...] | None:
+    """For a forward parameter defaulting to None, the condition that a call through a DataParallel
+    wrapper of the class passes it (``WRAPPER_PASSES_CONDITION``); None for any other parameter."""
+    args = model.forward.node.args
+    default = parameter_defaults(args).get(param)
+    if not (isinstance(default, ast.Constant) and default.value is None):
+        return None
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)][1:]
+    position = positional.index(param) if param in positional else -1
+    return (frozenset({f"{WRAPPER_PASSES_CONDITION}{model.info.qualname}:{param}@{position}"}),)
+
+
 def required_options(fn: FunctionInfo, test: ast.AST, taken: bool) -> list[tuple[str, int]]:
     """(name, position) of the parameters of forward ``fn`` defaulting to None that the branch of
     ``test`` (``taken``: its body) needs given: `labels is not None`, `labels`, an `and` of such."""
