@@ -111,7 +111,7 @@ class SequenceFirstLayout(Rule):
                 found = _hand_written_recurrence(loop, fn, inputs, model)
                 if found is not None:
                     source, state = found
-                    yield self.violation(loop, f"a hand-written recurrence steps over dim 0 of forward's input "
+                    yield self.violation(loop.iter, f"a hand-written recurrence steps over dim 0 of forward's input "
                                          f"`{source}`, carrying `{state}` from step to step: dim 0 is time here, "
                                          "and DataParallel splits it, so each replica restarts the recurrence "
                                          "on its own slice of the sequence")
