@@ -13,7 +13,8 @@ without CUDA: in the `else` arm of `if torch.cuda.is_available():` or `if x.is_c
 `if use_cuda:`-style flags whose arm moves to CUDA), or under `if not torch.cuda.is_available():`.
 There every input is on the CPU too, and no DataParallel replica runs. Nor is a factory whose
 name is rebound to itself moved before the use (`ones = torch.ones(...)`, then `if self.use_cuda:
-ones = ones.cuda()`, also in the loop body the factory is in): the CUDA flag is on wherever
+ones = ones.cuda()`, also in the loop body the factory is in, or unpacked together: `a, b = a.cuda(),
+b.cuda()`): the CUDA flag is on wherever
 DataParallel runs, and a bare `.cuda()` in a replica's thread goes to the replica's GPU. The
 factory may be wrapped in `Variable(...)` or scaled by a Python number (a literal, or a parameter
 that defaults to one) on the way: `rc = Variable(ratio * torch.ones(n))`, then `rc = rc.cuda()`.

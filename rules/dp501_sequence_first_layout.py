@@ -12,6 +12,12 @@ construction in its file passes another constant; a required one is what every c
 file passes (True: reported only where another scanned file builds or imports the class); one that
 defaults to False, or that no construction shows, stays sequence-first.
 
+Also flags a hand-written recurrence in forward's code: a loop over dim 0 of forward's input
+(`for k in range(x.shape[0])`, `x.size(0)`, `len(x)`) that carries a state from step to step,
+feeding what step k-1 wrote to one of the model's layers or a matrix product in step k
+(`h = torch.tanh(wx[k] + self.uh(h))`). The recurrence shows that dim 0 is time; a loop over dim 0
+that carries no such state (per-sample work on a batch-first input) is not flagged.
+
 Also flags the functional form inside a module's forward code: `nn.parallel.data_parallel(self.rnn,
 x.permute(2, 0, 1), ...)`, or a helper function of the project that passes its arguments on to it
 (crnn.pytorch's `utils.data_parallel(self.rnn, conv, self.ngpu)`), where the module holds such a

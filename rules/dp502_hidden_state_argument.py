@@ -1,7 +1,9 @@
 """
 ## What it does
 Flags a forward argument that is passed to an RNN as its initial hidden state
-(`self.lstm(x, hidden)`, `self.gru(x, h0)`, `hx=state`).
+(`self.lstm(x, hidden)`, `self.gru(x, h0)`, `hx=state`). A default that forward fills in only
+when the caller passes none (`if hidden is None: hidden = torch.zeros(...)`) still lets a passed
+state through: a warning, and an error where a call through the wrapper passes it.
 
 ## Why is this bad?
 An RNN's hidden state is shaped `(num_layers, B, H)`: the batch is dim 1, even with
@@ -78,7 +80,8 @@ class HiddenStateArgument(Rule):
                     continue
                 passed = wrapper_passes_condition(model, sub.id) if rebound else None
                 yield self.violation(sub, f"forward argument `{sub.id}` is an RNN hidden state shaped "
-                                     "(layers, B, H): DataParallel splits it along layers, not batch",
+                                     "(layers, B, H): DataParallel splits it along layers, not batch"
+                                     + (" (forward builds its own only when none is passed)" if rebound else ""),
                                      subject=Subject(argument=sub.id),
                                      # Filled in when left out: a hazard where a call through the wrapper passes it.
                                      **({"severity": Severity.WARNING, "error_if": passed} if passed else {}))
