@@ -182,7 +182,7 @@ class ClassIndex:
         # scripts.partial_batches of the files that wrap a model: how many there are, and whether
         # one of them keeps the partial last batch (see keeps_partial_batches).
         self._wrapping_files = 0
-        self._evaluating_files = 0  # files that may put a model in eval mode (scripts.switches_to_eval)
+        self._evaluating_files: set[str] = set()  # files that may put a model in eval mode (scripts.switches_to_eval)
         self._kept_modules: dict[str, list[str]] = {}  # class -> `__init__` parameters kept as submodules
         # Every function or method name a scanned file calls other than as a fed call, and each fed
         # call's markers by name (batch_feeds; see feeds_partial_batches).
@@ -357,7 +357,8 @@ class ClassIndex:
         for entry in result.batch_feeds:
             name, marker = _feed_entry(entry)
             self._batch_feeds.setdefault(name, set()).add(marker)
-        self._evaluating_files += result.switches_to_eval
+        if result.switches_to_eval:
+            self._evaluating_files.add(os.path.abspath(result.filename))
         if result.partial_batches:
             self._wrapping_files += 1
             self._keeps_last = self._keeps_last or result.partial_batches == KEEPS_LAST
@@ -1514,11 +1515,27 @@ class ClassIndex:
         return self._wrapped_keeps_last[target]
 
     def may_evaluate(self) -> bool:
-        """May a model of the scanned program run in eval mode? False only where the scanned files
-        wrap a model, none may switch one to eval mode (scripts.switches_to_eval) and none imports a
-        library trainer (which evaluates what it is handed): modules start in training mode. A
-        project that wraps nothing is a library (or its wrap is elsewhere), whose users evaluate."""
-        return self._evaluating_files > 0 or not self._wraps_anything() or self._imports_library_trainer()
+        """May a wrapped model of the scanned program run in eval mode? False only where the scanned
+        files wrap a model, none imports a library trainer (which evaluates what it is handed), and no
+        file that may switch a model to eval mode (scripts.switches_to_eval) runs in a process that
+        wraps one: modules start in training mode, and a test script that builds its model bare and no
+        wrapping script imports (reach.ImportGraph, as ``unreached`` reads the wrap sites) evaluates
+        only that bare model. A project that wraps nothing is a library (or its wrap is elsewhere),
+        whose users evaluate."""
+        if not self._wraps_anything() or self._imports_library_trainer():
+            return True
+        return bool(self._evaluating_files) and self._evaluates_where_wrapped()
+
+    def _evaluates_where_wrapped(self) -> bool:
+        """Is some evaluating file among the files a live wrap site's runners load (or is that not
+        known: a site's reach unknown, no wrap site read, a file not indexed)?"""
+        if not self._wrap_sites or any(f not in self._file_imports for f in self._evaluating_files):
+            return True
+        if self._site_reach is None:
+            self._site_reach = self._wrap_site_reach()
+        if not self._site_reach:
+            return True
+        return any(reach is None or not reach.isdisjoint(self._evaluating_files) for _, reach in self._site_reach)
 
     def feeds_partial_batches(self, name: str, trail: frozenset[str] = frozenset()) -> bool:
         """May a call of the function or method ``name`` get a batch from a loader that keeps the

@@ -64,6 +64,8 @@ _BY_NAME_WORDS = re.compile(r"\b(?:(?:getattr|eval|exec|globals|locals|vars)\s*\
 # ... where it is no method (`tester.eval()`): checked on each match, not by a look-behind in the
 # pattern, which would cost the scan its literal prefix search (twice the time on a model library).
 _FREE_BUILTINS = frozenset({"getattr", "eval", "exec", "globals", "locals", "vars"})
+# The receiver of `self.__dict__`, an object's own attributes, never a module's classes.
+_OWN_OBJECT = "self."
 # Any word with a capital may name a class (bare_calls.may_name_class: `mIoULoss` too).
 _CLASS_LIKE_WORD = re.compile(r"\b\w*[A-Z]\w*")
 # The same for loading a module by a name (ClassIndex.unreached): a call, not a word of a docstring.
@@ -119,12 +121,24 @@ def _of_torch(node: ast.Attribute, torch_names: set[str]) -> bool:
 
 
 def _free_match(pattern: re.Pattern, text: str) -> bool:
-    """Does ``pattern`` match ``text`` other than as a method of an object (`.eval(`, `.exec(`)?"""
+    """Does ``pattern`` match ``text`` other than as a method of an object (`.eval(`, `.exec(`) or as
+    an instance's own attribute table (`self.__dict__[key] = value` in a config class: `self` is no
+    module, as ``_may_be_module`` reads it in a walked file)?"""
     for match in pattern.finditer(text):
         start = match.start()
-        if not (start and text[start - 1] == "." and match.group(0).partition("(")[0].rstrip() in _FREE_BUILTINS):
-            return True
+        word = match.group(0).partition("(")[0].rstrip()
+        if start and text[start - 1] == "." and (
+                word in _FREE_BUILTINS or word == "__dict__" and _own_object(text, start)):
+            continue
+        return True
     return False
+
+
+def _own_object(text: str, start: int) -> bool:
+    """Is the attribute at ``start`` read on `self` (not on `myself`, `x.self`)?"""
+    before = start - len(_OWN_OBJECT)
+    return text.startswith(_OWN_OBJECT, before) and before >= 0 and not (
+        before and (text[before - 1].isalnum() or text[before - 1] in "_."))
 
 
 def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:

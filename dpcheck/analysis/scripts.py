@@ -1821,7 +1821,7 @@ EVALUATED_CONDITION = "evaluated:"
 
 
 def switches_to_eval(ctx: FileContext) -> bool:
-    """May this file put a model in eval mode: call `.eval()`, `.train(False)` or `.train(mode)` (any
+    """May this file put a model in eval mode: call `.eval()` (with no argument), `.train(False)` or `.train(mode)` (any
     argument but True), or set `.training`? A module starts in training mode, and only such a switch
     makes `self.training` False: where no scanned file holds one, a path taken only in eval mode never
     runs in the scanned program. (The text first: most files name neither.)"""
@@ -1829,8 +1829,10 @@ def switches_to_eval(ctx: FileContext) -> bool:
     if ".eval(" in text or ".train(" in text:
         for node in ctx.nodes(ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and (func.attr == "eval" or func.attr == "train" and (
-                    node.keywords or node.args and not is_true(node.args[0]))):
+            if isinstance(func, ast.Attribute) and (
+                    func.attr == "eval" and not node.args and not node.keywords  # (`Module.eval()` takes none:
+                    # `editdistance.eval(a, b)`, `sympy_expr.eval(x)` are other functions)
+                    or func.attr == "train" and (node.keywords or node.args and not is_true(node.args[0]))):
                 return True
     return ".training" in text and _SETS_TRAINING.search(text) is not None and any(
         isinstance(target, ast.Attribute) and target.attr == "training"
