@@ -42,8 +42,9 @@ from dpcheck.analysis.bare_calls import may_name_class
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS
 from dpcheck.analysis.tree import value_of
-from dpcheck.analysis.wrapping import ALTERNATE_CONSTRUCTORS, without_conversions
+from dpcheck.analysis.wrapping import without_conversions
 
 PREFIX_KEPT = "prefix_kept"  # the condition's kind: `prefix_kept:<the loader's dotted name>`
 # The condition of a save from the wrapper: the scanned files of its package do not show every load of

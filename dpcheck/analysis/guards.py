@@ -29,6 +29,7 @@ from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import (BUILDER_CONDITION, EVALUATED_CONDITION, mentions_dataparallel, script_facts,
                                        target_text)
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS
 from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
 from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
 from dpcheck.findings import Severity
@@ -272,7 +273,7 @@ def module_calls(ctx: FileContext) -> dict[str, list[str]]:
     for call in ctx.nodes(ast.Call):
         func = call.func
         last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
-        if last.startswith("from_") and type(func) is ast.Attribute:
+        if (last.startswith("from_") or last in ALTERNATE_CONSTRUCTORS) and type(func) is ast.Attribute:
             func = func.value  # `Net.from_pretrained(...)`: a classmethod that builds the class
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
         if not last[:1].isupper():

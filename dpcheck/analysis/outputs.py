@@ -21,7 +21,7 @@ from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults, parameters_of
 from dpcheck.analysis.model_class import ITEM, ModelClass
 from dpcheck.analysis.names import dotted
-from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS, PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -143,7 +143,10 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
     # layers, most calls) are skipped before their ancestors are climbed.
     local_names = set(ctx.classes).union(f.name for f in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
     for call in ctx.nodes(ast.Call):
-        if not isinstance(call.func, ast.Name) or call.func.id not in local_names:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
+            func = func.value  # `Decoder._from_config(config)`, `Encoder.from_pretrained(path)`: a Decoder
+        if not isinstance(func, ast.Name) or func.id not in local_names:
             continue
         owner = ctx.parent(call)
         function = None
@@ -152,11 +155,11 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
                 function = owner  # ends as the outermost function
             owner = ctx.parent(owner)
         if owner is not None:
-            called_in_classes.add(call.func.id)
-            if call.func.id in ctx.classes and owner.name != call.func.id:
-                found.add(call.func.id)
-        elif function is not None and call.func.id in ctx.classes:
-            built_by.setdefault(function.name, set()).add(call.func.id)
+            called_in_classes.add(func.id)
+            if func.id in ctx.classes and owner.name != func.id:
+                found.add(func.id)
+        elif function is not None and func.id in ctx.classes:
+            built_by.setdefault(function.name, set()).add(func.id)
     for function, built in built_by.items():
         if function in called_in_classes:
             found |= built

@@ -103,3 +103,8 @@ def is_torch_nn_class(name: str | None) -> bool:
     return (last[:1].isupper() and not name.startswith(_NO_MODULE_PARTS) and name not in PARAMETER_CTORS
             and last not in {"Buffer", "UninitializedBuffer"} and not last.endswith("Mixin"))
 
+
+
+# Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs;
+# `PreTrainedModel._from_config`, which transformers' composite models build their parts with).
+ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "_from_config", "from_name"})

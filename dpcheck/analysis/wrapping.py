@@ -49,8 +49,8 @@ from dpcheck.analysis.scripts import (
     switches_to_eval,
     target_text,
 )
-from dpcheck.analysis.torch_api import (FORWARDLESS_CONTAINERS, SELF_RETURNING_MODULE_METHODS, FunctionNode,
-                                       is_torch_nn_class)
+from dpcheck.analysis.torch_api import (ALTERNATE_CONSTRUCTORS, FORWARDLESS_CONTAINERS, SELF_RETURNING_MODULE_METHODS,
+                                       FunctionNode, is_torch_nn_class)
 from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
@@ -66,8 +66,6 @@ if TYPE_CHECKING:
     from dpcheck.analysis.model_class import ModelClass
 
 WRAPPED, TOP_LEVEL, SUBMODULE = "wrapped", "top-level", "submodule"
-# Classmethods that build an instance of their class (transformers, diffusers, timm-style hubs).
-ALTERNATE_CONSTRUCTORS = frozenset({"from_pretrained", "from_config", "from_name"})
 _TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 # Over every name, string or call of a file, in C (map, compress) rather than a Python step per node.
 _func_of = attrgetter("func")
@@ -1200,6 +1198,8 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
             continue
         for call in ctx.tree_index.nodes_within(info.node, ast.Call):
             func = call.func
+            if type(func) is ast.Attribute and func.attr in ALTERNATE_CONSTRUCTORS:
+                func = func.value  # `self.decoder = Decoder._from_config(config)`: a Decoder layer
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if not may_name_class(last) or last == name:
                 continue
