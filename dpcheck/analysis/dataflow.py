@@ -7,6 +7,7 @@ import operator
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bindings import reaching_assignment, statements_before
+from dpcheck.analysis.torch_api import RECURRENT_LAYERS
 from dpcheck.analysis.tree import FunctionInfo
 
 if TYPE_CHECKING:
@@ -93,7 +94,32 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         for target in targets:
             for t in fn.nodes_under(target, ast.Name):
                 derived[t.id] = batch_major
+            if batch_major and isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) > 1 \
+                    and _recurrent_call(value, fn):
+                # `out, h_n = self.gru(x)`, `_, (h_n, c_n) = self.lstm(x)`: the final states are
+                # shaped (layers x directions, B, H) whatever `batch_first` says: dim 0 is no batch.
+                for element in target.elts[1:]:
+                    for t in fn.nodes_under(element, ast.Name):
+                        derived[t.id] = False
     return derived
+
+
+def _recurrent_call(value: ast.AST, fn: FunctionInfo) -> bool:
+    """Is ``value`` a call of `self.<attr>` that its class builds as a recurrent layer (`self.<attr> =
+    nn.LSTM(...)`, `GRU`, `RNN` by the constructor's last name) and nothing else?"""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name) and value.func.value.id == fn.self_name
+            and fn.owner is not None):
+        return False
+    attr = value.func.attr
+    owner = fn.owner.node
+    assigns = fn.tree_index.nodes_within(owner, ast.Assign) if fn.tree_index is not None and \
+        owner in fn.tree_index.position else [n for n in ast.walk(owner) if isinstance(n, ast.Assign)]
+    built = [stmt.value for stmt in assigns if any(isinstance(t, ast.Attribute) and t.attr == attr and isinstance(t.value, ast.Name)
+                     and t.value.id == "self" for t in stmt.targets)]
+    return bool(built) and all(isinstance(b, ast.Call) and (
+        b.func.attr if isinstance(b.func, ast.Attribute) else getattr(b.func, "id", "")) in RECURRENT_LAYERS
+        for b in built)
 
 
 _DIM_REDUCTIONS = frozenset({"sum", "mean", "std", "var", "amax", "amin", "logsumexp", "prod", "median", "norm"})
