@@ -60,6 +60,17 @@ _RETURNS_SELF = SELF_RETURNING | {"apply", "share_memory"}
 # Builtins that only look at the object they are handed.
 _INSPECTING_CALLS = frozenset({"isinstance", "issubclass", "type", "id", "hasattr"})
 _BUILTINS = frozenset(dir(builtins))
+# Decorators that only write the class's docstring and return it (transformers' and copies of it):
+# they register nothing, so a class they decorate is no more built by name than any other.
+_DOCSTRING_DECORATORS = frozenset({"add_start_docstrings", "add_end_docstrings", "auto_docstring",
+                                   "add_start_docstrings_to_model_forward", "add_start_docstrings_to_callable"})
+
+
+def _decorator_name(decorator: ast.AST) -> str:
+    """The last name of a decorator (`@add_start_docstrings(...)`, `@utils.auto_docstring`)."""
+    if decorator.__class__ is ast.Call:
+        decorator = decorator.func
+    return decorator.attr if decorator.__class__ is ast.Attribute else getattr(decorator, "id", "")
 
 
 def may_name_class(name: str) -> bool:
@@ -155,7 +166,8 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
         escaping.add(name)
     # A class a decorator may register, and a class named in a string (a registry's key, a config
     # table), may be built by name.
-    escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and stmt.decorator_list)
+    escaping.update(stmt.name for stmt in ctx.tree.body if stmt.__class__ is ast.ClassDef and any(
+        _decorator_name(decorator) not in _DOCSTRING_DECORATORS for decorator in stmt.decorator_list))
     escaping.update(value for value in _constants_outside_all(ctx) if may_name_class(value))
     result.bare_built = sorted(bare)
     result.escaping = sorted(escaping)

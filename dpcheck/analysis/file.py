@@ -615,7 +615,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         summarize_parameter_properties(ctx, result)
         # and what it names or looks up by name (a registry or a config table without torch's name),
         # and what it calls (a launcher calling a model's training method).
-        summarize_text_mentions(text, result)
+        summarize_text_mentions(text, result, tree)
         if result.loads_by_name:  # (the text's words say it may: the walk tells which modules)
             summarize_loads(ctx, result)
         summarize_text_calls(text, result)

@@ -1389,6 +1389,8 @@ class ClassIndex:
         position = position.removesuffix(FALSE_PASSED)
         if len(trail) > 1:
             name = self.lookup(name) or name  # a forwarding caller, named as its own file names it
+            if name in self._derived("unbuilt", self._unbuilt_classes):
+                return False  # nothing builds it (ClassIndex.unbuilt): its forward forwards nothing
         if self._calls_canonical is None:
             canonical: dict[str, set[str]] = {}
             for callee, markers in list(self._module_calls.items()):

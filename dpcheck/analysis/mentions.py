@@ -102,9 +102,19 @@ def summarize_loads(ctx: FileContext, result) -> None:
         result.imports = sorted(set(result.imports).union(loaded))
 
 
-def summarize_text_mentions(text: str, result) -> None:
-    """The same facts from the text of a file no rule walks (conservatively: comments count)."""
-    result.mentions = sorted(set(_CLASS_LIKE_WORD.findall(text)))
+def summarize_text_mentions(text: str, result, tree: ast.Module | None = None) -> None:
+    """The same facts from the text of a file no rule walks (conservatively: comments count). With
+    the file's ``tree``, the lines of its top-level imports are left out of the mentions: a package
+    `__init__.py` that re-exports a class builds nothing (as a walked file's imports do not count)."""
+    named = text
+    if tree is not None:
+        lines = text.splitlines(keepends=True)
+        for stmt in tree.body:
+            if stmt.__class__ is ast.Import or stmt.__class__ is ast.ImportFrom:
+                for row in range(stmt.lineno - 1, stmt.end_lineno):
+                    lines[row] = "\n"
+        named = "".join(lines)
+    result.mentions = sorted(set(_CLASS_LIKE_WORD.findall(named)))
     result.escaping = [EVERY_MENTION]  # (bare_calls: any of them may be handed on)
     result.builds_by_name = _free_match(_BY_NAME_WORDS, text)
     result.loads_by_name = _free_match(_LOADS_BY_NAME_WORDS, text)
