@@ -11,8 +11,10 @@ as it came, the quantizer's forward ending in `return QuantizationOutput(quantiz
 
 A value returned only in eval mode (under `if not self.training:`, or the `else:` of `if
 self.training:`) is latent, a warning, where the scanned files wrap a model and none puts one in
-eval mode (no `.eval()`, `.train(False)`, no library trainer): a module starts in training mode. It
-is an error where some scanned file may evaluate.
+eval mode (no `.eval()`, `.train(False)`, no library trainer): a module starts in training mode. A
+file counts only where a wrapping script loads it (by its imports): a test script that builds its model
+bare and that no wrapping script imports evaluates only that model. It is an error where some file
+that runs with a wrapped model may evaluate.
 
 ## Why is this bad?
 DataParallel's gather only understands tensors, `None`, and tuples, lists, dicts and

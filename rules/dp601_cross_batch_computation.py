@@ -26,7 +26,9 @@ A reduction over one sample's rows of a packed tensor is per sample, not across 
 iteration of a loop over the batch (OpenNRE's bags of sentences) (see DP404 for the lists that count as one entry per sample). So is a reduction over a new
 leading dim that a `torch.stack` of a list per layer or step makes, or a `torch.cat` on dim 0 of such
 a list whose items are each given a new dim 0 (`torch.cat([h.unsqueeze(0) for h in hidden_states[-4:]],
-0).sum(0)`: the last layers added up, per sample).
+0).sum(0)`: the last layers added up, per sample). So is a reduction over dim 0 of the final states a
+recurrent layer returns after its outputs (`_, (h_n, c_n) = self.lstm(x)`, then `h_n.sum(0)`): they are
+shaped (layers x directions, B, H) whatever `batch_first` says.
 
 An order statistic over all elements differs under any split, even into equal chunks (the median
 of the whole batch is not the median of a half). It is reported where its value meets a batch
