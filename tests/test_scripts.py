@@ -1618,8 +1618,16 @@ def test_eval_mode_switch_fact_and_the_project_condition():
         evaluates = analyze_source(script + switch, "t.py", [], "t")
         assert evaluates.switches_to_eval, switch
         assert FileResult.from_dict(evaluates.to_dict()).switches_to_eval
+    assert not analyze_source("import editdistance\nd = editdistance.eval(a, b)\n", "d.py", [], "d").switches_to_eval
     assert not ClassIndex([trains]).condition(EVALUATED_CONDITION)
-    assert ClassIndex([trains, analyze_source("net.eval()\n", "e.py", [], "e")]).condition(EVALUATED_CONDITION)
+    # An evaluating file counts where a wrapping script loads it (a helper it imports)...
+    helper = analyze_source("def evaluate(net):\n    net.eval()\n", "e.py", [], "e")
+    imports_helper = analyze_source("from e import evaluate\n" + script + "evaluate(model)\n", "t.py", [], "t")
+    assert ClassIndex([imports_helper, helper]).condition(EVALUATED_CONDITION)
+    # ...not where it runs apart from every wrap: a test script that builds its own model bare.
+    bare_test = analyze_source("import torch\nnet = Net().cuda()\nnet.eval()\nout = net(x)\n", "e.py", [], "e")
+    assert bare_test.switches_to_eval
+    assert not ClassIndex([trains, bare_test]).condition(EVALUATED_CONDITION)
     # Nothing wrapped: a library, whose users may evaluate.
     assert ClassIndex([analyze_source("import torch\n", "m.py", [], "m")]).condition(EVALUATED_CONDITION)
 
