@@ -29,7 +29,9 @@ the replicas share a seeded copy only if some caller runs that method on the wra
 Not reported where every read moves it to the replica's device first: `self.t.to(x.device)`,
 `self.t.type_as(x)`, a bare `.cuda()`, or a statement that rebinds `self.t = self.t.to(...)` before the
 read on every path (earlier in the read's block or a block around it, or, for a read in a helper
-method, among the statements forward opens with, before any call). A move to one numbered GPU
+method, among the statements forward opens with, before any call), or hands it as it is to a module-level
+function of the project whose body opens by moving that parameter to its input's device
+(`anchor_size = anchor_size.to(boxes.get_device())`, PointRCNN's `decode_bbox_target`). A move to one numbered GPU
 (`.cuda(0)`, `.to("cuda:0")`) is no move to the replica's device and stays reported. Reported as a
 warning where every read runs only behind an option left off by default (`if use_prior:` with
 forward's `use_prior=False`): real only when a caller turns it on. Where no scanned call of the
@@ -65,9 +67,11 @@ import ast
 
 from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, under_lazy_guard
+from dpcheck.analysis.devices import UNMOVED_BY_CONDITION, moving_helpers
 from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.layer_stores import layer_stores
 from dpcheck.analysis.options import OptionPath, every_path_off, off_by_default
+from dpcheck.analysis.scripts import LIBRARY_ROOTS
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
@@ -119,6 +123,8 @@ class PlainTensorAttribute(Rule):
         # and device (parallel_apply sets it) and shared by none: its attributes are its replica's.
         model.conditions.add(f"{OUTLIVES_CALL_CONDITION}{model.info.qualname}")
         used, moved = set(), set()
+        plain: set[str] = set()  # read as they are, not handed to a function that may move them
+        handed: dict[str, set[str]] = {}  # name -> `unmoved_by:` conditions of its reads handed to functions
         reads: dict[str, list] = {}  # name -> (function, node) of each read that uses it as it is
         for fn in model.reachable:
             for node in fn.nodes(ast.Attribute):
@@ -130,8 +136,16 @@ class PlainTensorAttribute(Rule):
                         moved.add(name)
                     elif _iterated_into_scalars(fn, node) and _cpu_vector(model, candidates[name]):
                         moved.add(name)  # its 0-dim CPU elements are scalars to CUDA ops on any device
+                    elif (mover := _handed_to_mover(model, fn, node)) is not None:
+                        if mover:  # a function of another file: its summary tells
+                            used.add(name)
+                            handed.setdefault(name, set()).add(mover)
+                            reads.setdefault(name, []).append((fn, node))
+                        else:
+                            moved.add(name)  # a function of this file that moves it first
                     else:
                         used.add(name)
+                        plain.add(name)
                         reads.setdefault(name, []).append((fn, node))
         reachable = {id(fn.node) for fn in model.reachable}
         for name in sorted(used):
@@ -144,6 +158,8 @@ class PlainTensorAttribute(Rule):
                 # replica builds its own copy where it runs; the original's is never shared.
                 continue
             seeded_by = _seeded_by_setup_method(model, name, assignments)
+            # Handed only to functions of other files: held unless each moves what it is handed.
+            unmoved = () if name in plain else (frozenset(handed[name]),)
             behind_option = _read_only_behind_options(model, reads[name])
             for target, value, fn in assignments:
                 kind, _, _ = model.classify(value, fn)
@@ -160,16 +176,18 @@ class PlainTensorAttribute(Rule):
                             target, f"`self.{name}` is a plain tensor attribute that forward rebuilds "
                             f"itself; `{seeded_by}` seeds it outside forward: if that runs on the wrapped "
                             "model before a call, DataParallel replicas share the seeded copy on one device",
-                            severity=Severity.WARNING, fix=fix, subject=Subject(attr=name))
+                            severity=Severity.WARNING, fix=fix, subject=Subject(attr=name), requires=unmoved)
                     else:
                         message = (f"`self.{name}` is a plain tensor attribute used in forward: `.to()` does "
                                    "not move it and DataParallel replicas share the original's copy on one device")
                         if behind_option is not None:
+                            latent = dict(behind_option.latent)
+                            latent["requires"] = (*latent.get("requires", ()), *unmoved)
                             yield self.violation(target, message + OPTION_PATH_NOTE, severity=Severity.WARNING,
-                                                 fix=fix, subject=Subject(attr=name), **behind_option.latent)
+                                                 fix=fix, subject=Subject(attr=name), **latent)
                         if behind_option is None or behind_option.default_path:
                             yield self.violation(target, message, fix=fix, subject=Subject(attr=name), requires=(
-                                (behind_option.default_path,) if behind_option is not None else ()))
+                                *((behind_option.default_path,) if behind_option is not None else ()), *unmoved))
                     break
 
     def check_file(self, ctx):
@@ -347,6 +365,30 @@ def _moved_to_replica(fn, node) -> bool:
     return not (isinstance(call, ast.Call) and call.func is parent and parent.attr != "type_as"
                 and any(_pinned_device(arg) for arg in (*call.args[:1], *(k.value for k in call.keywords
                                                                          if k.arg == "device"))))
+
+
+def _handed_to_mover(model, fn, node) -> str | None:
+    """Where ``node`` is passed as it is to a module-level function (positionally or by keyword) of this
+    file that moves that parameter to its input's device before using it (devices.moving_helpers): "".
+    Of another file of the project: the ``unmoved_by:`` condition the index settles. Else None."""
+    call = fn.parent(node)
+    keyword_arg = None
+    if isinstance(call, ast.keyword):
+        keyword_arg, call = call.arg, fn.parent(call)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, (ast.Name, ast.Attribute)) and call.func is not node):
+        return None
+    if keyword_arg is None and node not in call.args:
+        return None
+    ctx = model.ctx
+    position = -1 if keyword_arg is not None else call.args.index(node)
+    if isinstance(call.func, ast.Name) and call.func.id in ctx.module_functions:
+        entries = ctx.fact(moving_helpers).get(call.func.id, ())
+        return "" if any(e.partition("|")[2] == keyword_arg if position == -1 else e.partition("|")[0] == str(position)
+                         for e in entries) else None
+    name = ctx.resolve(call.func)
+    if not name or name.startswith(LIBRARY_ROOTS):
+        return None
+    return f"{UNMOVED_BY_CONDITION}{name}@{position}|{keyword_arg or ''}"
 
 
 def _pinned_device(node) -> bool:

@@ -184,3 +184,58 @@ def input_to_follow(fn, node: ast.AST, floating: bool = False) -> str | None:
     args = function.args
     params = [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in args.posonlyargs + args.args]
     return followed_input(function.name, params, floating)
+
+
+# A call of a function that moves a parameter (see ``moving_helpers``) carries
+# `unmoved_by:<dotted name>@<position>|<parameter>`: held unless that function does (ClassIndex.moves_argument).
+UNMOVED_BY_CONDITION = "unmoved_by:"
+# Methods that put a tensor on the device of the input they name or on the current one.
+_FOLLOWING_MOVES = frozenset({"to", "cuda", "type_as"})
+
+
+def moves_to_current(call: ast.AST, resolve) -> bool:
+    """Is ``call`` a move of a tensor to a device that follows the replica: `.to(x.device)`,
+    `.to(x.get_device())`, a bare `.cuda()`, `.type_as(x)`, not one numbered GPU (`.cuda(0)`,
+    `.to("cuda:0")`)?"""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in _FOLLOWING_MOVES):
+        return False
+    if call.func.attr == "type_as":
+        return bool(call.args)
+    targets = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "device")]
+    if call.func.attr == "to" and not targets:
+        return False
+    return not any(is_int_constant(t) or pinned_device(t, resolve) for t in targets)
+
+
+def moving_helpers(ctx) -> dict[str, list[str]]:
+    """This file's module-level functions that first move a parameter to the device of their input
+    (`anchor_size = anchor_size.to(roi_box3d.get_device())` among the statements the body opens with,
+    before any other read of it) -> `<position>|<name>` of each such parameter. A tensor a caller
+    hands them is used on the replica's device, wherever it was made (PointRCNN's `decode_bbox_target`)."""
+    if ".to(" not in ctx.source.text and ".cuda(" not in ctx.source.text and ".type_as(" not in ctx.source.text:
+        return {}
+    found: dict[str, list[str]] = {}
+    for name, node in ctx.module_functions.items():
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        moved: list[str] = []
+        seen: set[str] = set()  # parameters read before their move
+        for stmt in node.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+                    and isinstance(stmt.value.func.value, ast.Name) \
+                    and stmt.value.func.value.id == stmt.targets[0].id and stmt.targets[0].id in params \
+                    and stmt.targets[0].id not in seen and moves_to_current(stmt.value, ctx.resolve):
+                moved.append(stmt.targets[0].id)
+            seen.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name))
+            if not isinstance(stmt, ast.Assign):
+                break  # (only the statements the body opens with: later ones may sit behind a branch)
+        if moved:
+            found[name] = [f"{params.index(p)}|{p}" for p in moved]
+    return found
+
+
+def summarize_moving_helpers(ctx, result) -> None:
+    """Fill ``result.moving_helpers`` (see ``moving_helpers``)."""
+    result.moving_helpers = moving_helpers(ctx)

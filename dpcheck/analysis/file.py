@@ -24,6 +24,7 @@ from dpcheck.analysis.batch_feeds import summarize_batch_feeds, summarize_text_c
 from dpcheck.analysis.checkpoints import summarize_checkpoint_loads, summarize_checkpoints
 from dpcheck.analysis.classes import UNKNOWN_BASE, collect_classes, module_status
 from dpcheck.analysis.context import FileContext
+from dpcheck.analysis.devices import summarize_moving_helpers
 from dpcheck.analysis.functional import summarize_parallel_helpers
 from dpcheck.analysis.options import summarize_options
 from dpcheck.analysis.training import trains_models
@@ -171,6 +172,9 @@ class FileResult:
     # Its module-level functions that pair samples of a parameter by strided dim-0 slices -> the
     # positions of those parameters (pairing.pairing_helpers).
     pairing_helpers: dict[str, list[str]] = field(default_factory=dict)
+    # Module-level functions that move a parameter to their input's device before using it -> that
+    # parameter's `<position>|<name>` (devices.moving_helpers).
+    moving_helpers: dict[str, list[str]] = field(default_factory=dict)
     # Its classes -> the attributes of self their `__init__` stores a DataParallel wrapper in
     # (scripts.init_wrapped_attributes).
     init_wrapped: dict[str, list[str]] = field(default_factory=dict)
@@ -287,6 +291,8 @@ class FileResult:
                    if self.wrapping_methods else {}),
                 **({"pairing_helpers": {k: " ".join(v) for k, v in self.pairing_helpers.items()}}
                    if self.pairing_helpers else {}),
+                **({"moving_helpers": {k: " ".join(v) for k, v in self.moving_helpers.items()}}
+                   if self.moving_helpers else {}),
                 **({"star_imports": " ".join(self.star_imports)} if self.star_imports else {}),
                 **({"imports": " ".join(self.imports)} if self.imports else {}),
                 **({"handed_wraps": self.handed_wraps} if self.handed_wraps else {}),
@@ -348,6 +354,8 @@ class FileResult:
                                      for k, v in dict(data.get("wrapping_methods", {})).items()},
                    pairing_helpers={str(k): str(v).split()
                                     for k, v in dict(data.get("pairing_helpers", {})).items()},
+                   moving_helpers={str(k): str(v).split()
+                                   for k, v in dict(data.get("moving_helpers", {})).items()},
                    star_imports=str(data.get("star_imports", "")).split(),
                    imports=str(data.get("imports", "")).split(),
                    handed_wraps=[int(n) for n in data.get("handed_wraps", [])],
@@ -658,6 +666,7 @@ def _run_rules(ctx: FileContext, rules: Sequence[Rule], result: FileResult) -> N
     summarize_bare_calls(ctx, result)
     summarize_parallel_helpers(ctx, result)
     summarize_pairing_helpers(ctx, result)
+    summarize_moving_helpers(ctx, result)
     result.init_wrapped = init_wrapped_attributes(ctx)
     result.wrapping_methods = wrapping_methods(ctx)
     result.handed_wrappers = handed_wrappers(ctx)

@@ -43,6 +43,7 @@ from dpcheck.analysis.batch_feeds import CALLED_IN, DROPPED, PARTIAL_FEED_CONDIT
 from dpcheck.analysis.checkpoints import BARE_LOAD, PREFIX_KEPT, STRIPPED_LOAD, UNRESUMED_CONDITION, WRAPPED_LOAD
 from dpcheck.analysis.classes import UNKNOWN_BASE
 from dpcheck.analysis.dataflow import BUILT_ONLY_IN_OWN_FILE_CONDITION, BUILT_OUTSIDE_CONDITION
+from dpcheck.analysis.devices import UNMOVED_BY_CONDITION
 from dpcheck.analysis.file import FileResult
 from dpcheck.analysis.functional import PARALLEL_HELPER_CONDITION
 from dpcheck.analysis.guards import FALSE_PASSED, UNKNOWN_CALLER, UNPASSED_CONDITION, WRAPPER_PASSES_CONDITION
@@ -165,6 +166,7 @@ class ClassIndex:
         # Functions that pass two parameters on to the functional data_parallel -> (module, inputs) positions.
         self._parallel_helpers: dict[str, tuple[str, ...]] = {}
         self._pairing_helpers: dict[str, frozenset[str]] = {}
+        self._moving_helpers: dict[str, frozenset[str]] = {}  # function -> `<k>|<name>` it moves (devices)
         self._init_wrapped: dict[str, set[str]] = {}
         self._wrapping_methods: dict[str, set[str]] = {}  # method name -> the classes defining it
         self._method_wraps: set[str] = set()  # `<method>@<attr>` some scanned class's method wraps
@@ -371,6 +373,8 @@ class ClassIndex:
             self._parallel_helpers[f"{module}.{name}"] = tuple(positions)
         for name, positions in result.pairing_helpers.items():
             self._pairing_helpers[f"{module}.{name}"] = frozenset(positions)
+        for name, moved in result.moving_helpers.items():
+            self._moving_helpers[f"{module}.{name}"] = frozenset(moved)
         for attr in result.wrapped_attributes:
             self._wrapped_attributes.setdefault(attr, set()).add(result.module.rpartition(".")[0])
         for entry in result.bare_built:
@@ -1677,6 +1681,20 @@ class ClassIndex:
         found = self._pairing_helpers.get(name, ())
         return any(position in found for position in positions.split(","))
 
+    def moves_argument(self, text: str) -> bool:
+        """``<function>@<k>|<name>``: does the function move that parameter to its input's device before
+        using it (devices.moving_helpers)? A call passes it by position k or by name (k is -1 for a
+        keyword). Only scanned modules are read, followed through re-exports."""
+        name, _, passed = text.rpartition("@")
+        position, _, param = passed.partition("|")
+        found = self._moving_helpers.get(self._function(name, self._moving_helpers))
+        if found is None:  # (`lib.utils.bbox_transform` scanned as `bbox_transform`: a root of its own)
+            module, _, function = name.rpartition(".")
+            found = next((self._moving_helpers[key] for key in (f"{m}.{function}" for m in self._modules_matching(module))
+                          if key in self._moving_helpers), None)
+        return bool(found) and any(entry.partition("|")[2] == param if position == "-1"
+                                   else entry.partition("|")[0] == position for entry in found)
+
     def option_default(self, text: str) -> bool:
         """``<name>=<off|on>``: does every scanned definition of the command-line option (at least one)
         give it that truth by default (options.command_line_options)?"""
@@ -1765,6 +1783,8 @@ class ClassIndex:
             return self.method_wraps(name)
         if f"{kind}:" == HANDED_WRAPPER_CONDITION and name:
             return self.handed_wrapper(name)
+        if f"{kind}:" == UNMOVED_BY_CONDITION and name:
+            return not self.moves_argument(name)
         if f"{kind}:" == OPTION_DEFAULT_CONDITION and name:
             return self.option_default(name)
         if f"{kind}:" == OPTION_NOT_DEFAULT_CONDITION and name:
