@@ -13,6 +13,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS
+
 
 def module_name_for(path: Path | str) -> str:
     """The dotted module name of ``path``, walking up through ``__init__.py`` packages."""
@@ -127,6 +129,20 @@ def declared_all(tree: ast.Module) -> set[str] | None:
                 and isinstance(stmt.value, (ast.List, ast.Tuple)):
             declared = {e.value for e in stmt.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return declared
+
+
+def part_class(func: ast.AST, own_classes, tree: ast.Module) -> ast.AST:
+    """The class a call builds as a part of another module, by the callee ``func``: `Decoder` of
+    `Decoder._from_config(config)` or `Decoder.from_pretrained(path)` (an alternate constructor), else
+    ``func`` itself. A class of this file (``own_classes``) that its literal `__all__` exports is a
+    library's public model, which users build and wrap on their own (transformers' `MusicgenForCausalLM`,
+    also its composite model's decoder): its alternate construction is no part (the callee is returned)."""
+    if not (isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS):
+        return func
+    built = func.value
+    if isinstance(built, ast.Name) and built.id in own_classes and built.id in (declared_all(tree) or ()):
+        return func
+    return built
 
 
 def dotted(node: ast.AST) -> str | None:

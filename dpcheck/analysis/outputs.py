@@ -20,8 +20,8 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults, parameters_of
 from dpcheck.analysis.model_class import ITEM, ModelClass
-from dpcheck.analysis.names import dotted
-from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS, PARAMETER_FREE, FunctionNode
+from dpcheck.analysis.names import dotted, part_class
+from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -143,9 +143,7 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
     # layers, most calls) are skipped before their ancestors are climbed.
     local_names = set(ctx.classes).union(f.name for f in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
     for call in ctx.nodes(ast.Call):
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr in ALTERNATE_CONSTRUCTORS:
-            func = func.value  # `Decoder._from_config(config)`, `Encoder.from_pretrained(path)`: a Decoder
+        func = part_class(call.func, ctx.classes, ctx.tree)  # (`Decoder._from_config(config)` builds a Decoder)
         if not isinstance(func, ast.Name) or func.id not in local_names:
             continue
         owner = ctx.parent(call)

@@ -36,7 +36,7 @@ from dpcheck.analysis.bindings import target_binds
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
-from dpcheck.analysis.names import declared_all
+from dpcheck.analysis.names import declared_all, part_class
 from dpcheck.analysis.scripts import (
     LIBRARY_ROOTS,
     builder_conditions,
@@ -1197,9 +1197,7 @@ def _find_layer_owners(ctx: FileContext) -> dict[str, frozenset[str]]:
         if not any(ctx.class_is_module(name)):
             continue
         for call in ctx.tree_index.nodes_within(info.node, ast.Call):
-            func = call.func
-            if type(func) is ast.Attribute and func.attr in ALTERNATE_CONSTRUCTORS:
-                func = func.value  # `self.decoder = Decoder._from_config(config)`: a Decoder layer
+            func = part_class(call.func, ctx.classes, ctx.tree)  # (`Decoder._from_config(config)`: a Decoder layer)
             last = func.id if type(func) is ast.Name else func.attr if type(func) is ast.Attribute else ""
             if not may_name_class(last) or last == name:
                 continue
