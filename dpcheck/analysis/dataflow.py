@@ -74,6 +74,7 @@ def batch_derived(fn: FunctionInfo) -> dict[str, bool]:
 
 def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
     derived: dict[str, bool] = {p: True for p in parameters_of(fn)}
+    states: set[str] = set()  # names bound to an RNN's final states (not batch-major)
     assigns = sorted(fn.nodes(ast.Assign, ast.AnnAssign, ast.AugAssign), key=lambda n: (n.lineno, n.col_offset))
     for node in assigns:
         value = node.value
@@ -85,7 +86,8 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
         # One sample's rows (`rep[scope[i][0]:scope[i][1]]` in a loop over the bags) are no batch.
         rows = {id(n) for sub in fn.nodes_under(value, ast.Subscript) if _per_sample_rows(sub, fn)
                 for n in fn.nodes_under(sub, ast.Name)} if any(isinstance(n, ast.Slice) for n in ast.walk(value)) else ()
-        sources = [derived[n.id] for n in names if id(n) not in rows]
+        # One layer's state of an RNN's final states (`h_n[-1]`, `h_n[0]`) is (B, H): batch-major again.
+        sources = [derived[n.id] or n.id in states and _layer_picked(n, fn) for n in names if id(n) not in rows]
         batch_major = bool(sources) and all(sources) \
             and not any(moves_batch_dim(n, fn) for n in fn.nodes_under(value, ast.Attribute)) \
             and not (isinstance(value, ast.Call) and stacks_new_leading_dim(value, fn, derived)) \
@@ -101,7 +103,17 @@ def _find_batch_derived(fn: FunctionInfo) -> dict[str, bool]:
                 for element in target.elts[1:]:
                     for t in fn.nodes_under(element, ast.Name):
                         derived[t.id] = False
+                        states.add(t.id)
     return derived
+
+
+def _layer_picked(name: ast.Name, fn: FunctionInfo) -> bool:
+    """`h_n[-1]`, `h_n[0]`: one constant index into dim 0 (one layer's or direction's state)."""
+    parent = fn.parent(name)
+    index = parent.slice if isinstance(parent, ast.Subscript) and parent.value is name else None
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    return isinstance(index, ast.Constant) and type(index.value) is int
 
 
 def _recurrent_call(value: ast.AST, fn: FunctionInfo) -> bool:
