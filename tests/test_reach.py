@@ -5,10 +5,11 @@ import os
 from dpcheck.analysis.reach import ImportGraph
 
 
-def _graph(files, opaque=(), elsewhere=None, training=frozenset()):
+def _graph(files, opaque=(), elsewhere=None, training=frozenset(), classes=None):
     files = {os.path.normpath(f): record for f, record in files.items()}
     return ImportGraph(files, set(map(os.path.normpath, opaque)),
-                       lambda name: set(map(os.path.normpath, (elsewhere or {}).get(name, ()))), frozenset(training))
+                       lambda name: set(map(os.path.normpath, (elsewhere or {}).get(name, ()))), frozenset(training),
+                       {os.path.normpath(f): names for f, names in (classes or {}).items()})
 
 
 def _n(*paths):
@@ -57,6 +58,53 @@ def test_a_script_that_takes_the_wrapping_name_or_the_whole_package_runs_the_wra
         runners = graph.runners(os.path.normpath("repo/lib/trainer.py"))
         assert runners is not None and os.path.normpath("repo/run.py") in runners, imports
         assert os.path.normpath("repo/lib/modeling.py") in graph.reach(runners)
+
+
+def test_importing_a_packages_submodule_takes_none_of_the_names_the_package_binds():
+    # `from lib.modeling import BigModel` runs `lib/__init__.py`, which imports the trainer, but binds
+    # none of its names: `Trainer` is not used through it.
+    graph = _graph({**VENDORED, "repo/run.py": ("run", ["lib.modeling", "lib.modeling:BigModel"])})
+    assert graph.runners(os.path.normpath("repo/lib/trainer.py")) is None
+    # `import lib.modeling` binds `lib`, through which anything may be used.
+    graph = _graph({**VENDORED, "repo/run.py": ("run", ["lib.modeling"])})
+    assert os.path.normpath("repo/run.py") in graph.runners(os.path.normpath("repo/lib/trainer.py"))
+
+
+# A vendored library beside a project's script: its modules import each other densely (`lookup.py`
+# imports the whole package to find classes by name), its trainer wraps whatever model it is handed.
+LIBRARY = {
+    **VENDORED,
+    "repo/lib/lookup.py": ("lib.lookup", ["lib"]),
+    "repo/lib/modeling.py": ("lib.modeling", [".lib.lookup", ".lib.lookup:find"]),
+    "repo/lib/seq2seq.py": ("lib.seq2seq", [".lib.trainer", ".lib.trainer:Trainer"]),
+}
+LIBRARY["repo/lib/__init__.py"] = ("lib", [*VENDORED["repo/lib/__init__.py"][1], ".lib.seq2seq",
+                                           ".lib.seq2seq:Seq2SeqTrainer"])
+LIBRARY_CLASSES = {"repo/lib/trainer.py": {"Trainer"}, "repo/lib/modeling.py": {"BigModel"},
+                   "repo/lib/seq2seq.py": {"Seq2SeqTrainer"}}
+
+
+def test_a_handed_wrap_in_a_library_the_project_builds_no_trainer_of_never_runs():
+    graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", "lib:BigModel"])}, classes=LIBRARY_CLASSES)
+    trainer = os.path.normpath("repo/lib/trainer.py")
+    assert graph.runners(trainer, handed=True) is None
+    # Followed name by name, the library's own whole import makes every class of it a way in.
+    assert os.path.normpath("repo/run.py") in graph.runners(trainer)
+
+
+def test_a_handed_wrap_in_a_library_runs_where_the_project_builds_its_holder_or_a_subclass():
+    trainer = os.path.normpath("repo/lib/trainer.py")
+    for taken in ("Trainer", "Seq2SeqTrainer"):
+        graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", f"lib:{taken}"])}, classes=LIBRARY_CLASSES)
+        runners = graph.runners(trainer, handed=True)
+        assert runners is not None and os.path.normpath("repo/run.py") in runners, taken
+
+
+def test_a_handed_wrap_of_a_library_checked_alone_is_followed_name_by_name():
+    # No scanned file outside the package: a library checked as one, whose own modules are its users.
+    graph = _graph({**LIBRARY, "repo/lib/cli.py": ("lib.cli", ["lib", "lib:BigModel"])}, classes=LIBRARY_CLASSES)
+    trainer = os.path.normpath("repo/lib/trainer.py")
+    assert os.path.normpath("repo/lib/cli.py") in graph.runners(trainer, handed=True) == graph.runners(trainer)
 
 
 def test_a_wrapping_script_nothing_imports_runs():

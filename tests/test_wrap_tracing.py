@@ -180,3 +180,11 @@ def test_a_module_loaded_by_a_formatted_name_is_a_package_leaf():
     assert returns["train.build_percent"] == ["modules:nets.make_model"]
     assert returns["train.build_fstring"] == ["modules:model.Net"]
     assert "train.build_relative" not in returns
+
+
+def test_a_vendored_librarys_trainer_runs_only_where_a_project_file_builds_it_or_a_subclass():
+    # The library's modules import each other (`import lib` to look classes up by name), which makes
+    # every class of it a way to its trainer when names are followed one by one; only a class the
+    # project's script builds counts: `BigModel` alone is advice, a `Seq2SeqTrainer` around it an error.
+    assert _severities("dp401/vendoredlib_dense") == {"modeling.py": "info", "net.py": "error"}
+    assert _severities("dp401/vendoredlib_subclass") == {"modeling.py": "error", "net.py": "error"}

@@ -225,6 +225,7 @@ class ClassIndex:
         self._opaque_files: set[str] = set()
         self._wrap_sites: dict[str, tuple[list[str], set[str], list[list[str]], int]] = {}
         self._handed_sites: set[str] = set()  # those that wrap what they are handed (wrapping.handed_wrap_sites)
+        self._classes_of_file: dict[str, set[str]] = {}  # file -> the simple names of the classes it defines
         # Each wrap site that runs -> the files it reaches (None: not known), and what it uses.
         self._site_reach: list[tuple[str, frozenset[str] | None]] | None = None
         self._site_uses: dict[str, tuple[frozenset[str], list[str]]] = {}
@@ -265,6 +266,7 @@ class ClassIndex:
         # scanned record decides where its imports resolve from.)
         if filename not in self._file_imports:
             self._file_imports[filename] = (result.module, result.imports)
+            self._classes_of_file[filename] = {cls.qualname.rsplit(".", 1)[-1] for cls in result.classes}
             if loaded:  # (summarised for a name, not scanned: a file left out of the run, which may
                 self._opaque_files.add(filename)  # be the project's way to anything, as far as it shows)
         self._files_of_module.setdefault(result.module, set()).add(filename)
@@ -844,10 +846,11 @@ class ClassIndex:
     def _wrap_site_reach(self) -> list[tuple[str, frozenset[str] | None]]:
         """Each wrap site that some file runs, with the files it reaches (reach.ImportGraph; None: not
         known)."""
-        graph = ImportGraph(self._file_imports, self._opaque_files, self._files_named, frozenset(self._training_files))
+        graph = ImportGraph(self._file_imports, self._opaque_files, self._files_named, frozenset(self._training_files),
+                            self._classes_of_file)
         found = []
         for site in self._wrap_sites:
-            runners = graph.runners(site)
+            runners = graph.runners(site, site in self._handed_sites)
             if runners is None:
                 continue
             # A site that wraps what it is handed, which no scanned file imports: its callers were left

@@ -15,13 +15,16 @@ that takes only some names from W (`from .trainer import Trainer`), an importer 
 runs W only if it takes one of those names (`from transformers import BertModel` does not run
 a vendored `Trainer`). A wrapping file whose runners are all such package files, none of which
 any file takes the name from, never runs: it is *dead* (a vendored library's `Trainer` that no
-script builds).
+script builds). An import of a package's submodule (`from transformers.optimization import AdamW`)
+runs the package's `__init__.py` but takes none of its names; and a wrap of what its callers hand it,
+inside a package the project's scripts use as a library, runs only through the classes of that
+package that the project builds (see ``ImportGraph.runners``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 _SEP = os.sep
 _INIT = os.sep + "__init__.py"
@@ -41,15 +44,31 @@ SUBMODULES = ".*"
 EVERYTHING = None
 
 
+def _packages_above(attr: str) -> set[str] | None:
+    """What an import takes from the packages above the module it names: `from a.b import c` runs
+    `a/__init__.py` but binds none of its names (nothing it re-exports, a vendored library's
+    `Trainer`, is used through it); `import a.b` binds `a`, through which anything may be."""
+    return set() if attr else EVERYTHING
+
+
+def _take(found: dict[str, set[str] | None], filename: str, taken: set[str] | None) -> None:
+    """Add what an import takes from a file to what it was found to take already."""
+    known = found.get(filename, set())
+    found[filename] = EVERYTHING if known is EVERYTHING or taken is EVERYTHING else known | taken
+
+
 class ImportGraph:
     def __init__(self, files: dict[str, tuple[str, list[str]]], opaque: set[str],
-                 resolve_elsewhere: Callable[[str], set[str]], training: frozenset[str] = frozenset()) -> None:
+                 resolve_elsewhere: Callable[[str], set[str]], training: frozenset[str] = frozenset(),
+                 classes: Mapping[str, set[str]] | None = None) -> None:
         """``files``: filename -> (dotted module, FileResult.imports); ``opaque``: the files that
         may load any module (by a computed name, or not scanned: what they import is not all
         known); ``resolve_elsewhere(name)``: the files of the indexed modules an import name may
         stand for, by name alone; ``training``: the files that run a training loop (see
-        ``_vendored_elsewhere``)."""
+        ``_vendored_elsewhere``); ``classes``: filename -> the simple names of the classes it
+        defines (see ``runners``' ``handed``)."""
         self._files = files
+        self._classes = classes or {}
         self._opaque = opaque
         self._resolve_elsewhere = resolve_elsewhere
         self._training = training
@@ -149,11 +168,12 @@ class ImportGraph:
         parts = [p for p in base.split(".") if p]
         found: dict[str, set[str] | None] = {}
         files = self._files
+        above = _packages_above(attr)
         for root in roots:
             path = root
             for i, part in enumerate(parts, 1):
                 path = path + _SEP + part
-                whole = EVERYTHING if i < len(parts) or not attr else {attr}
+                whole = above if i < len(parts) else {attr} if attr else EVERYTHING
                 for candidate in (path + ".py", path + _INIT):
                     if candidate in files:
                         found[candidate] = whole
@@ -250,28 +270,39 @@ class ImportGraph:
         packages above them. Not for an import of one part (`import utils`, `from utils import
         x`): any root's `utils.py` would do, which the names of the modules decide (see _resolve)."""
         found: dict[str, set[str] | None] = {}
+        above = _packages_above(attr)
         for names, whole in (((*parts, attr), EVERYTHING), (tuple(parts), {attr} if attr else EVERYTHING)):
             if len(names) < 2 or not names[-1]:
                 continue
             for path in self._by_suffix.get(names, ()):
-                found.setdefault(path, whole)
+                _take(found, path, whole)
                 folder = os.path.dirname(path)
                 if os.path.basename(path) == "__init__.py":
                     folder = os.path.dirname(folder)
                 for _ in names[:-1]:  # (the packages the import names above the module)
                     package = os.path.join(folder, "__init__.py")
                     if package in self._files:
-                        found.setdefault(package, EVERYTHING)
+                        _take(found, package, above)
                     folder = os.path.dirname(folder)
         return found
 
-    def runners(self, wrapping: str) -> set[str] | None:
+    def runners(self, wrapping: str, handed: bool = False) -> set[str] | None:
         """The files that run ``wrapping``: it, and its importers up to the scripts; None when it is
         dead: every file at the top (imported by none of them) is a package `__init__.py`, which
         only binds names (see the module's docstring). ``OPAQUE_RUNNER`` where an opaque module
         (not scanned, or loading by a computed name) may import one of them: what it reaches is
-        not known, and the importers above need not be followed."""
+        not known, and the importers above need not be followed.
+
+        ``handed``: it wraps what its callers hand it (a trainer's `self.model`). Inside a package
+        that the project's other scanned files use as a library (a vendored `transformers/` beside
+        a subproject's scripts), such a wrap runs only where a file outside the package builds the
+        class that holds it, or a subclass (`Trainer`, `Seq2SeqTrainer`): a module of the package
+        that imports it hands on only the classes it defines, not its every name (a library's
+        internals import each other densely, `import transformers` for a lookup by name, which
+        would make every class of the copy a way to its `Trainer`), and a wrap no file outside
+        the package takes such a class for is dead."""
         names: dict[str, set[str] | None] = {wrapping: EVERYTHING}
+        library = self._library_package(wrapping) if handed else None
         imported: set[str] = set()  # runners some runner imports: not at the top
         pending = [wrapping]
         while pending:
@@ -285,7 +316,11 @@ class ImportGraph:
                     continue
                 imported.add(target)
                 # A package's `__init__` hands on only the names it takes; any other module, anything.
-                if importer not in self._packages or taken is EVERYTHING:
+                if library and importer not in self._packages and importer.startswith(library):
+                    passed = self._classes.get(importer, set())
+                    if not passed:
+                        continue  # (library code that builds no class of its own around the wrap)
+                elif importer not in self._packages or taken is EVERYTHING:
                     passed = EVERYTHING
                 else:
                     passed = taken if through is EVERYTHING else taken & through
@@ -296,7 +331,21 @@ class ImportGraph:
                 pending.append(importer)
         if all(f in self._packages for f in names if f not in imported):
             return None
+        if library and all(f.startswith(library) for f in names):
+            return None
         return set(names)
+
+    def _library_package(self, filename: str) -> str | None:
+        """The folder (with a trailing separator) of the top package that holds ``filename``, where
+        some scanned file lies outside it: the package is a library of the project's scripts. None
+        where it is in no package, or the scan holds that package alone (a library checked as one)."""
+        folder, top = os.path.dirname(filename), None
+        while folder + _INIT in self._files:
+            top, folder = folder, os.path.dirname(folder)
+        if top is None:
+            return None
+        top += _SEP
+        return top if any(not f.startswith(top) for f in self._files) else None
 
     def _takes_of(self, filename: str) -> dict[str, set[str] | None]:
         """{file it imports -> what it takes from it} (``EVERYTHING`` or names)."""
