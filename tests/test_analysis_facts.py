@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from dpcheck.analysis.names import ImportMap, dotted, module_name_for, self_attr, self_attr_root
+from dpcheck.analysis.names import ImportMap, dotted, module_aliases, module_name_for, self_attr, self_attr_root
 from dpcheck.analysis.source import ALL_CODES, SourceFile, suppressed
 from dpcheck.analysis.tree import FunctionInfo, TreeIndex, statement_nodes
 
@@ -334,6 +334,30 @@ def test_star_imports_are_not_followed():
     # `from torch.nn import *` binds names we cannot see without importing: they stay local.
     assert resolve("from torch.nn import *", "Linear") == "pkg.mod.Linear"
     assert "*" not in ImportMap(parse("from torch.nn import *"), "pkg.mod").aliases
+
+
+def test_module_aliases_are_names_the_top_level_binds_once_to_another_name():
+    code = """
+from models import common
+from models.common import Conv as C
+
+class DetectionModel: pass
+Model = DetectionModel
+Block = common.Bottleneck
+Layer = C
+Twice = DetectionModel
+try:
+    Fallback = DetectionModel
+except ImportError:
+    Fallback = None
+Twice = common.Bottleneck
+def f():
+    Inner = DetectionModel
+Count = 3
+"""
+    imports = ImportMap(parse(code), "pkg.mod")
+    assert module_aliases(parse(code), imports) == {
+        "Model": "pkg.mod.DetectionModel", "Block": "models.common.Bottleneck", "Layer": "models.common.Conv"}
 
 
 def test_resolve_gives_none_for_non_name_chains():

@@ -32,7 +32,7 @@ from dpcheck.analysis.pairing import summarize_pairing_helpers
 from dpcheck.analysis.guards import summarize_calls
 from dpcheck.analysis.mentions import summarize_loads, summarize_text_mentions
 from dpcheck.analysis.model_class import file_models, summarize_forward_flags, summarize_parameter_properties
-from dpcheck.analysis.names import ImportMap, declared_all, module_name_for
+from dpcheck.analysis.names import ImportMap, declared_all, module_aliases, module_name_for
 from dpcheck.analysis.outputs import summarize_scalar_forwards
 from dpcheck.analysis.placement import summarize_placement, summarize_weightless
 from dpcheck.analysis.scripts import (
@@ -598,6 +598,7 @@ def _analyze_source(text: str, display: str, rules: Sequence[Rule], module: str,
         for name, c in classes.items()]
     result.aliases = {name: target for name, target in imports.aliases.items()
                       if target != name and "." in target}
+    result.aliases.update(module_aliases(tree, imports))
     result.star_imports = imports.star_modules
     result.imports = _project_modules(imports)
     if "__all__" in text:

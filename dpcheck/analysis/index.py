@@ -141,6 +141,7 @@ class ClassIndex:
         self._unnamed: set[str] = set()
         self._mentions: set[str] = set()
         self._builds_by_name = False
+        self._by_name_modules: set[str] = set()  # the modules that may look up any class by a computed name
         self._lookup_namespaces: set[str] = set()  # modules looked up by a computed name (mentions)
         self._built_per_call: set[str] = set()
         self._built_elsewhere: set[str] = set()
@@ -322,6 +323,8 @@ class ClassIndex:
         self._unnamed.update(result.unnamed)
         self._mentions.update(result.mentions)
         self._builds_by_name = self._builds_by_name or result.builds_by_name
+        if result.builds_by_name:
+            self._by_name_modules.add(module)
         self._lookup_namespaces.update(result.lookup_namespaces)
         self._built_per_call.update(result.built_per_call)
         self._built_elsewhere.update(result.built_elsewhere)
@@ -696,7 +699,8 @@ class ClassIndex:
         # A name bound by a star import counts for a wrap, never for a submodule: a script's class
         # that builds the model it hands on (a trainer's `get_model`) is recorded as building a
         # submodule, which would demote the wrapped model's findings (heldout SOICT's PhobertBIO).
-        return tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple}
+        # (A name that is no class's may be a module's alias of one: `Model = DetectionModel`.)
+        return tuple({self.lookup(n, stars) or n for n in list(names) if n.rsplit(".", 1)[-1] in simple or n in self.aliases}
                      for names, stars in ((self._wrapped_names | self._item_wrapped(), True),
                                           (set(self._submodule_names), False)))
 
@@ -1105,8 +1109,9 @@ class ClassIndex:
         library: list[str] = []
         # (lookup may summarise unscanned modules, which adds names: iterate over a copy)
         for name in list(wrapped_names):
-            if self.lookup(name) is not None:
-                wrapped.append(name)
+            target = self.lookup(name)
+            if target is not None:
+                wrapped.append(target)  # (under its own name: `Model = DetectionModel` wraps `DetectionModel`)
                 continue
             if name in alone and name not in not_alone and self._library_class(name):
                 # torchaudio's `DataParallel(WaveRNN(n_hidden=...))`: the library's code runs, handed
@@ -1141,6 +1146,10 @@ class ClassIndex:
                 continue
             used.add(simple)
             target = self.lookup(name)
+            if target and target.rpartition(".")[0] in self._by_name_modules:
+                # Its module looks classes up by a computed name (yolov5's `eval(m)` of the names a
+                # configuration gives): the layers it builds are not all read off the names it uses.
+                return _UNKNOWN, []
             pending.extend(self.bases.get(target, ()) if target else ())
             pending.extend(self._layers_of.get(simple, ()))
         return frozenset(used), wrapped + library

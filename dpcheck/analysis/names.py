@@ -121,6 +121,32 @@ _BUILTIN_ROOTS = frozenset({"list", "dict", "set", "tuple", "setattr", "getattr"
                             "len", "float", "int", "str", "bool", "super", "isinstance", "self"})
 
 
+def module_aliases(tree: ast.Module, imports: ImportMap) -> dict[str, str]:
+    """Names the module binds, once and at its top level, to another name (`Model = DetectionModel`,
+    yolov5's name kept for backwards compatibility): name -> the dotted target, which the project
+    index follows as it follows a re-export. A name the top level binds twice (a fallback in an
+    `except`, a later `def`) is left out: which binding holds is not known."""
+    bound: dict[str, int] = {}
+    found: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            names = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+            if len(stmt.targets) == 1 and names and isinstance(stmt.value, (ast.Name, ast.Attribute)):
+                target = imports.resolve(stmt.value)
+                if target is not None:
+                    found[names[0]] = target
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [stmt.name]
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names = [(a.asname or a.name).partition(".")[0] for a in stmt.names]
+        else:
+            names = [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        for name in names:
+            bound[name] = bound.get(name, 0) + 1
+    return {name: target for name, target in found.items()
+            if bound[name] == 1 and target != f"{imports.module}.{name}"}
+
+
 def declared_all(tree: ast.Module) -> set[str] | None:
     """The names a literal `__all__` of the module declares, or None where it declares none."""
     declared = None
