@@ -84,18 +84,33 @@ LIBRARY_CLASSES = {"repo/lib/trainer.py": {"Trainer"}, "repo/lib/modeling.py": {
                    "repo/lib/seq2seq.py": {"Seq2SeqTrainer"}}
 
 
+# (`run.py` trains beside `lib/` with what it imports from it: `lib/` is a library it trains with.)
+TRAINS_WITH_LIBRARY = _n("repo/run.py", "repo/lib/trainer.py")
+
+
 def test_a_handed_wrap_in_a_library_the_project_builds_no_trainer_of_never_runs():
-    graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", "lib:BigModel"])}, classes=LIBRARY_CLASSES)
+    graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", "lib:BigModel"])}, classes=LIBRARY_CLASSES,
+                   training=TRAINS_WITH_LIBRARY)
     trainer = os.path.normpath("repo/lib/trainer.py")
     assert graph.runners(trainer, handed=True) is None
     # Followed name by name, the library's own whole import makes every class of it a way in.
     assert os.path.normpath("repo/run.py") in graph.runners(trainer)
 
 
+def test_a_package_that_holds_training_code_of_its_own_or_no_script_trains_with_is_followed_name_by_name():
+    # BasicSR's `basicsr/train.py`, run as a module: the package is the project, not a library of it.
+    files = {**LIBRARY, "repo/run.py": ("run", ["lib", "lib:BigModel"])}
+    trainer = os.path.normpath("repo/lib/trainer.py")
+    for training in (TRAINS_WITH_LIBRARY | _n("repo/lib/seq2seq.py"), _n("repo/lib/trainer.py")):
+        graph = _graph(files, classes=LIBRARY_CLASSES, training=training)
+        assert graph.runners(trainer, handed=True) == graph.runners(trainer) is not None
+
+
 def test_a_handed_wrap_in_a_library_runs_where_the_project_builds_its_holder_or_a_subclass():
     trainer = os.path.normpath("repo/lib/trainer.py")
     for taken in ("Trainer", "Seq2SeqTrainer"):
-        graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", f"lib:{taken}"])}, classes=LIBRARY_CLASSES)
+        graph = _graph({**LIBRARY, "repo/run.py": ("run", ["lib", f"lib:{taken}"])}, classes=LIBRARY_CLASSES,
+                       training=TRAINS_WITH_LIBRARY)
         runners = graph.runners(trainer, handed=True)
         assert runners is not None and os.path.normpath("repo/run.py") in runners, taken
 

@@ -1137,6 +1137,10 @@ class ClassIndex:
         if unresolved or not (wrapped or library) or not all(
                 _tail(self.lookup(name) or "") in self._scanned for name in wrapped):
             return _UNKNOWN, []
+        if any((self.lookup(name) or name).rpartition(".")[0] in self._by_name_modules for name in wrapped):
+            # The module of a class wrapped looks classes up by a computed name (yolov5's `eval(m)` of
+            # the layer names a configuration gives): the layers it builds are not all read off names.
+            return _UNKNOWN, []
         used: set[str] = set()
         pending = wrapped + parts
         while pending:
@@ -1146,10 +1150,6 @@ class ClassIndex:
                 continue
             used.add(simple)
             target = self.lookup(name)
-            if target and target.rpartition(".")[0] in self._by_name_modules:
-                # Its module looks classes up by a computed name (yolov5's `eval(m)` of the names a
-                # configuration gives): the layers it builds are not all read off the names it uses.
-                return _UNKNOWN, []
             pending.extend(self.bases.get(target, ()) if target else ())
             pending.extend(self._layers_of.get(simple, ()))
         return frozenset(used), wrapped + library

@@ -228,13 +228,18 @@ class ImportGraph:
         if answer is None:
             copies = [f for f in self._folders.get((package,), ()) if os.path.basename(f) == package]
             answer = self._vendored[key] = bool(copies) and all(
-                not (folder + _SEP).startswith(os.path.dirname(copy) + _SEP) and any(
-                    os.path.dirname(script) == os.path.dirname(copy)
-                    and any(imported.lstrip(".").partition(":")[0].split(".")[0] == package and not imported.startswith(".")
-                            for imported in self._files.get(script, ("", []))[1])
-                    for script in self._training)
+                not (folder + _SEP).startswith(os.path.dirname(copy) + _SEP) and self._trained_beside(copy)
                 for copy in copies)
         return answer
+
+    def _trained_beside(self, package: str) -> bool:
+        """Does a script beside the package's folder train and import the package (by an absolute
+        import of its name): `ydlj/baseline/run_cail2021.py` with `ydlj/baseline/transformers/`?"""
+        name = os.path.basename(package)
+        return any(os.path.dirname(script) == os.path.dirname(package)
+                   and any(imported.lstrip(".").partition(":")[0].split(".")[0] == name and not imported.startswith(".")
+                           for imported in self._files.get(script, ("", []))[1])
+                   for script in self._training)
 
     def _left_out(self, parts: list[str], attr: str, roots: tuple[str, ...], relative: bool) -> bool:
         """Does an import that no scanned file answers name a file of the project that the run left
@@ -337,15 +342,18 @@ class ImportGraph:
 
     def _library_package(self, filename: str) -> str | None:
         """The folder (with a trailing separator) of the top package that holds ``filename``, where
-        some scanned file lies outside it: the package is a library of the project's scripts. None
-        where it is in no package, or the scan holds that package alone (a library checked as one)."""
+        the package is a library the project's scripts train with: a script beside its folder
+        trains and imports it, and none of its own files trains but ``filename`` (a vendored
+        `transformers/`, whose `trainer.py` alone runs a training loop). None where it is in no
+        package, or holds the project's training code (BasicSR's `basicsr/train.py` run as a module),
+        or the scan holds that package alone (a library checked as one)."""
         folder, top = os.path.dirname(filename), None
         while folder + _INIT in self._files:
             top, folder = folder, os.path.dirname(folder)
-        if top is None:
+        if top is None or not self._trained_beside(top):
             return None
         top += _SEP
-        return top if any(not f.startswith(top) for f in self._files) else None
+        return None if any(f.startswith(top) and f != filename for f in self._training) else top
 
     def _takes_of(self, filename: str) -> dict[str, set[str] | None]:
         """{file it imports -> what it takes from it} (``EVERYTHING`` or names)."""
