@@ -193,8 +193,8 @@ def test_a_vendored_librarys_trainer_runs_only_where_a_project_file_builds_it_or
 def test_a_wrap_of_a_modules_alias_of_a_class_is_that_class():
     # yolov5's `Model = DetectionModel`: the wrap of `Model()` runs `DetectionModel` and its layers;
     # a head handed on beside it is advice only, one built into it an error.
-    assert _severities("dp401/classaliaspkg") == {"heads.py": "info"}
-    assert _severities("dp401/classaliasusedpkg") == {"yolo.py": "error"}
+    assert _severities("dp401/classaliaspkg") == {"detect_heads.py": "info"}
+    assert _severities("dp401/classaliasusedpkg") == {"detector.py": "error"}
 
 
 def test_a_wrapped_class_whose_module_looks_classes_up_by_a_computed_name_leaves_the_wrap_unknown():
