@@ -67,6 +67,8 @@ class RunResult:
                 settled = replace(settled, severity="error")
             if finding.severity != "info" and (reason := self._advice_reason(finding, kept)):
                 settled = replace(settled, severity="info", message=f"{finding.message}; advice only: {reason}")
+            elif settled.severity == "error" and (reason := self._latent_reason(finding, kept)):
+                settled = replace(settled, severity="warning", message=f"{finding.message}; latent: {reason}")
             (suppressed if finding.suppressed else kept).append(settled)
         return _one_per_position(kept), _one_per_position(suppressed)
 
@@ -96,6 +98,18 @@ class RunResult:
                 or index.unnamed(class_name) or index.unbuilt(finding.filename, class_name) or index.called_bare(class_name)
                 or index.unreached(finding.filename, class_name)) \
                 or next(filter(None, map(index.advice, finding.advice_if)), None)
+        except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
+            self._failed(finding, kept, f"how severe {finding.code} is", exc)
+            return None
+
+    def _latent_reason(self, finding: Finding, kept: list[Finding]) -> str | None:
+        """Why a class's finding is latent, or None: only wraps behind switches off by default run the
+        class under DataParallel (ClassIndex.latent_wrap). A failure to decide keeps the finding's
+        severity and is a DP002 for its file."""
+        if self.index is None or not finding.subject.class_name:
+            return None
+        try:
+            return self.index.latent_wrap(finding.subject.class_name)
         except Exception as exc:  # noqa: BLE001 - one finding's failure must not end the run
             self._failed(finding, kept, f"how severe {finding.code} is", exc)
             return None

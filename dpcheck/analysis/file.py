@@ -133,6 +133,8 @@ class FileResult:
     # and the classes it wraps -> the wrappers it wraps them in (wrapping.wrappers_of).
     dataparallel_attributes: dict[str, list[str]] = field(default_factory=dict)
     wrappers: dict[str, list[str]] = field(default_factory=dict)
+    # Classes it wraps only behind switches off by default -> each wrap site's switches (wrapping.latent_wraps).
+    latent_wraps: dict[str, list[str]] = field(default_factory=dict)
     # For a file that wraps a model: whether it drops the partial last batch (scripts.partial_batches).
     partial_batches: str = ""
     # Its module classes -> the `__init__` parameters they keep as submodules they call (wrapping.kept_modules).
@@ -264,6 +266,7 @@ class FileResult:
                 **({"dataparallel_attributes": {k: " ".join(v) for k, v in self.dataparallel_attributes.items()}}
                    if self.dataparallel_attributes else {}),
                 **({"wrappers": {k: " ".join(v) for k, v in self.wrappers.items()}} if self.wrappers else {}),
+                **({"latent_wraps": {k: " ".join(v) for k, v in self.latent_wraps.items()}} if self.latent_wraps else {}),
                 **({"partial_batches": self.partial_batches} if self.partial_batches else {}),
                 **({"switches_to_eval": True} if self.switches_to_eval else {}),
                 **({"kept_modules": {k: " ".join(v) for k, v in self.kept_modules.items()}}
@@ -375,7 +378,8 @@ class FileResult:
                    non_tensor_forwards=str(data.get("non_tensor_forwards", "")).split(),
                    trains=bool(data.get("trains", False)),
                    replicates=bool(data.get("replicates", False)),
-                   switches_to_eval=bool(data.get("switches_to_eval", False)))
+                   switches_to_eval=bool(data.get("switches_to_eval", False)),
+                   latent_wraps={str(k): str(v).split() for k, v in dict(data.get("latent_wraps", {})).items()})
 
 
 def read_bytes(path: Path) -> bytes:

@@ -119,6 +119,10 @@ class ClassIndex:
         self._memo: dict[str, bool] = {}
         self.builders: dict[str, list[str]] = {}
         self._wrapped_names: set[str] = set()
+        # Classes some file wraps only behind switches off by default -> each such site's switches
+        # (wrapping.latent_wraps); the classes some file wraps at a site that runs by default.
+        self._latent_wraps: dict[str, list[str]] = {}
+        self._live_wrapped: set[str] = set()
         self._submodule_names: set[str] = set()
         self._layers_of: dict[str, set[str]] = {}  # simple name of a class -> the classes it builds as layers
         self._wrapped_dims: dict[str, str] = {}
@@ -301,6 +305,9 @@ class ClassIndex:
             self._declared_all[module] = frozenset(result.declared_all)
         self.builders.update(result.builders)
         self._wrapped_names.update(result.wrapped)
+        for name, sites in result.latent_wraps.items():
+            self._latent_wraps.setdefault(name, []).extend(sites)
+        self._live_wrapped.update(name for name in result.wrapped if name not in result.latent_wraps)
         self._submodule_names.update(result.submodules)
         for part, owners in result.layer_owners.items():
             for owner in owners:
@@ -807,6 +814,40 @@ class ClassIndex:
         files = sorted(_relative(site) for site in sites)
         return (f"the files that wrap a model and run this module ({_shown(files, '')}) wrap {_shown(sorted(roots))} "
                 f"and build no `{class_name}` into it")
+
+    def latent_wrap(self, class_name: str) -> str | None:
+        """Why a class's findings are latent (a warning), or None: every wrap site that runs it under
+        DataParallel (the class wrapped, or one that builds it as a layer: see _uses) is behind a switch
+        off by default (wrapping.latent_wraps; a switch its file does not decide counts where the
+        project's option table shows it off, ``option_default``), and the sites that run by default
+        show what they run (none, or classes of other simple names). Not where a site that runs by
+        default was not traced to a class: it may run anything."""
+        return self._derived("latent_wraps", self._latent_only_classes).get(class_name)
+
+    def _latent_only_classes(self) -> dict[str, str]:
+        latent = {name: sites for name, sites in list(self._latent_wraps.items()) if name not in self._live_wrapped
+                  and all(any("=" not in gate or self.option_default(gate) for gate in site.split(","))
+                          for site in sites)}
+        if not latent:
+            return {}
+        live_names = (self._wrapped_names | self._item_wrapped()) - set(latent)
+        alone = self._wrapped_alone - set(latent)
+        live: frozenset[str] = frozenset()
+        if live_names or self._wrap_candidates or self._unresolved_wraps:
+            live = self._uses(live_names, alone, self._wrapped_not_alone, self._wrap_candidates,
+                              self._unresolved_wraps)[0]
+            if live is _UNKNOWN:
+                return {}
+        switches: dict[str, set[str]] = {}
+        for name, sites in sorted(latent.items()):
+            used = self._uses({name}, self._wrapped_alone, self._wrapped_not_alone, [], 0)[0]
+            if used is _UNKNOWN:
+                continue
+            gates = {gate.partition("=")[0] for site in sites for gate in site.split(",")}
+            for simple in used - live:
+                switches.setdefault(simple, set()).update(gates)
+        return {simple: f"it runs under DataParallel only with {_shown(sorted(gates))} changed from its default"
+                for simple, gates in switches.items()}
 
     def unused_dataparallel(self) -> str | None:
         """Why every class's findings are advice only, or None: the scanned project trains its

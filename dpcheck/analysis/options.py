@@ -261,10 +261,23 @@ def built_only_behind_switch(statements, ctx, reached_from: ast.AST | None = Non
     return _option_path(sorted(gates))
 
 
-def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from) -> set[str] | bool:
+def wrap_switches(statement: ast.AST, ctx) -> list[str]:
+    """The command-line switches off by default that ``statement`` (a wrap, or the construction of
+    what it wraps) runs behind in its function (``_gates_before``): `<name>` for one the file itself
+    decides (its own parser's default, a parameter every call of the file leaves false),
+    `<name>=<off|on>` for one the project's option table settles (``ClassIndex.option_default``).
+    Empty where it runs as the program stands."""
+    decided: list[str] = []
+    gates = _gates_before(statement, ctx, command_line_options(ctx), None, decided)
+    return sorted(set(decided) | gates)
+
+
+def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from,
+                  decided: list[str] | None = None) -> set[str] | bool:
     """The switch gates (``_switch_gate``) that ``statement`` runs behind in its function: the arms of
     the `if`s around it and the early exits (`if <test>: ... return`) before it in each block; True
-    where one is decided by this file's own parser."""
+    where one is decided by this file's own parser (with ``decided``, its name goes there instead,
+    and the walk goes on)."""
     gates: set[str] = set()
     child, cur = statement, ctx.parent(statement)
     while cur is not None and not isinstance(cur, (ast.Module, ast.ClassDef)):
@@ -279,9 +292,11 @@ def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from) ->
         for where, in_body in arms:
             for test in _arm_tests(where.test, in_body):
                 gate = _switch_gate(test, in_body, ctx, where, own, frozenset(), reached_from)
-                if gate is True:
+                if gate is True and decided is not None:
+                    decided.append(_gate_name(test))
+                elif gate is True:
                     return True
-                if gate:
+                elif gate:
                     gates.add(gate)
         if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
@@ -327,6 +342,13 @@ def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str
         if fn is not None and _parameter_switch_off(test.id, fn, ctx, flags):
             return True
     return None
+
+
+def _gate_name(test: ast.AST) -> str:
+    """The switch a gate ``_switch_gate`` decided tests: `args.x`, `not opt.x` -> `x`; a parameter's name."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return _switch_name(test) or getattr(test, "id", "")
 
 
 def _switch_name(test: ast.AST) -> str | None:

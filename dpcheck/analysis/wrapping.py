@@ -37,6 +37,7 @@ from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.dataflow import argument, keyword, parameter_defaults, passed_values
 from dpcheck.analysis.mentions import capitalised, summarize_mentions
 from dpcheck.analysis.names import declared_all, part_class
+from dpcheck.analysis.options import wrap_switches
 from dpcheck.analysis.scripts import (
     LIBRARY_ROOTS,
     builder_conditions,
@@ -127,10 +128,22 @@ class _WrapSites(NamedTuple):
     alone: list[str]  # ``wrapped_alone``
     wrappers: dict[str, list[str]]  # ``wrappers_of``
     handed: list[int]  # ``handed_wrap_sites``
+    latent: dict[str, list[str]]  # ``latent_wraps``
+
+
+def latent_wraps(ctx: FileContext) -> dict[str, list[str]]:
+    """Classes this file wraps (``wrapped_classes``) only behind a switch off by default, at every wrap
+    site of it here: the wrap or the construction of what it wraps runs in the arm of an `if` on the
+    switch or after an early exit on it (`if args.baseline: model = BaseBert...` then
+    `DataParallel(model)`; `if config.data_parallel: model = DataParallel(model)`) -> each site's
+    switches (``options.wrap_switches``), comma-joined. The project index settles the switches the
+    file does not decide and reports what only these sites run as latent (ClassIndex.latent_wrap)."""
+    return ctx.fact(_wrap_sites).latent
 
 
 def _wrap_sites(ctx: FileContext) -> _WrapSites:
     found: dict[str, ast.AST | None] = {}
+    switches: dict[str, list[str]] = {}  # class -> each wrap site's switches ("" where it runs by default)
     wrappers: dict[str, list[str]] = {}
     unresolved: list[int] = []
     parts: set[tuple[str, str]] = set()
@@ -139,7 +152,7 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
     not_alone: set[str] = set()
     handed: list[int] = []
     if not mentions_script_token(ctx):
-        return _WrapSites(found, unresolved, frozenset(), candidates, [], wrappers, handed)
+        return _WrapSites(found, unresolved, frozenset(), candidates, [], wrappers, handed, {})
     facts = script_facts(ctx)
     sites = [(call, facts.source_of(call).dim) for call in facts.dp_calls]
     sites += [(call, keyword(call, "dim"))
@@ -152,6 +165,7 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
             owner = _class_built(construction, ctx)
             found.setdefault(owner, dim)
             wrappers.setdefault(owner, []).append(wrapper)
+            switches.setdefault(owner, []).append(_site_switches(call, construction, ctx))
             (alone if _built_alone(construction, call, ctx) else not_alone).add(owner)
             # `model = Seq2Seq(encoder, decoder)` then `DataParallel(model)`, with `encoder = Encoder(...)`:
             # the encoder runs inside the wrapped model's forward, it is not what DataParallel wraps.
@@ -171,6 +185,7 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
         for construction in maybe:
             found.setdefault(_class_built(construction, ctx), dim)
             wrappers.setdefault(_class_built(construction, ctx), []).append(wrapper)
+            switches.setdefault(_class_built(construction, ctx), []).append(_site_switches(call, construction, ctx))
         if maybe:
             continue
         layer = _torch_layer_alone(inner, call, ctx)
@@ -202,7 +217,15 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
             unresolved.append(call.lineno)
             if _handed_in(call, ctx):
                 handed.append(call.lineno)
-    return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers, handed)
+    latent = {owner: sites for owner, sites in switches.items() if all(sites)}
+    return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers, handed,
+                      latent)
+
+
+def _site_switches(call: ast.Call, construction: ast.Call, ctx: FileContext) -> str:
+    """The switches off by default that a wrap site runs behind, or the construction of what it wraps
+    (``options.wrap_switches``), comma-joined; "" where both run by default."""
+    return ",".join(sorted(set(wrap_switches(call, ctx)).union(wrap_switches(construction, ctx))))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -1461,6 +1484,7 @@ def summarize_wrapping(ctx: FileContext, result) -> None:
     result.replaced_output = replaced_output(ctx)
     result.dataparallel_attributes = dataparallel_attributes(ctx)
     result.wrappers = {name: sorted(set(names)) for name, names in sorted(wrappers_of(ctx).items())}
+    result.latent_wraps = latent_wraps(ctx)
     result.wrapped_dims = {name: ast.unparse(dim) for name, dim in wrapped_classes(ctx).items()
                            if dim is not None and not _is_zero(dim)}
     if mentions_dataparallel(ctx):
