@@ -33,7 +33,8 @@ SNAPSHOT_NAME = "snapshot.snap"  # not .py: discovery never treats it as source
 UPDATE_COMMAND = "python -m pytest tests/test_fixtures.py --snapshot-update"
 ENGINE_FOLDERS = ("engine", "crossfile", "opaque_wrap", "unnamed_class", "unnamed_class_by_name",
                   "unnamed_class_by_namespace", "unnamed_class_by_star_namespace", "unnamed_class_twin",
-                  "bare_called_loss", "bare_called_loss_handed_on", "application")
+                  "bare_called_loss", "bare_called_loss_handed_on", "application", "latent_wrap",
+                  "latent_wrap_live")
 
 _NAMED_CODES = re.compile(r"#\s*(?:expect|noqa)\s*:\s*(?P<codes>DP\d{3}(?:\s*,\s*DP\d{3})*)")
 _MAX_SOURCE_LINES = 6

@@ -1478,3 +1478,31 @@ def test_a_module_loaded_by_a_computed_name_under_a_written_package_is_any_modul
     for call in ("importlib.import_module(name)", "importlib.import_module('.' + name, 'pkg')",
                  "importlib.import_module(name + '.models')", "importlib.import_module(f'{name}.models')"):
         assert loads(call) == (True, []), call
+
+
+def test_a_class_wrapped_only_behind_a_switch_off_by_default_is_latent():
+    """What only wraps behind a switch off by default run under DataParallel (the wrap itself in the
+    arm of an `if` on the switch, or the construction of what it wraps) is latent: its errors are
+    warnings that name the switch. What a wrap that runs by default also reaches stays an error."""
+    from conftest import FIXTURES, run_json
+
+    def severities(folder):
+        findings, _ = run_json(folder, "--select", "DP101")
+        return {(f["filename"].rsplit("/", 1)[-1], f["location"]["row"]): (f["severity"], f["message"])
+                for f in findings}
+
+    # `--baseline` (store_true) builds BaselineNet, `--data_parallel` (default 0) wraps Refiner:
+    # latent. MainNet is built by default and wrapped; Shared is a layer of both nets.
+    found = severities(FIXTURES / "latent_wrap")
+    assert {k: v[0] for k, v in found.items()} == {("models.py", 11): "error", ("models.py", 24): "warning",
+                                                   ("models.py", 37): "error", ("models.py", 50): "warning"}
+    assert "`baseline` changed from its default" in found[("models.py", 24)][1]
+    assert "`data_parallel` changed from its default" in found[("models.py", 50)][1]
+    # The same code with both switches on by default: BaselineNet and Refiner are wrapped by default,
+    # and MainNet, built in the `else:` of `--baseline`, is the latent one.
+    found = severities(FIXTURES / "latent_wrap_live")
+    assert {k: v[0] for k, v in found.items()} == {("models.py", 11): "error", ("models.py", 24): "error",
+                                                   ("models.py", 37): "warning", ("models.py", 50): "error"}
+    # The model file checked alone shows no wrap: every finding stands.
+    alone = severities(FIXTURES / "latent_wrap" / "models.py")
+    assert {v[0] for v in alone.values()} == {"error"}
