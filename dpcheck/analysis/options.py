@@ -266,14 +266,54 @@ def wrap_switches(statement: ast.AST, ctx) -> list[str]:
     what it wraps) runs behind in its function (``_gates_before``): `<name>` for one the file itself
     decides (its own parser's default, a parameter every call of the file leaves false),
     `<name>=<off|on>` for one the project's option table settles (``ClassIndex.option_default``).
-    Empty where it runs as the program stands."""
+    Empty where it runs as the program stands. A switch that turns the GPU on (``_preconditions``)
+    or that the program exits without (`if not args.do_train and not args.do_eval: raise ...`) is
+    no option here: DataParallel runs only with it set."""
     decided: list[str] = []
-    gates = _gates_before(statement, ctx, command_line_options(ctx), None, decided)
+    gates = _gates_before(statement, ctx, command_line_options(ctx), None, decided, ctx.fact(_preconditions))
     return sorted(set(decided) | gates)
 
 
+def _preconditions(ctx) -> frozenset[str]:
+    """The switches a run of the file's program on GPUs sets: the one every move to the GPU of the
+    file runs behind (`if opt.cuda: crnn.cuda()`, `"cuda" if args.gpu else "cpu"`, with no other
+    `.cuda()` or `"cuda"` in the file: without it nothing runs on a GPU), and those the program stops
+    without (a negated conjunct of an `if` whose body ends in a `raise`: SpanBERT's
+    `if not args.do_train and not args.do_eval: raise ValueError(...)`)."""
+    found: set[str] = set()
+    for node in ctx.nodes(ast.If):
+        if node.body and isinstance(node.body[-1], ast.Raise):
+            tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+            found.update(name for t in tests if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+                         and (name := _switch_name(t.operand)))
+    gpu: set[str] | None = None
+    for move in _gpu_moves(ctx):
+        behind: set[str] = set()
+        child, cur = move, ctx.parent(move)
+        while cur is not None:
+            if isinstance(cur, ast.If) and any(child is s for s in cur.body) \
+                    or isinstance(cur, ast.IfExp) and child is cur.body:
+                tests = cur.test.values if isinstance(cur.test, ast.BoolOp) and isinstance(cur.test.op, ast.And) \
+                    else [cur.test]
+                behind.update(name for t in tests if (name := _switch_name(t)))
+            child, cur = cur, ctx.parent(cur)
+        gpu = behind if gpu is None else gpu & behind
+        if not gpu:
+            break
+    return frozenset(found | (gpu or set()))
+
+
+def _gpu_moves(ctx) -> list[ast.AST]:
+    """The file's `.cuda()` calls and `"cuda..."` strings: where it puts something on a GPU."""
+    if "cuda" not in ctx.source.text:
+        return []
+    moves: list[ast.AST] = [n for n in ctx.nodes(ast.Call) if isinstance(n.func, ast.Attribute) and n.func.attr == "cuda"]
+    moves += [n for n in ctx.nodes(ast.Constant) if isinstance(n.value, str) and n.value.startswith("cuda")]
+    return moves
+
+
 def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from,
-                  decided: list[str] | None = None) -> set[str] | bool:
+                  decided: list[str] | None = None, excluded: frozenset[str] = frozenset()) -> set[str] | bool:
     """The switch gates (``_switch_gate``) that ``statement`` runs behind in its function: the arms of
     the `if`s around it and the early exits (`if <test>: ... return`) before it in each block; True
     where one is decided by this file's own parser (with ``decided``, its name goes there instead,
@@ -291,7 +331,7 @@ def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from,
                             and isinstance(s.body[-1], (ast.Return, ast.Raise)))
         for where, in_body in arms:
             for test in _arm_tests(where.test, in_body):
-                gate = _switch_gate(test, in_body, ctx, where, own, frozenset(), reached_from)
+                gate = _switch_gate(test, in_body, ctx, where, own, excluded, reached_from)
                 if gate is True and decided is not None:
                     decided.append(_gate_name(test))
                 elif gate is True:
