@@ -817,8 +817,8 @@ class ClassIndex:
 
     def latent_wrap(self, class_name: str) -> str | None:
         """Why a class's findings are latent (a warning), or None: every wrap site that runs it under
-        DataParallel (the class wrapped, or one that builds it as a layer: see _uses) is behind a switch
-        off by default (wrapping.latent_wraps; a switch its file does not decide counts where the
+        DataParallel (the class wrapped, or one that builds it as a layer: see _uses) wraps it only as
+        built behind a switch off by default (wrapping.latent_wraps; a switch its file does not decide counts where the
         project's option table shows it off, ``option_default``), and the sites that run by default
         show what they run (none, or classes of other simple names). Not where a site that runs by
         default was not traced to a class: it may run anything."""

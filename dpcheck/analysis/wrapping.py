@@ -132,11 +132,10 @@ class _WrapSites(NamedTuple):
 
 
 def latent_wraps(ctx: FileContext) -> dict[str, list[str]]:
-    """Classes this file wraps (``wrapped_classes``) only behind a switch off by default, at every wrap
-    site of it here: the wrap or the construction of what it wraps runs in the arm of an `if` on the
-    switch or after an early exit on it (`if args.baseline: model = BaseBert...` then
-    `DataParallel(model)`; `if config.data_parallel: model = DataParallel(model)`) -> each site's
-    switches (``options.wrap_switches``), comma-joined. The project index settles the switches the
+    """Classes this file wraps (``wrapped_classes``) only as built behind a switch off by default, at
+    every wrap site of it here: the construction of what it wraps runs in the arm of an `if` on the
+    switch or after an early exit on it, and the wrap does not (`if args.baseline: model = BaseBert...`
+    then `DataParallel(model)`) -> each site's switches (``options.wrap_switches``), comma-joined. The project index settles the switches the
     file does not decide and reports what only these sites run as latent (ClassIndex.latent_wrap)."""
     return ctx.fact(_wrap_sites).latent
 
@@ -217,15 +216,17 @@ def _wrap_sites(ctx: FileContext) -> _WrapSites:
             unresolved.append(call.lineno)
             if _handed_in(call, ctx):
                 handed.append(call.lineno)
-    latent = {owner: sites for owner, sites in switches.items() if all(sites)}
+    latent = {owner: sorted(set(sites)) for owner, sites in switches.items() if all(sites)}
     return _WrapSites(found, unresolved, frozenset(parts), candidates, sorted(alone - not_alone), wrappers, handed,
                       latent)
 
 
 def _site_switches(call: ast.Call, construction: ast.Call, ctx: FileContext) -> str:
-    """The switches off by default that a wrap site runs behind, or the construction of what it wraps
-    (``options.wrap_switches``), comma-joined; "" where both run by default."""
-    return ",".join(sorted(set(wrap_switches(call, ctx)).union(wrap_switches(construction, ctx))))
+    """The switches off by default that the construction of what a wrap site wraps runs behind and the
+    wrap does not (``options.wrap_switches``), comma-joined; "" where none. A switch around the wrap
+    itself (`if args.multi_gpu: model = DataParallel(model)`) is how the program turns DataParallel
+    on: with it set, the wrapped model's hazards run, so it makes nothing latent."""
+    return ",".join(sorted(set(wrap_switches(construction, ctx)).difference(wrap_switches(call, ctx))))
 
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
