@@ -1495,12 +1495,12 @@ def test_a_class_wrapped_only_behind_a_switch_off_by_default_is_latent():
     # of Refiner is the switch that turns DataParallel on: no option. MainNet is built by default and
     # wrapped; Shared is a layer of both nets.
     found = severities(FIXTURES / "latent_wrap")
-    # GpuNet is wrapped behind `--cuda`, which every move to the GPU of gpu.py runs behind, and Tagger
-    # behind `--do_train`, which tag.py stops without (with `--do_eval`): DataParallel runs only with
-    # them set, so they are no options and the errors stand.
+    # GpuNet is built (then wrapped) behind `--cuda`, which every move to the GPU of gpu.py runs behind,
+    # and Tagger behind `--do_train`, which tag.py stops without (with `--do_eval`): DataParallel runs
+    # only with them set, so they are no options and the errors stand.
     assert {k: v[0] for k, v in found.items()} == {("models.py", 11): "error", ("models.py", 24): "warning",
-                                                   ("models.py", 37): "error", ("models.py", 50): "error",
-                                                   ("models.py", 64): "error", ("models.py", 77): "error"}
+                                                   ("models.py", 37): "error", ("models.py", 51): "error",
+                                                   ("models.py", 65): "error", ("models.py", 78): "error"}
     assert "`baseline` changed from its default" in found[("models.py", 24)][1]
     # The same code with both switches on by default: BaselineNet is built by default, and MainNet,
     # built in the `else:` of `--baseline`, is the latent one.
