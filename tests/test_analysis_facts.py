@@ -1510,3 +1510,16 @@ def test_a_class_wrapped_only_behind_a_switch_off_by_default_is_latent():
     # The model file checked alone shows no wrap: every finding stands.
     alone = severities(FIXTURES / "latent_wrap" / "models.py")
     assert {v[0] for v in alone.values()} == {"error"}
+
+
+def test_the_latent_wrap_summary_survives_the_cache():
+    """A file's latent wraps (wrapping.latent_wraps) come back from its cached summary as they were, with
+    every other field in its place."""
+    from conftest import FIXTURES
+
+    from dpcheck.analysis.file import FileResult, analyze_source
+
+    path = FIXTURES / "latent_wrap" / "train.py"
+    result = analyze_source(path.read_text(encoding="utf-8"), str(path), [], "train")
+    assert result.latent_wraps == {"models.BaselineNet": ["baseline"]}
+    assert FileResult.from_dict(result.to_dict()) == result

@@ -133,8 +133,6 @@ class FileResult:
     # and the classes it wraps -> the wrappers it wraps them in (wrapping.wrappers_of).
     dataparallel_attributes: dict[str, list[str]] = field(default_factory=dict)
     wrappers: dict[str, list[str]] = field(default_factory=dict)
-    # Classes it wraps only behind switches off by default -> each wrap site's switches (wrapping.latent_wraps).
-    latent_wraps: dict[str, list[str]] = field(default_factory=dict)
     # For a file that wraps a model: whether it drops the partial last batch (scripts.partial_batches).
     partial_batches: str = ""
     # Its module classes -> the `__init__` parameters they keep as submodules they call (wrapping.kept_modules).
@@ -231,6 +229,9 @@ class FileResult:
     replicates: bool = False
     # Whether it may put a model in eval mode (scripts.switches_to_eval).
     switches_to_eval: bool = False
+    # Classes it wraps only as built behind switches off by default -> each wrap site's switches
+    # (wrapping.latent_wraps).
+    latent_wraps: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def submodules(self) -> list[str]:
