@@ -88,6 +88,7 @@ from dpcheck.analysis.dataflow import (
     under_lazy_guard,
 )
 from dpcheck.analysis.guards import optional_argument_guard
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.analysis.wrapping import SUBMODULE, wrap_evidence
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
@@ -376,7 +377,7 @@ def _steps_layers_in_a_loop(ctx) -> bool:
     Then a layer's sequence restarts (`if t == 0:`) come from inside one call of the model."""
     for cls in ctx.nodes(ast.ClassDef):
         for fn in cls.body:
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward":
+            if not isinstance(fn, FUNCTION_DEFS) or fn.name != "forward":
                 continue
             for loop in ast.walk(fn):
                 if not isinstance(loop, ast.For) or not isinstance(loop.target, ast.Name):
@@ -467,7 +468,7 @@ def _external_resets(ctx) -> dict[tuple[str, str], list[tuple[ast.ClassDef, ast.
             continue
         function, cur = None, ctx.parent(node)
         while cur is not None and not isinstance(cur, ast.ClassDef):
-            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(cur, FUNCTION_DEFS):
                 function = cur
             cur = ctx.parent(cur)
         if cur is not None and function is not None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity, Subject
 from dpcheck.rule import Rule
@@ -99,7 +100,7 @@ class HookWritesSharedState(Rule):
                         in_modules.add(id(n))
                     owner_of.setdefault(id(n), info)
         defs: dict[str, list] = {}
-        for n in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+        for n in ctx.nodes(*FUNCTION_DEFS):
             defs.setdefault(n.name, []).append(n)
         for call in registrations:
             if id(call) in in_modules:
@@ -175,7 +176,7 @@ def _probe_function(call: ast.Call, ctx) -> ast.FunctionDef | None:
     (a `.remove()` call in it) and takes the model as a parameter; None otherwise (a script's
     top level, a function that leaves its hooks in place)."""
     outer = None
-    node = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+    node = ctx.enclosing(call, FUNCTION_DEFS)
     while node is not None:
         outer = node
         node = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import argument
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -152,7 +153,7 @@ def _cached_functions(ctx) -> dict[str, int | None]:
 def _find_cached_functions(ctx) -> dict[str, int | None]:
     found = {}
     for stmt in ctx.tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(stmt, FUNCTION_DEFS):
             for decorator in stmt.decorator_list:
                 size = _cache_size(ctx, decorator)
                 if size is not _NOT_A_CACHE:

@@ -72,6 +72,7 @@ from dpcheck.analysis.guards import optional_argument_guard
 from dpcheck.analysis.layer_stores import layer_stores
 from dpcheck.analysis.options import OptionPath, every_path_off, off_by_default
 from dpcheck.analysis.scripts import LIBRARY_ROOTS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.analysis.wrapping import OUTLIVES_CALL_CONDITION
 from dpcheck.findings import Applicability, Severity, Subject
 from dpcheck.findings import ObservationKind as K
@@ -244,7 +245,7 @@ def _set_up_only_by_forwards(ctx) -> frozenset[str]:
         # build a missing value (`if self.anchor is None: self._generate_anchor()` may seed the original).
         statement = ctx.parent(call)
         caller = ctx.parent(statement) if isinstance(statement, (ast.Expr, ast.Assign)) else None
-        in_forward = isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)) and caller.name == "forward"
+        in_forward = isinstance(caller, FUNCTION_DEFS) and caller.name == "forward"
         calls[func.attr] = calls.get(func.attr, True) and in_forward
     for node in ctx.nodes(ast.Attribute):
         if node.attr in calls and not (isinstance(call := ctx.parent(node), ast.Call) and call.func is node):

@@ -33,6 +33,7 @@ from dpcheck.analysis.devices import (
     pinned_device,
     placement_arguments,
 )
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import ObservationKind as K
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
@@ -208,7 +209,7 @@ def _index_required(init: ast.FunctionDef, name: str) -> ast.AST | None:
 
 def _enclosing_init(ctx, node) -> tuple[str, ast.FunctionDef] | None:
     """(class name, its `__init__`) when ``node`` sits in the `__init__` of a class of this file."""
-    cur = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    cur = ctx.enclosing(node, FUNCTION_DEFS)
     if cur is None or cur.name != "__init__":
         return None
     owner = ctx.parent(cur)

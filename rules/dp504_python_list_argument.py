@@ -49,7 +49,7 @@ from dpcheck.analysis.dataflow import (
 from dpcheck.analysis.guards import wrapper_passes_condition
 from dpcheck.analysis.outputs import gathered_class
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
-from dpcheck.analysis.torch_api import TENSOR_METHODS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, TENSOR_METHODS
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -294,7 +294,7 @@ class _ListFinder:
         is a list literal of them (`cxts = []`, also again after each batch, so that no one binding
         reaches the call), and the function only appends or inserts Python values into it
         (`cxts.append(ss[0].strip())`), at least once?"""
-        scope = self.ctx.enclosing(self.call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        scope = self.ctx.enclosing(self.call, FUNCTION_DEFS)
         if scope is None or name in {a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)}:
             return False
         appended = False

@@ -44,6 +44,7 @@ from dpcheck.analysis.batch_feeds import PARTIAL_FEED_CONDITION, batch_of_one, d
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.dataflow import binding_error
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.analysis.wrapping import classes_of
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -161,7 +162,7 @@ def _fed_through(call, ctx) -> str | None:
         source = loop_source(scope, ctx)
         scope = ctx.enclosing(scope, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                                       ast.Lambda))
-        if not (isinstance(source, ast.Name) and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if not (isinstance(source, ast.Name) and isinstance(scope, FUNCTION_DEFS)
                 and source.id in {a.arg for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)}):
             return None
-    return scope.name if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    return scope.name if isinstance(scope, FUNCTION_DEFS) else None

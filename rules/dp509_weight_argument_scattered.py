@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.analysis.wrapping import without_conversions
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
@@ -120,7 +121,7 @@ def _wrapped_class(wrap, at: ast.AST, facts, ctx) -> str | None:
     if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and inner.value.id == "self":
         scope = ctx.enclosing(at, ast.ClassDef)
     elif isinstance(inner, ast.Name):
-        scope = ctx.enclosing(at, (ast.FunctionDef, ast.AsyncFunctionDef)) or ctx.tree
+        scope = ctx.enclosing(at, FUNCTION_DEFS) or ctx.tree
     else:
         return None
     if scope is None:
@@ -149,7 +150,7 @@ def _weight_parameters(cls: ast.ClassDef, ctx) -> dict[str, tuple[int, int | Non
     at, None for a keyword-only one) that reach a functional layer's
     weight or bias: the parameter itself, an item of it (`fast_weights[1]`), or a local name of
     forward bound to one of those (`w, b = vars[idx], vars[idx + 1]`)."""
-    forward = next((n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    forward = next((n for n in cls.body if isinstance(n, FUNCTION_DEFS)
                     and n.name == "forward"), None)
     if forward is None:
         return {}

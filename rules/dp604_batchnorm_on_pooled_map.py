@@ -49,7 +49,7 @@ from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.context import code_names
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.scripts import PARTIAL_BATCHES_CONDITION
-from dpcheck.analysis.torch_api import BATCHNORM_LAYERS
+from dpcheck.analysis.torch_api import BATCHNORM_LAYERS, FUNCTION_DEFS
 from dpcheck.findings import Severity
 from dpcheck.rule import Rule
 
@@ -416,7 +416,7 @@ def _passed_to(fn, position: int, name: str, model) -> list[tuple[ast.AST, objec
     if fn.node.name == "__init__" and fn.owner is not None:
         for call in ctx.nodes(ast.Call):
             if isinstance(call.func, ast.Name) and call.func.id == fn.owner.name:
-                scope = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+                scope = ctx.enclosing(call, FUNCTION_DEFS)
                 if scope is None:
                     return None  # built at module level: not followed
                 holder = ctx.enclosing(scope, ast.ClassDef)

@@ -96,17 +96,17 @@ from dpcheck.analysis.dataflow import OPTION_PATH_NOTE, argument, binding_error,
 from dpcheck.analysis.model_class import FORWARD_FLAG_CONDITION, file_models, forward_flags
 from dpcheck.analysis.options import behind_switch_off_by_default, built_only_behind_switch
 from dpcheck.analysis.scripts import (
-    LIBRARY_ROOTS,
     BUILDER_CONDITION,
     CALLED_LATE_CONDITION,
     FALLBACK_GETATTR,
     HANDED_WRAPPER_CONDITION,
-    METHOD_WRAPS_CONDITION,
-    SELF_RETURNING,
     INIT_WRAPPED_CONDITION,
-    UNCALLED_CONDITION,
     LACKS_ATTRIBUTE_CONDITION,
+    LIBRARY_ROOTS,
+    METHOD_WRAPS_CONDITION,
     REJECTS_CALL_CONDITION,
+    SELF_RETURNING,
+    UNCALLED_CONDITION,
     mentions_dataparallel,
     mentions_training_token,
     own_attributes,
@@ -321,7 +321,7 @@ class WrapperAttributeAccess(Rule):
                     continue
                 for attr in _kept_in_self(owner, fn, param):
                     for method in owner.body:
-                        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method is fn:
+                        if not isinstance(method, FUNCTION_DEFS) or method is fn:
                             continue
                         for node in ctx.tree_index.nodes_within(method, ast.Attribute):
                             inner = node.value
@@ -448,7 +448,7 @@ def _handed_candidates(ctx):
     """(function, its class or None, leading parameters a call binds itself) for the module-level
     functions and top-level classes' `__init__` of the file: what another file calls by name."""
     for stmt in ctx.tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(stmt, FUNCTION_DEFS):
             yield stmt, None, 0
         elif isinstance(stmt, ast.ClassDef):
             init = next((f for f in stmt.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
@@ -506,7 +506,7 @@ def _sites_define(wrap, attr: str, ctx, facts) -> bool:
     """Does every call handing the parameter ``wrap`` a wrapper build one whose own class defines ``attr`` or a
     `__getattr__` (CompressAI's `CustomDataParallel(net)` handed to `train_one_epoch(net, ...)`)?"""
     fn = wrap.scope
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not wrap.sites:
+    if not isinstance(fn, FUNCTION_DEFS) or not wrap.sites:
         return False
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
     for call, skip in wrap.sites:
@@ -530,7 +530,7 @@ def _sites_exclude(needed: dict[str, bool], wrap, facts, depth: int) -> bool:
     tests ``needed`` (texts over the function's parameters, and the truth the read needs) is the other way,
     followed through callers that hand on a parameter of their own (``depth`` of them)?"""
     fn = wrap.scope
-    if depth == 0 or not needed or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not wrap.sites:
+    if depth == 0 or not needed or not isinstance(fn, FUNCTION_DEFS) or not wrap.sites:
         return False
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
     for call, skip in wrap.sites:
@@ -645,7 +645,7 @@ def _entry_methods(method, chain: list[ast.ClassDef]) -> list[str] | None:
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for cls in chain:
         for f in cls.body:
-            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(f, FUNCTION_DEFS):
                 methods.setdefault(f.name, f)
     named_by: dict[str, set[str]] = {}
     for name, fn in methods.items():
@@ -951,7 +951,7 @@ def _option_path(ctx, node: ast.AST) -> dict | None:
     """``option_constructions`` for a read in a method of one of the file's module classes: the
     ``Violation`` keywords that make it lighter where it runs only behind a non-default option;
     None elsewhere (a script's code, a plain class)."""
-    method = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    method = ctx.enclosing(node, FUNCTION_DEFS)
     owner = ctx.enclosing(method, ast.ClassDef) if method is not None else None
     if owner is None:
         return None

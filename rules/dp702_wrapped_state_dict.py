@@ -64,6 +64,7 @@ from dpcheck.analysis.checkpoints import (
 )
 from dpcheck.analysis.dataflow import argument
 from dpcheck.analysis.scripts import ARGUMENTS_MARK, mentions_dataparallel, script_facts, unless_wrapped
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import Applicability, Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -276,7 +277,7 @@ def _save_helpers(ctx) -> frozenset[str]:
     """Module-level functions of this file that call torch.save."""
     found = set()
     for stmt in ctx.tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        if isinstance(stmt, FUNCTION_DEFS) and any(
                 isinstance(n, ast.Call) and (ctx.resolve(n.func) or "").endswith(_SAVERS)
                 for n in ctx.tree_index.subtree(stmt)):
             found.add(stmt.name)

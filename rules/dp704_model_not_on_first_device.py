@@ -40,7 +40,7 @@ import re
 from dpcheck.analysis.dataflow import BUILT_OUTSIDE_CONDITION, keyword, passed_values
 from dpcheck.analysis.placement import HOLDS_WEIGHTS, UNPLACED, places_itself
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
-from dpcheck.analysis.torch_api import MOVE_METHODS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, MOVE_METHODS
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -177,7 +177,7 @@ def _never_called(call, holders, scope, facts) -> bool:
                                                                  ast.ClassDef))
                 for n in ast.walk(body)):
             return False
-    elif not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+    elif not isinstance(scope, FUNCTION_DEFS) or any(
             isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(scope)):
         return False
     if not (holders and isinstance(assign, ast.Assign) and assign.value is call and len(assign.targets) == 1
@@ -396,7 +396,7 @@ def _built_here(inner, call, scope, ctx) -> bool:
             return False  # `self.train()`, `obj.build()`: an existing object, or one built elsewhere
         if isinstance(value.func, ast.Name) and value.func.id == "getattr":
             return False  # `getattr(self, "net" + name)`: an existing module, built (and moved) elsewhere
-        builder = next((n for n in ctx.tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        builder = next((n for n in ctx.tree.body if isinstance(n, FUNCTION_DEFS)
                         and isinstance(value.func, ast.Name) and n.name == value.func.id), None)
         if builder is not None and any(isinstance(n, ast.Attribute) and n.attr in MOVE_METHODS
                                        for n in ast.walk(builder)):

@@ -27,6 +27,7 @@ import ast
 from dpcheck.analysis.classes import WRAPPED_CONDITION
 from dpcheck.analysis.names import self_attr
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.findings import Severity
 from dpcheck.rule import TRAINING_SCRIPT, Rule
 
@@ -98,7 +99,7 @@ def _compiles_function(arg, ctx) -> bool:
     if isinstance(arg, ast.Lambda):
         return True
     if isinstance(arg, ast.Name):
-        return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == arg.id
+        return any(isinstance(n, FUNCTION_DEFS) and n.name == arg.id
                    for n in ctx.tree.body)
     name = ctx.resolve(arg) or ""
     return name.startswith("torch.") and not name.rsplit(".", 1)[-1][:1].isupper()

@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.dataflow import is_true, keyword
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
+from dpcheck.analysis.tree import attr_of as _attr_of
+from dpcheck.analysis.tree import id_of as _id_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -139,7 +141,7 @@ def _feed(call: ast.Call, ctx: FileContext, handed: bool) -> str:
             loaders.append(source)
     if loaders:
         return DROPPED if all(map(drops_last, loaders)) else ""
-    if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if isinstance(loop, FUNCTION_DEFS):
         return CALLED_IN + loop.name
     return ""
 

@@ -42,7 +42,7 @@ from dpcheck.analysis.bare_calls import may_name_class
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.scripts import mentions_dataparallel, script_facts, target_text
-from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS, FUNCTION_DEFS
 from dpcheck.analysis.tree import value_of
 from dpcheck.analysis.wrapping import without_conversions
 
@@ -80,7 +80,7 @@ def from_checkpoint(node: ast.AST, ctx: FileContext, depth: int = 0) -> bool:
 
 def _local_values(name: ast.Name, ctx: FileContext) -> list[ast.AST]:
     """Values assigned to a name in its function (or anywhere at module level, `if` blocks too)."""
-    scope = ctx.enclosing(name, (ast.FunctionDef, ast.AsyncFunctionDef))
+    scope = ctx.enclosing(name, FUNCTION_DEFS)
     # The assignments of the scope sliced from the file's list of them, not its whole subtree filtered.
     nodes = ctx.tree_index.nodes_within(scope, ast.Assign) if scope is not None else ctx.nodes(ast.Assign)
     return [n.value for n in nodes if any(isinstance(t, ast.Name) and t.id == name.id for t in n.targets)]
@@ -217,7 +217,7 @@ def summarize_checkpoints(ctx: FileContext, result) -> None:
     names = set()
     for node in prefix_strips(ctx):
         cur = ctx.parent(node)
-        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        while cur is not None and not isinstance(cur, FUNCTION_DEFS):
             cur = ctx.parent(cur)
         if cur is not None:
             names.add(cur.name)

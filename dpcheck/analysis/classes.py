@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.names import ImportMap, dotted
 from dpcheck.analysis.torch_api import (
+    FUNCTION_DEFS,
     MODULE_BASES,
     PARAMETER_CTORS,
     is_torch_nn_class,
@@ -49,7 +50,7 @@ def collect_classes(tree: ast.Module, imports: ImportMap, module: str,
         properties: set[str] = set()
         setters: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         for stmt in node.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(stmt, FUNCTION_DEFS):
                 if any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
                        for d in stmt.decorator_list):
                     if any(isinstance(d, ast.Attribute) and d.attr == "setter" for d in stmt.decorator_list):
@@ -137,7 +138,7 @@ def _reads_like_module(info: ClassInfo, imports: ImportMap, index: TreeIndex | N
     if "forward" not in info.methods:
         return False
     # Class attributes and __init__ (where layers are built), not the long forward bodies.
-    parts = [stmt for stmt in info.node.body if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    parts = [stmt for stmt in info.node.body if not isinstance(stmt, FUNCTION_DEFS)]
     if "__init__" in info.methods:
         parts.append(info.methods["__init__"])
     walk = ast.walk if index is None else index.subtree

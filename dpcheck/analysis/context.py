@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dpcheck.analysis.classes import ClassInfo
 from dpcheck.analysis.names import ImportMap
 from dpcheck.analysis.source import SourceFile
-from dpcheck.analysis.torch_api import is_torch_nn_class
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, is_torch_nn_class
 from dpcheck.analysis.tree import FunctionInfo, TreeIndex, _bind, _Indexed, _Parents, cached_property
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of
+from dpcheck.analysis.tree import attr_of as _attr_of
+from dpcheck.analysis.tree import id_of as _id_of
 from dpcheck.constants import DATAPARALLEL_CLASSES
 from dpcheck.record import field, record
-
 
 
 class _ResolvedNames(dict):
@@ -105,7 +105,7 @@ class FileContext(_Indexed):
     def module_functions(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions the module defines at its top level, by name (the last definition of a
         name, as Python binds it)."""
-        return {stmt.name: stmt for stmt in self.tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        return {stmt.name: stmt for stmt in self.tree.body if isinstance(stmt, FUNCTION_DEFS)}
 
     def class_is_module(self, name: str) -> tuple[bool, frozenset[str]]:
         """(certainly a module, or else the unresolved names any one of which would make it one)."""

@@ -7,7 +7,7 @@ import operator
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bindings import reaching_assignment, statements_before
-from dpcheck.analysis.torch_api import RECURRENT_LAYERS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, RECURRENT_LAYERS
 from dpcheck.analysis.tree import FunctionInfo
 
 if TYPE_CHECKING:
@@ -822,7 +822,7 @@ def _memo_guarded(fn: FunctionInfo, stmt: ast.stmt, helper: ast.FunctionDef) -> 
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == holder}
     for method in (fn.owner.node.body if fn.owner is not None else ()):
-        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name != "__init__"                 and method.args.args:
+        if isinstance(method, FUNCTION_DEFS) and method.name != "__init__"                 and method.args.args:
             me = method.args.args[0].arg
             assigned.update(t.attr for n in ast.walk(method) if isinstance(n, (ast.Assign, ast.AugAssign))
                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
@@ -1255,7 +1255,7 @@ def _default_of(model: ModelClass, fn: FunctionInfo, subject: ast.AST, built_by:
         return _MISSING
     _, value, where = facts.assignments[0]
     if where.owner is not None and where.owner.node is not model.info.node and any(
-            isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__" for n in model.info.node.body):
+            isinstance(n, FUNCTION_DEFS) and n.name == "__init__" for n in model.info.node.body):
         return _MISSING  # set by a base's `__init__`, which this class's own may call with another value
     if (constant := _literal(value)) is not _MISSING:
         return constant
@@ -1407,7 +1407,7 @@ def _passed_by_constructions(ctx, info, init: FunctionInfo, name: str, deciders:
         if (constant := _literal(arg)) is not _MISSING:
             found.add(constant)
             continue
-        owner = ctx.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+        owner = ctx.enclosing(call, FUNCTION_DEFS)
         holder = ctx.enclosing(owner, ast.ClassDef) if owner is not None and owner.name == "__init__" else None
         outer = next((c for c in ctx.classes.values() if c.node is holder), None) if holder is not None else None
         if not (isinstance(arg, ast.Name) and outer is not None):

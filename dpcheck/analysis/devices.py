@@ -12,7 +12,7 @@ import ast
 import re
 
 from dpcheck.analysis.dataflow import keyword
-from dpcheck.analysis.torch_api import MOVE_METHODS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, MOVE_METHODS
 
 _INDEXED = re.compile(r"^cuda:\d+$")
 
@@ -178,8 +178,8 @@ def followed_input(function_name: str, params: list[tuple[str, str]], floating: 
 
 def input_to_follow(fn, node: ast.AST, floating: bool = False) -> str | None:
     """:func:`followed_input` for ``node`` of ``fn`` (a FunctionInfo): its nearest enclosing def."""
-    function = fn.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.node
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    function = fn.enclosing(node, FUNCTION_DEFS) or fn.node
+    if not isinstance(function, FUNCTION_DEFS):
         return None
     args = function.args
     params = [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in args.posonlyargs + args.args]

@@ -19,7 +19,7 @@ import ast
 from typing import TYPE_CHECKING, NamedTuple
 
 from dpcheck.analysis.dataflow import argument
-from dpcheck.analysis.torch_api import MODULE_CONTAINERS, FunctionNode
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, MODULE_CONTAINERS, FunctionNode
 from dpcheck.constants import DATAPARALLEL_FUNCTIONS
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def parallel_functions(ctx: FileContext) -> list[ParallelFunction]:
     another file carries ``parallel_helper:<dotted name>@<position>``."""
     if "parallel" not in ctx.source.text:
         return []
-    defined = {d.name for d in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
+    defined = {d.name for d in ctx.nodes(*FUNCTION_DEFS)}
     helpers = None
     found: dict[int, ParallelFunction] = {}
     for call in ctx.nodes(ast.Call):
@@ -210,7 +210,7 @@ def parallel_functions(ctx: FileContext) -> list[ParallelFunction]:
 def _visible_functions(ctx: FileContext, node: ast.AST, name: str) -> list[ast.FunctionDef]:
     """The functions named ``name`` defined in the scopes around ``node`` (the functions enclosing it,
     innermost first, then the module), each scope's own definitions (not those nested further)."""
-    named = [d for d in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef) if d.name == name]
+    named = [d for d in ctx.nodes(*FUNCTION_DEFS) if d.name == name]
     scope = ctx.enclosing(node, FunctionNode)
     while named:
         defs = [d for d in named if ctx.enclosing(d, FunctionNode) is scope]

@@ -27,9 +27,14 @@ from typing import TYPE_CHECKING
 from dpcheck.analysis.bindings import statements_before
 from dpcheck.analysis.dataflow import parameter_defaults
 from dpcheck.analysis.names import self_attr
-from dpcheck.analysis.scripts import (BUILDER_CONDITION, EVALUATED_CONDITION, mentions_dataparallel, script_facts,
-                                       target_text)
-from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS
+from dpcheck.analysis.scripts import (
+    BUILDER_CONDITION,
+    EVALUATED_CONDITION,
+    mentions_dataparallel,
+    script_facts,
+    target_text,
+)
+from dpcheck.analysis.torch_api import ALTERNATE_CONSTRUCTORS, FUNCTION_DEFS
 from dpcheck.analysis.wrapping import WRAPPED, classes_of, wrap_evidence
 from dpcheck.constants import DATAPARALLEL_CLASSES, DISTRIBUTED_DATAPARALLEL_CLASSES
 from dpcheck.findings import Severity
@@ -413,7 +418,7 @@ def _forward_optionals(ctx: FileContext) -> dict[ast.AST, dict[str, str]]:
     that it never rebinds -> their ``<class>:<param>@<k>``."""
     found: dict[ast.AST, dict[str, str]] = {}
     for info in ctx.classes.values():
-        forward = next((n for n in info.node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        forward = next((n for n in info.node.body if isinstance(n, FUNCTION_DEFS)
                         and n.name == "forward"), None)
         if forward is None:
             continue
@@ -442,7 +447,7 @@ def _in_own_factory(ctx: FileContext, construction: ast.Call, built: str) -> boo
     (minGPT's `GPT.from_pretrained`: `model = GPT(config)` ... `return model`)? Its callers build the
     class through `GPT.from_pretrained(...)`, which ``module_calls`` reads as a construction where
     they call it, so the instance it returns is followed there."""
-    method = ctx.enclosing(construction, (ast.FunctionDef, ast.AsyncFunctionDef))
+    method = ctx.enclosing(construction, FUNCTION_DEFS)
     if method is None or not method.name.startswith("from_"):
         return False
     owner = ctx.enclosing(method, ast.ClassDef)

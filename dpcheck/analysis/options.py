@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import option_constructions, parameter_defaults
+from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.record import record
 
 # `option_default:<name>=<off|on>` in a finding's ``requires``: every definition of option `<name>` in
@@ -209,11 +210,11 @@ def _turned_on_before_call(name: str, node: ast.AST, ctx) -> bool:
     (`self.dataset_args.train_denoiser = True` in crystalsizer3d's `load_network`) and call the
     function around ``node`` by name (`self._init_optimiser('denoiser')`)? Then the path behind the
     switch runs whatever its command-line default."""
-    fn = ctx.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    fn = ctx.enclosing(node, FUNCTION_DEFS)
     if fn is None:
         return False
     for store in _switch_stores(ctx).get(name, ()):
-        setter = ctx.enclosing(store, (ast.FunctionDef, ast.AsyncFunctionDef))
+        setter = ctx.enclosing(store, FUNCTION_DEFS)
         if setter is not None and any(
                 (isinstance(c.func, ast.Attribute) and c.func.attr == fn.name
                  or isinstance(c.func, ast.Name) and c.func.id == fn.name)
@@ -378,7 +379,7 @@ def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str
         return f"{name}={wanted}"
     flags = {n for n, state in own.items() if state == OFF} - excluded
     if isinstance(test, ast.Name) and wanted == OFF:
-        fn = ctx.enclosing(where, (ast.FunctionDef, ast.AsyncFunctionDef))
+        fn = ctx.enclosing(where, FUNCTION_DEFS)
         if fn is not None and _parameter_switch_off(test.id, fn, ctx, flags):
             return True
     return None

@@ -21,7 +21,7 @@ from dpcheck.analysis.context import FileContext
 from dpcheck.analysis.dataflow import parameter_defaults, parameters_of
 from dpcheck.analysis.model_class import ITEM, ModelClass
 from dpcheck.analysis.names import dotted, part_class
-from dpcheck.analysis.torch_api import PARAMETER_FREE, FunctionNode
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, PARAMETER_FREE, FunctionNode
 from dpcheck.analysis.tree import FunctionInfo
 from dpcheck.findings import Severity
 
@@ -141,7 +141,7 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
     called_in_classes: set[str] = set()
     # Only calls of this file's classes and functions can matter: the others (builtins, imported
     # layers, most calls) are skipped before their ancestors are climbed.
-    local_names = set(ctx.classes).union(f.name for f in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef))
+    local_names = set(ctx.classes).union(f.name for f in ctx.nodes(*FUNCTION_DEFS))
     for call in ctx.nodes(ast.Call):
         func = part_class(call.func, ctx.classes, ctx.tree)  # (`Decoder._from_config(config)` builds a Decoder)
         if not isinstance(func, ast.Name) or func.id not in local_names:
@@ -149,7 +149,7 @@ def _find_child_classes(ctx: FileContext) -> frozenset[str]:
         owner = ctx.parent(call)
         function = None
         while owner is not None and not isinstance(owner, ast.ClassDef):
-            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(owner, FUNCTION_DEFS):
                 function = owner  # ends as the outermost function
             owner = ctx.parent(owner)
         if owner is not None:

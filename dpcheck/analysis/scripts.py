@@ -1860,7 +1860,7 @@ def _evaluates_only(ctx: FileContext) -> bool:
     first_held: dict[str, int] = {}
     for w in wraps:
         first_held[w.name] = min(w.start, first_held.get(w.name, w.start))
-    local = {node.name for node in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef)}
+    local = {node.name for node in ctx.nodes(*FUNCTION_DEFS)}
     for call in ctx.nodes(ast.Call):
         if id(call) in bound or target_text(call.func) in _INSPECTIONS:
             continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.context import FileContext
-from dpcheck.analysis.torch_api import LOOP_STATEMENTS
+from dpcheck.analysis.torch_api import FUNCTION_DEFS, LOOP_STATEMENTS
 
 # Text a file that trains holds; without both, nothing below is walked.
 _TRAINING_TEXT = ("backward(", ".step(")
@@ -49,7 +49,7 @@ def _trains_models(ctx: FileContext) -> bool:
         scope = ctx.enclosing(call, LOOP_STATEMENTS + _SCOPES)
         if isinstance(scope, LOOP_STATEMENTS):
             return True
-        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(scope, FUNCTION_DEFS):
             stepping.add(scope.name)
     if not stepping:
         return False

@@ -50,9 +50,17 @@ from dpcheck.analysis.scripts import (
     switches_to_eval,
     target_text,
 )
-from dpcheck.analysis.torch_api import (ALTERNATE_CONSTRUCTORS, FORWARDLESS_CONTAINERS, SELF_RETURNING_MODULE_METHODS,
-                                       FunctionNode, is_torch_nn_class)
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
+from dpcheck.analysis.torch_api import (
+    ALTERNATE_CONSTRUCTORS,
+    FORWARDLESS_CONTAINERS,
+    FUNCTION_DEFS,
+    SELF_RETURNING_MODULE_METHODS,
+    FunctionNode,
+    is_torch_nn_class,
+)
+from dpcheck.analysis.tree import attr_of as _attr_of
+from dpcheck.analysis.tree import id_of as _id_of
+from dpcheck.analysis.tree import value_of as _value_of
 from dpcheck.constants import (
     DATAPARALLEL_CLASSES,
     DATAPARALLEL_FUNCTIONS,
@@ -992,7 +1000,7 @@ def _handed_leaves(fn: ast.AST, name: str, ctx: FileContext) -> list[str] | None
     """[``HANDED_LEAF`` for the parameter ``name`` of ``fn``] where ``fn`` is a module-level function
     or the `__init__` of a module-level class (a trainer's `__init__(self, model, ...)`, whose callers
     build it in another file), or None (a method, a nested function, `*args`)."""
-    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    if not isinstance(fn, FUNCTION_DEFS):
         return None
     owner = ctx.parent(fn)
     if owner is ctx.tree and ctx.module_functions.get(fn.name) is fn:
