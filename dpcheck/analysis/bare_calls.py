@@ -38,8 +38,11 @@ from itertools import compress
 from operator import ne
 from typing import TYPE_CHECKING
 
+from dpcheck.analysis.names import callee_name
 from dpcheck.analysis.scripts import SELF_RETURNING
-from dpcheck.analysis.tree import attr_of as _attr_of, id_of as _id_of, value_of as _value_of
+from dpcheck.analysis.tree import attr_of as _attr_of
+from dpcheck.analysis.tree import id_of as _id_of
+from dpcheck.analysis.tree import value_of as _value_of
 
 if TYPE_CHECKING:
     from dpcheck.analysis.context import FileContext
@@ -145,9 +148,9 @@ def summarize_bare_calls(ctx: FileContext, result) -> None:
         scope, in_module, unknown, around = place(node)
         if name in around:
             continue  # the class's own body (`super(Loss, self)`, a classmethod building one)
-        if parent.__class__ is ast.Call and parent.func is not node and _called(parent) in _CLASS_ONLY_CALLS:
+        if parent.__class__ is ast.Call and parent.func is not node and callee_name(parent) in _CLASS_ONLY_CALLS:
             continue
-        if parent.__class__ is ast.Tuple and _called(parents.get(parent)) in _CLASS_ONLY_CALLS:
+        if parent.__class__ is ast.Tuple and callee_name(parents.get(parent)) in _CLASS_ONLY_CALLS:
             continue  # isinstance(m, (Loss, Other))
         if called and not unknown:
             if in_module:
@@ -246,7 +249,7 @@ def result_bindings(ctx: FileContext) -> list[str]:
                     value = value.func.value  # build_loss().cuda()
                 if value.__class__ is not ast.Call:
                     continue
-                name = _called(value)
+                name = callee_name(value)
                 if not name or may_name_class(name) or name in _BUILTINS or name in _RETURNS_SELF:
                     continue
                 counted[name] = counted.get(name, 0) + 1
@@ -262,7 +265,7 @@ def result_bindings(ctx: FileContext) -> list[str]:
         return []
     calls: dict[str, int] = dict.fromkeys(bound, 0)
     for call in ctx.nodes(ast.Call):
-        name = _called(call)
+        name = callee_name(call)
         if name in calls:
             calls[name] += 1
     # (a callee called more often than in the statements read is also called otherwise, or in a module)
@@ -468,13 +471,6 @@ def _passed_attributes(ctx: FileContext, module_classes, known_classes, modules,
             if not (root.__class__ is ast.Name and root.id in modules):
                 passed.add(attr)
     return passed
-
-
-def _called(node) -> str:
-    if node.__class__ is not ast.Call:
-        return ""
-    func = node.func
-    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
 
 
 def torch_target(target: str) -> bool:

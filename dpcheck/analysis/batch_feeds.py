@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bindings import reaching_assignment
 from dpcheck.analysis.dataflow import is_true, keyword
+from dpcheck.analysis.names import callee_name
 from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.analysis.tree import attr_of as _attr_of
 from dpcheck.analysis.tree import id_of as _id_of
@@ -103,12 +104,12 @@ def summarize_batch_feeds(ctx: FileContext, result) -> None:
     if any(token in text for token in _FEED_TOKENS):
         handed = "DataLoader" in text  # (a loader handed to a call needs one built here)
         for call in calls:
-            name = _called(call)
+            name = callee_name(call)
             marker = _feed(call, ctx, handed) if name else ""
             if marker:
                 fed[id(call)] = name + marker
     if fed:  # (a script: few calls)
-        names = {name for call in calls if id(call) not in fed for name in [_called(call)] if name}
+        names = {name for call in calls if id(call) not in fed for name in [callee_name(call)] if name}
     else:  # (every file pays this: map and compress keep the per-call work in C)
         funcs = list(map(_func_of, calls))
         kinds = list(map(type, funcs))
@@ -121,11 +122,6 @@ def summarize_batch_feeds(ctx: FileContext, result) -> None:
 def summarize_text_calls(text: str, result) -> None:
     """``result.called`` of a file read as text only: every word followed by `(`."""
     result.called = sorted(set(_CALLED_WORD.findall(text)))
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
 
 
 def _feed(call: ast.Call, ctx: FileContext, handed: bool) -> str:

@@ -29,6 +29,7 @@ import re
 from typing import TYPE_CHECKING
 
 from dpcheck.analysis.bare_calls import EVERY_MENTION, identifier_constants, torch_target
+from dpcheck.analysis.names import callee_name
 from dpcheck.analysis.reach import SUBMODULES
 from dpcheck.analysis.tree import id_of as _id_of
 
@@ -159,7 +160,7 @@ def _loads_by_name(ctx: FileContext) -> tuple[bool, list[str]]:
     ``reach.SUBMODULES``)."""
     loaded: list[str] = []
     for call in ctx.nodes(ast.Call):
-        name = _called(call)
+        name = callee_name(call)
         if name in _PATH_RESOLVING_CALLS or name == "exec" and call.func.__class__ is ast.Name:
             return True, loaded
         if name in _IMPORT_CALLS:
@@ -202,7 +203,7 @@ def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:
     modules = {alias for alias, target in ctx.imports.aliases.items() if not torch_target(target)}
     computed: set[str] = set()
     for call in calls:
-        if _called(call) in _IMPORT_CALLS:
+        if callee_name(call) in _IMPORT_CALLS:
             parent = ctx.tree_index.parents.get(call)
             if parent.__class__ is ast.Assign:
                 computed.update(t.id for t in parent.targets if t.__class__ is ast.Name)
@@ -221,7 +222,7 @@ def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:
         return bool(resolved)
 
     for call in calls:
-        name = _called(call)
+        name = callee_name(call)
         if name in _PATH_RESOLVING_CALLS:
             return True, namespaces  # instantiate(cfg.model), hydra.utils.instantiate(...), pydoc.locate(path)
         if call.func.__class__ is not ast.Name:
@@ -248,11 +249,6 @@ def _builds_by_name(ctx: FileContext) -> tuple[bool, set[str]]:
         if attr == "__dict__" and _may_be_module(attribute.value, modules) and not namespace(attribute.value):
             return True, namespaces  # module.__dict__ of a module it cannot name
     return False, namespaces
-
-
-def _called(call: ast.Call) -> str:
-    func = call.func
-    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
 
 
 def _computed(arg: ast.AST) -> bool:

@@ -171,6 +171,15 @@ def part_class(func: ast.AST, own_classes, tree: ast.Module) -> ast.AST:
     return built
 
 
+def callee_name(node: ast.AST | None) -> str:
+    """The simple name a call calls (`f` of `f(...)` and of `<x>.f(...)`); "" for any other callee and
+    for a node that is no call."""
+    if node.__class__ is not ast.Call:
+        return ""
+    func = node.func
+    return func.id if func.__class__ is ast.Name else func.attr if func.__class__ is ast.Attribute else ""
+
+
 def dotted(node: ast.AST) -> str | None:
     """The literal dotted text of a Name/Attribute chain (no import resolution)."""
     parts: list[str] = []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from dpcheck.analysis.dataflow import option_constructions, parameter_defaults
+from dpcheck.analysis.names import callee_name
 from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.record import record
 
@@ -447,9 +448,7 @@ def _find_calls_by_name(ctx) -> dict[str, list[ast.Call]]:
     """The file's calls by the name they call (`f(...)`, `<x>.f(...)`), for the parameter switches."""
     found: dict[str, list[ast.Call]] = {}
     for call in ctx.nodes(ast.Call):
-        func = call.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name is not None:
+        if name := callee_name(call):
             found.setdefault(name, []).append(call)
     return found
 
