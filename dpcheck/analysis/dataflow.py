@@ -1597,3 +1597,12 @@ def _built_layout_keeping(value: ast.AST, ctx, depth: int) -> bool:
     if info is None:
         return False
     return not any(n.attr in _RESHAPERS for n in ctx.tree_index.nodes_within(info.node, ast.Attribute))
+
+
+def needed_parts(test: ast.AST, truth: bool) -> list[ast.AST]:
+    """The tests each of which must come out ``truth`` for ``test`` to: the conjuncts of an `and` that
+    must hold, the disjuncts of an `or` that must fail (pix2pixHD's `if opt.isTrain and
+    len(opt.gpu_ids) and not opt.fp16:` needs `not opt.fp16`, whatever the other two decide)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if truth else ast.Or):
+        return [part for value in test.values for part in needed_parts(value, truth)]
+    return [test]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 
-from dpcheck.analysis.dataflow import option_constructions, parameter_defaults
+from dpcheck.analysis.dataflow import needed_parts, option_constructions, parameter_defaults
 from dpcheck.analysis.names import callee_name
 from dpcheck.analysis.torch_api import FUNCTION_DEFS
 from dpcheck.record import record
@@ -332,7 +332,7 @@ def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from,
                             if isinstance(s, ast.If) and not s.orelse and s.body
                             and isinstance(s.body[-1], (ast.Return, ast.Raise)))
         for where, in_body in arms:
-            for test in _arm_tests(where.test, in_body):
+            for test in needed_parts(where.test, in_body):
                 gate = _switch_gate(test, in_body, ctx, where, own, excluded, reached_from)
                 if gate is True and decided is not None:
                     decided.append(_gate_name(test))
@@ -348,14 +348,6 @@ def _gates_before(statement: ast.AST, ctx, own: dict[str, str], reached_from,
 
 def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
     return [b for b in (getattr(node, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
-
-
-def _arm_tests(test: ast.AST, in_body: bool) -> list[ast.AST]:
-    """The tests each of which decides alone whether an arm runs: the conjuncts of an `and` for its
-    body, the disjuncts of an `or` for its else (and for what follows an early exit on it)."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if in_body else ast.Or):
-        return list(test.values)
-    return [test]
 
 
 def _switch_gate(test: ast.AST, in_body: bool, ctx, where: ast.If, own: dict[str, str], excluded: frozenset[str],

@@ -40,7 +40,7 @@ from ast import literal_eval
 from collections.abc import Iterator
 
 from dpcheck.analysis.context import FileContext
-from dpcheck.analysis.dataflow import argument, is_true, keyword
+from dpcheck.analysis.dataflow import argument, is_true, keyword, needed_parts
 from dpcheck.analysis.torch_api import FUNCTION_DEFS, LOOP_STATEMENTS
 from dpcheck.analysis.tree import FunctionInfo, cached_property
 from dpcheck.constants import (
@@ -512,7 +512,7 @@ class ScriptFacts:
         for ret, value in pairs:
             for origin in self._wrap_origins(value, fn):
                 atoms = {id(part): (test, truth) for node in (ret, origin) if node is not None
-                         for raw, truth in self._branch_tests(node) for part in _needed_parts(raw, truth)
+                         for raw, truth in self._branch_tests(node) for part in needed_parts(raw, truth)
                          for test in [self._as_guard_test(part, params)] if _over_names(test, params)}
                 if not atoms:
                     return None
@@ -1401,15 +1401,6 @@ def _alternatives_fail(alternatives, env: dict[str, object]) -> bool:
     """Does some test of every alternative come out against the arm it needs, under ``env``?"""
     return bool(env) and all(any(_truth(test, env) is (not truth) for test, truth in alternative)
                              for alternative in alternatives)
-
-
-def _needed_parts(test: ast.AST, truth: bool) -> list[ast.AST]:
-    """The tests each of which must come out ``truth`` for ``test`` to: the conjuncts of an `and` that
-    must hold, the disjuncts of an `or` that must fail (pix2pixHD's `if opt.isTrain and
-    len(opt.gpu_ids) and not opt.fp16:` needs `not opt.fp16`, whatever the other two decide)."""
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if truth else ast.Or):
-        return [part for value in test.values for part in _needed_parts(value, truth)]
-    return [test]
 
 
 def _over_names(test: ast.AST, names: set[str]) -> bool:
